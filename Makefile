@@ -1,0 +1,48 @@
+# mha-course: `make lab` to learn, `make test` to check everything.
+# Windows without make: see README ("Windows").
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Which torch to install. Any release >= 2.5 works; CI pins a CPU build (.ci/run).
+# For a small CPU-only install elsewhere: make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_SPEC ?= torch>=2.5
+TORCH_INDEX ?=
+STAMP := $(VENV)/.installed
+
+.PHONY: lab test setup unit notebooks lint release exercises clean help
+
+help:
+	@echo "make lab    - set up (once) and open JupyterLab at the course start page"
+	@echo "make test   - set up (once) and run the whole suite (lint, package, grading, notebooks)"
+	@echo "make release - regenerate exercises/ from solutions/"
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/python -m pip install -e ".[dev]"
+	$(BIN)/python -m ipykernel install --user --name mha-course --display-name "Python (mha-course)"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests -m "not browser"
+
+notebooks: $(STAMP)
+	$(BIN)/python -m pytest --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
+
+release: $(STAMP)
+	$(BIN)/mha-course release
+
+test: lint unit notebooks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

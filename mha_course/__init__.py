@@ -1,0 +1,36 @@
+"""mha_course: the helper package of the multi-head attention course.
+
+Each chapter leaves its code here; later chapters import it instead of pasting it again.
+"""
+
+from .device import describe_device, get_device
+from .kv_cache import KVCache
+from .masks import causal_mask, combine_masks, padding_mask, to_additive
+from .mha import MultiHeadAttention, merge_heads, split_heads
+from .numpy_attention import dot_product_attention, softmax
+from .plotting import plot_attention, plot_heads
+from .sdpa import repeat_kv, scaled_dot_product_attention, stable_softmax
+from .single_head import SelfAttentionHead
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "KVCache",
+    "MultiHeadAttention",
+    "SelfAttentionHead",
+    "causal_mask",
+    "combine_masks",
+    "describe_device",
+    "dot_product_attention",
+    "get_device",
+    "merge_heads",
+    "padding_mask",
+    "plot_attention",
+    "plot_heads",
+    "repeat_kv",
+    "scaled_dot_product_attention",
+    "softmax",
+    "split_heads",
+    "stable_softmax",
+    "to_additive",
+]

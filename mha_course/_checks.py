@@ -1,0 +1,74 @@
+"""Input checks that teach: every error names the argument, the expected shape in
+dimension letters (B, L, S, E, H, G, D) and what actually came in."""
+
+from __future__ import annotations
+
+import torch
+
+
+def shape_str(t: torch.Tensor) -> str:
+    """``(2, 5, 16)`` — a tensor's shape the way the error messages print it."""
+    return "(" + ", ".join(str(n) for n in t.shape) + ")"
+
+
+def check_tensor(name: str, x: object) -> torch.Tensor:
+    """``x`` must be a ``torch.Tensor``."""
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    return x
+
+
+def check_float(name: str, x: torch.Tensor) -> None:
+    """``x`` must hold floating-point numbers (attention needs a softmax)."""
+    if not x.is_floating_point():
+        raise ValueError(
+            f"{name}: expected a floating-point tensor (float16/bfloat16/float32/float64), "
+            f"got dtype {x.dtype}"
+        )
+
+
+def check_rank(name: str, x: torch.Tensor, letters: str, rank: int | None = None,
+               min_rank: int | None = None) -> None:
+    """``x`` must have exactly ``rank`` (or at least ``min_rank``) dimensions."""
+    bad = (rank is not None and x.dim() != rank) or (min_rank is not None and x.dim() < min_rank)
+    if bad:
+        raise ValueError(
+            f"{name}: expected shape {letters}, got {shape_str(x)} ({x.dim()} dimensions)"
+        )
+
+
+def check_size(name: str, x: torch.Tensor, dim: int, size: int, letters: str,
+               what: str) -> None:
+    """Dimension ``dim`` of ``x`` must equal ``size`` (``what`` names that size)."""
+    if x.shape[dim] != size:
+        raise ValueError(
+            f"{name}: expected shape {letters} with {what} = {size}, got {shape_str(x)}"
+        )
+
+
+def check_same_dtype(names: tuple[str, ...], xs: tuple[torch.Tensor, ...]) -> None:
+    """All tensors must share one dtype (mixing float32 and float64 is usually a bug)."""
+    dtypes = {x.dtype for x in xs}
+    if len(dtypes) > 1:
+        got = ", ".join(f"{n}={x.dtype}" for n, x in zip(names, xs))
+        raise ValueError(f"{'/'.join(names)}: expected one dtype, got {got}")
+
+
+def check_mask_dtype(name: str, mask: torch.Tensor) -> None:
+    """A mask is bool (True = may attend / True = padding) or floating (added to scores)."""
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise ValueError(
+            f"{name}: expected a bool mask or a floating-point additive mask, got dtype {mask.dtype}"
+        )
+
+
+def check_broadcast(name: str, mask: torch.Tensor, target: tuple[int, ...], letters: str) -> None:
+    """``mask`` must broadcast to ``target`` (e.g. ``(B, H, L, S)``)."""
+    ok = mask.dim() <= len(target) and all(
+        m in (1, t) for m, t in zip(reversed(mask.shape), reversed(target))
+    )
+    if not ok:
+        want = "(" + ", ".join(str(n) for n in target) + ")"
+        raise ValueError(
+            f"{name}: expected a shape that broadcasts to {letters} = {want}, got {shape_str(mask)}"
+        )

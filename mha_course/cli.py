@@ -1,0 +1,46 @@
+"""The ``mha-course`` console script. Each subcommand lives in ``mha_course/commands/<name>.py``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+
+# Subcommands in the order --help lists them; a module that is not there yet is skipped.
+COMMANDS = ("check", "grade", "merge", "release", "bench", "info")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mha-course",
+        description="Multi-head attention course: check your exercises, grade a class, "
+                    "regenerate exercises, run benchmarks.",
+    )
+    parser.add_argument("--version", action="version", version=f"mha-course {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"mha_course.commands.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"mha_course.commands.{name}":
+                continue
+            raise
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 0
+    return int(args._run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Mask helpers. The course follows SDPA's convention everywhere:
+a bool ``attn_mask`` is True where a query MAY attend; a float mask is ADDED to the scores.
+A ``key_padding_mask`` is the one exception (as in torch): True marks PADDING to ignore."""
+
+from __future__ import annotations
+
+import torch
+
+from ._checks import check_mask_dtype, check_rank, check_tensor, shape_str
+
+
+def causal_mask(
+    L: int, S: int | None = None, offset: int = 0, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """Bool mask, True = may attend: query ``i`` sees keys ``j <= i + offset``.
+
+    ``offset`` is the number of keys that come before the first query — the length of a
+    KV cache. ``offset=0`` is torch's ``is_causal`` (top-left aligned).
+
+    Shape:
+        Returns (L, S) with S = L + offset by default.
+    """
+    if L < 0 or offset < 0:
+        raise ValueError(f"L, offset: expected non-negative integers, got L={L}, offset={offset}")
+    S = L + offset if S is None else S
+    ones = torch.ones(L, S, dtype=torch.bool, device=device)
+    return torch.tril(ones, diagonal=offset)
+
+
+def padding_mask(
+    lengths: torch.Tensor | list[int], S: int | None = None,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Key padding mask from sequence lengths: True = padding (position >= length).
+
+    Shape:
+        lengths: (B,). Returns (B, S) with S = max(lengths) by default.
+    """
+    lengths = torch.as_tensor(lengths, device=device)
+    check_rank("lengths", lengths, "(B,)", rank=1)
+    S = int(lengths.max()) if S is None else S
+    positions = torch.arange(S, device=lengths.device)  # (S,)
+    return positions[None, :] >= lengths[:, None]  # (1, S) vs (B, 1) -> (B, S)
+
+
+def to_additive(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Turn a bool "may attend" mask into an additive one: 0 where allowed, -inf where not.
+
+    Shape:
+        mask: any shape. Returns the same shape in ``dtype``.
+    """
+    if mask.dtype != torch.bool:
+        return mask.to(dtype)
+    out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return out.masked_fill(~mask, float("-inf"))
+
+
+def combine_masks(
+    *masks: torch.Tensor | None, dtype: torch.dtype = torch.float32
+) -> torch.Tensor | None:
+    """Combine several SDPA-convention masks into one (broadcasting their shapes).
+
+    All bool: logical AND (a key is visible only if every mask allows it). Any float:
+    everything becomes additive and the masks are summed.
+    """
+    present = [m for m in masks if m is not None]
+    if not present:
+        return None
+    if all(m.dtype == torch.bool for m in present):
+        out = present[0]
+        for m in present[1:]:
+            out = out & m
+        return out
+    out = to_additive(present[0], dtype)
+    for m in present[1:]:
+        out = out + to_additive(m, dtype)
+    return out
+
+
+def key_padding_to_attn_mask(key_padding_mask: torch.Tensor, B: int, S: int) -> torch.Tensor:
+    """Key padding ``(B, S)`` with True = padding → SDPA mask ``(B, 1, 1, S)``, True = may attend.
+
+    A float key padding mask is taken as additive and only reshaped.
+    """
+    check_tensor("key_padding_mask", key_padding_mask)
+    check_mask_dtype("key_padding_mask", key_padding_mask)
+    if key_padding_mask.shape != (B, S):
+        raise ValueError(
+            f"key_padding_mask: expected shape (B, S) = ({B}, {S}), got {shape_str(key_padding_mask)}"
+        )
+    m = key_padding_mask[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
+    return ~m if m.dtype == torch.bool else m

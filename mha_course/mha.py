@@ -1,0 +1,245 @@
+"""Chapters 4–7: multi-head attention with grouped key/value heads (MHA, GQA, MQA),
+self- and cross-attention, masks, a KV cache, and two interchangeable kernels."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._checks import (
+    check_broadcast,
+    check_float,
+    check_mask_dtype,
+    check_rank,
+    check_tensor,
+    shape_str,
+)
+from .kv_cache import KVCache
+from .masks import causal_mask, combine_masks, key_padding_to_attn_mask
+from .sdpa import scaled_dot_product_attention
+
+IMPLS = ("eager", "sdpa")
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Cut the last dimension into heads and move heads before the sequence.
+
+    The ``transpose`` matters: ``x.view(B, H, T, D)`` would also have the right shape, but it
+    would mix different tokens into one head (chapter 4 shows the wrong result).
+
+    Shape:
+        x: (B, T, H * D). Returns (B, H, T, D).
+    """
+    B, T, HD = x.shape
+    return x.view(B, T, num_heads, HD // num_heads).transpose(1, 2)  # (B, T, H*D) -> (B, T, H, D) -> (B, H, T, D)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`split_heads`: concatenate the heads back into one vector per token.
+
+    Shape:
+        x: (B, H, T, D). Returns (B, T, H * D).
+    """
+    B, H, T, D = x.shape
+    return x.transpose(1, 2).reshape(B, T, H * D)  # (B, H, T, D) -> (B, T, H, D) -> (B, T, H*D)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention, batch first, with H query heads and G key/value heads.
+
+    ``num_kv_heads=None`` (G = H) is classic MHA, ``1`` is multi-query attention (MQA), and
+    any divisor of ``num_heads`` is grouped-query attention (GQA): query head ``h`` reads
+    key/value head ``h // (H // G)``.
+
+    Args:
+        embed_dim: E, the model width; ``head_dim`` D = E / H.
+        num_heads: H query heads.
+        num_kv_heads: G key/value heads (default H).
+        bias: biases in all four projections.
+        dropout: dropout on the attention weights while training.
+        kdim, vdim: feature sizes of ``key``/``value`` inputs for cross-attention (default E).
+        impl: ``"eager"`` runs the course's own :func:`scaled_dot_product_attention`;
+            ``"sdpa"`` runs torch's fused kernel. They agree to rounding.
+
+    Shape:
+        query: (B, L, E); key: (B, S, kdim); value: (B, S, vdim). Output: (B, L, E);
+        weights (need_weights=True): (B, H, L, S).
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        num_kv_heads: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        impl: str = "sdpa",
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if embed_dim <= 0 or num_heads <= 0 or num_kv_heads <= 0:
+            raise ValueError(
+                f"embed_dim, num_heads, num_kv_heads: expected positive integers, got "
+                f"E={embed_dim}, H={num_heads}, G={num_kv_heads}"
+            )
+        if embed_dim % num_heads != 0:
+            raise ValueError(
+                f"embed_dim: E must be divisible by num_heads H so each head gets D = E / H "
+                f"features; got E={embed_dim}, H={num_heads}"
+            )
+        if num_heads % num_kv_heads != 0:
+            raise ValueError(
+                f"num_kv_heads: G must divide num_heads H (each key/value head serves H / G "
+                f"query heads); got H={num_heads}, G={num_kv_heads}"
+            )
+        if impl not in IMPLS:
+            raise ValueError(f"impl: expected one of {IMPLS}, got {impl!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout: expected a probability in [0, 1), got {dropout}")
+        self.embed_dim, self.num_heads, self.num_kv_heads = embed_dim, num_heads, num_kv_heads
+        self.head_dim = embed_dim // num_heads
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self.dropout, self.impl = dropout, impl
+        kv_width = num_kv_heads * self.head_dim  # G * D
+        factory = {"device": device, "dtype": dtype}
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)  # W_Q
+        self.k_proj = nn.Linear(self.kdim, kv_width, bias=bias, **factory)  # W_K
+        self.v_proj = nn.Linear(self.vdim, kv_width, bias=bias, **factory)  # W_V
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)  # W_O
+
+    def extra_repr(self) -> str:
+        return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
+                f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, impl={self.impl!r}")
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention, impl: str = "sdpa") -> MultiHeadAttention:
+        """An equivalent module built from a ``torch.nn.MultiheadAttention`` (see
+        :func:`mha_course.interop.from_torch_mha`). Our inputs are always batch-first."""
+        from .interop import from_torch_mha
+
+        return from_torch_mha(cls, module, impl=impl)
+
+    # ---- forward -------------------------------------------------------------------------
+    def _check_inputs(self, query, key, value) -> None:
+        E = self.embed_dim
+        for name, t, width, letters in (
+            ("query", query, E, "(B, L, E)"),
+            ("key", key, self.kdim, "(B, S, kdim)"),
+            ("value", value, self.vdim, "(B, S, vdim)"),
+        ):
+            check_tensor(name, t)
+            check_float(name, t)
+            check_rank(name, t, letters, rank=3)
+            if t.shape[-1] != width:
+                raise ValueError(f"{name}: expected shape {letters} with last size {width}, got {shape_str(t)}")
+            if t.dtype != self.q_proj.weight.dtype:
+                raise ValueError(
+                    f"{name}: expected dtype {self.q_proj.weight.dtype} (the module's parameters), "
+                    f"got {t.dtype}; cast the input or the module (e.g. module.double())"
+                )
+        if key.shape[0] != query.shape[0] or value.shape[0] != query.shape[0]:
+            raise ValueError(
+                f"key/value: expected batch size B = {query.shape[0]} (query's), "
+                f"got key {shape_str(key)}, value {shape_str(value)}"
+            )
+        if key.shape[1] != value.shape[1]:
+            raise ValueError(
+                f"value: expected shape (B, S, vdim) with S = {key.shape[1]} (key's length), "
+                f"got {shape_str(value)}"
+            )
+
+    def _build_mask(self, attn_mask, key_padding_mask, is_causal, B, L, S, offset, dtype, device):
+        """One SDPA-convention mask (bool True = may attend, or additive) of shape broadcastable
+        to (B, H, L, S), or None."""
+        H = self.num_heads
+        if attn_mask is not None:
+            check_tensor("attn_mask", attn_mask)
+            check_mask_dtype("attn_mask", attn_mask)
+            if attn_mask.dim() == 3:
+                attn_mask = attn_mask.unsqueeze(1)  # (B, L, S) -> (B, 1, L, S)
+            if attn_mask.dim() not in (2, 4):
+                raise ValueError(
+                    f"attn_mask: expected shape (L, S), (B, L, S) or (B, H, L, S), got {shape_str(attn_mask)}"
+                )
+            check_broadcast("attn_mask", attn_mask, (B, H, L, S), "(B, H, L, S)")
+        kpm = None
+        if key_padding_mask is not None:
+            kpm = key_padding_to_attn_mask(key_padding_mask, B, S)  # (B, S) -> (B, 1, 1, S)
+        causal = causal_mask(L, S, offset=offset, device=device) if is_causal else None
+        return combine_masks(attn_mask, kpm, causal, dtype=dtype)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+        *,
+        attn_mask: torch.Tensor | None = None,
+        key_padding_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+        kv_cache: KVCache | None = None,
+        head_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``query`` to ``key``/``value`` (self-attention when they are omitted).
+
+        Args:
+            attn_mask: bool True = may attend, or float added to the scores; (L, S),
+                (B, L, S) or (B, H, L, S), where S counts cached positions too.
+            key_padding_mask: (B, S), True = padding (ignored key).
+            is_causal: query ``i`` sees keys up to its own position; with a ``kv_cache`` the
+                mask is offset by the number of cached positions.
+            need_weights: also return the per-head weights (runs the eager path).
+            kv_cache: a :class:`KVCache`; this call's keys/values are appended to it first.
+            head_mask: (H,) or (B, H) multipliers on each head's output (0 switches a head off).
+
+        Shape:
+            query: (B, L, E); key: (B, S, kdim); value: (B, S, vdim).
+            Returns output (B, L, E) and weights (B, H, L, S) or None.
+        """
+        key = query if key is None else key
+        value = key if value is None else value
+        self._check_inputs(query, key, value)
+        B, L, _ = query.shape
+        H, G = self.num_heads, self.num_kv_heads
+
+        q = split_heads(self.q_proj(query), H)  # (B, L, E) -> (B, H, L, D)
+        k = split_heads(self.k_proj(key), G)  # (B, S, kdim) -> (B, G, S, D)
+        v = split_heads(self.v_proj(value), G)  # (B, S, vdim) -> (B, G, S, D)
+        offset = 0
+        if kv_cache is not None:
+            offset = kv_cache.length
+            k, v = kv_cache.update(k, v)  # (B, G, S_new, D) -> (B, G, S_old + S_new, D)
+        S = k.shape[-2]
+
+        p = self.dropout if self.training else 0.0
+        weights = None
+        only_causal = is_causal and offset == 0 and attn_mask is None and key_padding_mask is None
+        if self.impl == "sdpa" and not need_weights and only_causal:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p, enable_gqa=G != H)
+        else:
+            mask = self._build_mask(attn_mask, key_padding_mask, is_causal, B, L, S, offset, q.dtype, q.device)
+            if self.impl == "sdpa" and not need_weights:
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, enable_gqa=G != H)
+            else:
+                out, weights = scaled_dot_product_attention(
+                    q, k, v, attn_mask=mask, dropout_p=p, enable_gqa=G != H, return_weights=True
+                )  # out (B, H, L, D), weights (B, H, L, S)
+        if head_mask is not None:
+            out = out * _head_multipliers(head_mask, B, H, out.dtype)
+        return self.out_proj(merge_heads(out)), (weights if need_weights else None)  # (B, H, L, D) -> (B, L, E)
+
+
+def _head_multipliers(head_mask: torch.Tensor, B: int, H: int, dtype: torch.dtype) -> torch.Tensor:
+    """(H,) or (B, H) head mask -> (B or 1, H, 1, 1) multipliers."""
+    check_tensor("head_mask", head_mask)
+    if head_mask.shape not in ((H,), (B, H)):
+        raise ValueError(f"head_mask: expected shape (H,) = ({H},) or (B, H) = ({B}, {H}), got {shape_str(head_mask)}")
+    m = head_mask.to(dtype)
+    return m.reshape(-1, H, 1, 1)  # (H,) or (B, H) -> (1 or B, H, 1, 1)

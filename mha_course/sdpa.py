@@ -1,0 +1,157 @@
+"""Chapter 2: scaled dot-product attention, written to be read.
+
+Same semantics as ``torch.nn.functional.scaled_dot_product_attention`` — bool mask True =
+may attend, float mask added to the scores, ``is_causal`` top-left aligned, ``enable_gqa``
+repeating key/value heads in contiguous groups — but every step is a visible tensor:
+scores, masked scores, weights, output.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ._checks import (
+    check_broadcast,
+    check_float,
+    check_mask_dtype,
+    check_rank,
+    check_same_dtype,
+    check_tensor,
+    shape_str,
+)
+from .masks import causal_mask
+
+
+def stable_softmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Softmax that subtracts the row maximum first, and gives 0 (not NaN) on fully masked rows.
+
+    A row whose scores are all ``-inf`` (every key masked) has no finite maximum; we use 0 for
+    it, so ``exp`` gives zeros, the sum is 0, and the row's weights are all 0 — what torch's
+    SDPA returns for such rows.
+
+    Shape:
+        scores: any shape; normalised along ``dim``. Returns the same shape.
+    """
+    m = scores.amax(dim=dim, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    e = torch.exp(scores - m)
+    total = e.sum(dim=dim, keepdim=True)
+    return e / torch.where(total > 0, total, torch.ones_like(total))
+
+
+def repeat_kv(x: torch.Tensor, n_rep: int, dim: int = -3) -> torch.Tensor:
+    """Repeat each key/value head ``n_rep`` times, in contiguous groups (GQA).
+
+    ``repeat_interleave`` gives heads ``[0, 0, 1, 1, ...]`` so query head ``h`` reads
+    key/value head ``h // n_rep``; plain ``repeat`` would give ``[0, 1, 0, 1, ...]`` — wrong.
+
+    Shape:
+        x: (..., G, S, D). Returns (..., G * n_rep, S, D).
+    """
+    if n_rep == 1:
+        return x
+    return x.repeat_interleave(n_rep, dim=dim)  # (..., G, S, D) -> (..., H, S, D)
+
+
+def _check_inputs(query, key, value, attn_mask, enable_gqa) -> None:
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        check_tensor(name, t)
+        check_float(name, t)
+    check_rank("query", query, "(..., L, D)", min_rank=2)
+    check_rank("key", key, "(..., S, D)", rank=query.dim())
+    check_rank("value", value, "(..., S, Dv)", rank=query.dim())
+    check_same_dtype(("query", "key", "value"), (query, key, value))
+    D, S = query.shape[-1], key.shape[-2]
+    if key.shape[-1] != D:
+        raise ValueError(
+            f"key: expected shape (..., S, D) with D = {D} (query's last size), got {shape_str(key)}"
+        )
+    if value.shape[-2] != S:
+        raise ValueError(
+            f"value: expected shape (..., S, Dv) with S = {S} (key's length), got {shape_str(value)}"
+        )
+    if key.shape[:-1] != value.shape[:-1]:
+        raise ValueError(
+            f"value: expected the same leading sizes as key {shape_str(key)[:-1]}, ...), "
+            f"got {shape_str(value)}"
+        )
+    q_batch, k_batch = list(query.shape[:-2]), list(key.shape[:-2])
+    if enable_gqa:
+        if query.dim() < 3:
+            raise ValueError(f"query: enable_gqa needs shape (..., H, L, D), got {shape_str(query)}")
+        H, G = q_batch[-1], k_batch[-1]
+        if G == 0 or H % G != 0:
+            raise ValueError(
+                f"key: with enable_gqa the key/value heads G must divide the query heads H; "
+                f"got H = {H} (query {shape_str(query)}), G = {G} (key {shape_str(key)})"
+            )
+        q_batch, k_batch = q_batch[:-1], k_batch[:-1]
+    try:
+        torch.broadcast_shapes(tuple(q_batch), tuple(k_batch))
+    except RuntimeError:
+        raise ValueError(
+            f"key: leading (batch/head) sizes must match query's; query {shape_str(query)}, "
+            f"key {shape_str(key)}"
+        ) from None
+    if attn_mask is not None:
+        check_tensor("attn_mask", attn_mask)
+        check_mask_dtype("attn_mask", attn_mask)
+        target = (*query.shape[:-2], query.shape[-2], S)
+        check_broadcast("attn_mask", attn_mask, target, "(..., L, S)")
+
+
+def scaled_dot_product_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+    enable_gqa: bool = False,
+    return_weights: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """softmax(Q Kᵀ · scale + mask) V, with the weights materialised.
+
+    Args:
+        attn_mask: bool (True = may attend) or float (added to the scores); broadcasts to
+            (..., L, S). Not allowed together with ``is_causal``.
+        is_causal: query ``i`` attends to keys ``j <= i`` (top-left aligned, as torch).
+        scale: multiplies the scores; default ``1 / sqrt(D)``.
+        dropout_p: dropout on the weights (applied whenever > 0, as torch's SDPA).
+        enable_gqa: key/value have G heads, query H (G divides H); query head ``h`` reads
+            key/value head ``h // (H // G)``.
+        return_weights: also return the attention weights (after dropout).
+
+    Shape:
+        query: (..., L, D); key: (..., S, D); value: (..., S, Dv).
+        With enable_gqa: query (..., H, L, D); key/value (..., G, S, D).
+        Returns output (..., L, Dv) [and weights (..., L, S)].
+    """
+    _check_inputs(query, key, value, attn_mask, enable_gqa)
+    if is_causal and attn_mask is not None:
+        raise ValueError("attn_mask, is_causal: give one or the other, not both")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"dropout_p: expected a probability in [0, 1], got {dropout_p}")
+    L, S, D = query.shape[-2], key.shape[-2], query.shape[-1]
+    if enable_gqa:
+        n_rep = query.shape[-3] // key.shape[-3]
+        key, value = repeat_kv(key, n_rep), repeat_kv(value, n_rep)  # (..., G, S, D) -> (..., H, S, D)
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+
+    scores = (query @ key.transpose(-2, -1)) * scale  # (..., L, D) @ (..., D, S) -> (..., L, S)
+    if is_causal:
+        attn_mask = causal_mask(L, S, device=query.device)
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask.to(scores.dtype)
+    weights = stable_softmax(scores, dim=-1)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    output = weights @ value  # (..., L, S) @ (..., S, Dv) -> (..., L, Dv)
+    return (output, weights) if return_weights else output

@@ -1,0 +1,39 @@
+"""Execute notebooks top to bottom in place (outputs committed, as nbval expects).
+
+    python tools/execute.py notebooks/01_dot_product_attention.ipynb [more.ipynb ...]
+
+Runs each in its own folder with the kernel named in the notebook, prints the wall time, and
+drops per-cell timing metadata so re-running leaves a clean diff.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+
+def execute(path: Path, timeout: int = 300) -> float:
+    nb = nbformat.read(path, as_version=4)
+    start = time.perf_counter()
+    NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    seconds = time.perf_counter() - start
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+    nb.metadata.pop("widgets", None) if not _has_widgets(nb) else None
+    nbformat.write(nb, path)
+    return seconds
+
+
+def _has_widgets(nb) -> bool:
+    return any("application/vnd.jupyter.widget-view+json" in o.get("data", {})
+               for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+if __name__ == "__main__":
+    for arg in sys.argv[1:]:
+        print(f"{arg}: {execute(Path(arg)):.1f} s", flush=True)
