@@ -1,0 +1,109 @@
+"""Chapter 7: grouped-query attention helpers — which query head reads which key/value head,
+how many bytes a KV cache holds, and converting a trained MHA module to GQA/MQA.
+
+The attention itself lives in :class:`mha_course.MultiHeadAttention` (``num_kv_heads=G``);
+this module only adds what chapter 7 needs around it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .mha import MultiHeadAttention
+
+
+def kv_group_of_query_heads(num_heads: int, num_kv_heads: int) -> torch.Tensor:
+    """The key/value head each query head reads: ``h // (H // G)`` (contiguous groups).
+
+    This is the convention of torch's ``enable_gqa`` and of :func:`mha_course.repeat_kv`.
+
+    Shape:
+        Returns (H,) int64, entry ``h`` in ``[0, G)``.
+    """
+    if num_heads <= 0 or num_kv_heads <= 0 or num_heads % num_kv_heads != 0:
+        raise ValueError(
+            f"num_kv_heads: G must be a positive divisor of num_heads H; got H={num_heads}, "
+            f"G={num_kv_heads}"
+        )
+    return torch.arange(num_heads) // (num_heads // num_kv_heads)
+
+
+def kv_cache_bytes(
+    num_layers: int,
+    num_kv_heads: int,
+    head_dim: int,
+    seq_len: int = 1,
+    batch: int = 1,
+    dtype: torch.dtype = torch.bfloat16,
+) -> int:
+    """Bytes a KV cache holds: ``2 · n_layers · G · D · bytes_per_element`` per token.
+
+    The 2 counts keys and values. Only the key/value heads G count — not the query heads H —
+    which is the whole point of MQA/GQA.
+
+    Shape:
+        The cache of one layer is key, value: (B, G, S, D) each; here B = ``batch`` and
+        S = ``seq_len``. Returns an int (bytes).
+    """
+    for name, n in (("num_layers", num_layers), ("num_kv_heads", num_kv_heads),
+                    ("head_dim", head_dim), ("seq_len", seq_len), ("batch", batch)):
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            raise ValueError(f"{name}: expected a positive int, got {n!r}")
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"dtype: expected a torch.dtype such as torch.bfloat16, got {dtype!r}")
+    bytes_per_element = torch.empty((), dtype=dtype).element_size()
+    return 2 * num_layers * num_kv_heads * head_dim * seq_len * batch * bytes_per_element
+
+
+def _mean_pool_heads(t: torch.Tensor, num_kv_heads: int, head_dim: int) -> torch.Tensor:
+    """Average contiguous groups of heads along dim 0 of a projection weight or bias.
+
+    Shape:
+        t: (G_src * D, ...) -> (G * D, ...), each new head the mean of G_src / G old ones.
+    """
+    rest = t.shape[1:]
+    grouped = t.reshape(num_kv_heads, -1, head_dim, *rest)  # (G_src*D, ...) -> (G, G_src/G, D, ...)
+    return grouped.mean(dim=1).reshape(num_kv_heads * head_dim, *rest)  # -> (G, D, ...) -> (G*D, ...)
+
+
+def mha_to_gqa(module: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttention:
+    """A new module with G = ``num_kv_heads`` key/value heads, each the mean of its group.
+
+    As in the GQA paper (Ainslie et al., 2023): the key and value projection weights (and
+    biases) of the heads in one group are mean-pooled; ``q_proj`` and ``out_proj`` are copied
+    unchanged. Query head ``h`` keeps reading the (pooled) head of its group ``h // (H // G)``.
+    If the heads of each group were already identical, the output is unchanged. ``module``
+    is not modified; it may itself be GQA, as long as G divides its ``num_kv_heads``.
+
+    Shape:
+        k_proj.weight, v_proj.weight: (G_src * D, kdim) -> (G * D, kdim);
+        biases (G_src * D,) -> (G * D,).
+    """
+    if not isinstance(module, MultiHeadAttention):
+        raise ValueError(
+            f"module: expected a mha_course.MultiHeadAttention, got {type(module).__name__} "
+            f"(convert torch's with MultiHeadAttention.from_torch first)"
+        )
+    H, G_src, D = module.num_heads, module.num_kv_heads, module.head_dim
+    if (isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, int)
+            or num_kv_heads <= 0 or G_src % num_kv_heads != 0):
+        raise ValueError(
+            f"num_kv_heads: G must be a positive divisor of the module's key/value heads "
+            f"G_src = {G_src} (H = {H}); got {num_kv_heads!r}"
+        )
+    w = module.q_proj.weight
+    new = MultiHeadAttention(
+        module.embed_dim, H, num_kv_heads=num_kv_heads, bias=module.q_proj.bias is not None,
+        dropout=module.dropout, kdim=module.kdim, vdim=module.vdim, impl=module.impl,
+        device=w.device, dtype=w.dtype,
+    )
+    with torch.no_grad():
+        for name in ("q_proj", "out_proj"):
+            new.get_submodule(name).load_state_dict(module.get_submodule(name).state_dict())
+        for name in ("k_proj", "v_proj"):
+            old_lin, new_lin = module.get_submodule(name), new.get_submodule(name)
+            new_lin.weight.copy_(_mean_pool_heads(old_lin.weight, num_kv_heads, D))
+            if old_lin.bias is not None:
+                new_lin.bias.copy_(_mean_pool_heads(old_lin.bias, num_kv_heads, D))
+    new.train(module.training)
+    return new
