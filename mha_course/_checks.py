@@ -72,3 +72,27 @@ def check_broadcast(name: str, mask: torch.Tensor, target: tuple[int, ...], lett
         raise ValueError(
             f"{name}: expected a shape that broadcasts to {letters} = {want}, got {shape_str(mask)}"
         )
+
+
+def check_qkv(query: object, key: object, value: object) -> None:
+    """The checks every attention kernel needs: three float tensors of one dtype and rank,
+    ``query (..., L, D)``, ``key (..., S, D)``, ``value (..., S, Dv)``; key and value share their
+    leading sizes and S. (Whether query's leading sizes match key's is the caller's rule: equal,
+    broadcastable, or grouped as in GQA.)"""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        check_tensor(name, t)
+        check_float(name, t)
+    check_rank("query", query, "(..., L, D)", min_rank=2)
+    check_rank("key", key, "(..., S, D)", rank=query.dim())
+    check_rank("value", value, "(..., S, Dv)", rank=query.dim())
+    check_same_dtype(("query", "key", "value"), (query, key, value))
+    if key.shape[-1] != query.shape[-1]:
+        raise ValueError(
+            f"key: expected shape (..., S, D) with D = {query.shape[-1]} (query's last size), "
+            f"got {shape_str(key)}"
+        )
+    if value.shape[:-1] != key.shape[:-1]:
+        raise ValueError(
+            f"value: expected shape (..., S, Dv) with the leading sizes and S of key "
+            f"{shape_str(key)}, got {shape_str(value)}"
+        )

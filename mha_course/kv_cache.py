@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_rank, shape_str
+from ._checks import check_rank, check_tensor, shape_str
 
 
 class KVCache:
@@ -16,7 +16,7 @@ class KVCache:
     then tokens) equals one causal forward over the whole sequence.
 
     Shape:
-        key, value: (B, G, S, D) — G key/value heads, S cached positions.
+        key: (B, G, S, D), value: (B, G, S, Dv) — G key/value heads, S cached positions.
     """
 
     def __init__(self) -> None:
@@ -36,7 +36,7 @@ class KVCache:
         """Bytes held by the cached keys and values."""
         if self.key is None:
             return 0
-        return self.key.numel() * self.key.element_size() * 2
+        return sum(t.numel() * t.element_size() for t in (self.key, self.value))
 
     def reset(self) -> None:
         """Forget everything (start a new sequence)."""
@@ -46,18 +46,31 @@ class KVCache:
         """Append new keys/values and return all of them.
 
         Shape:
-            key, value: (B, G, S_new, D). Returns (B, G, S_old + S_new, D) each.
+            key: (B, G, S_new, D), value: (B, G, S_new, Dv).
+            Returns key (B, G, S_old + S_new, D) and value (B, G, S_old + S_new, Dv).
         """
+        check_tensor("key", key)
+        check_tensor("value", value)
         check_rank("key", key, "(B, G, S, D)", rank=4)
-        check_rank("value", value, "(B, G, S, D)", rank=4)
+        check_rank("value", value, "(B, G, S, Dv)", rank=4)
+        if value.shape[:3] != key.shape[:3]:
+            raise ValueError(
+                f"value: expected shape (B, G, S, Dv) = ({key.shape[0]}, {key.shape[1]}, "
+                f"{key.shape[2]}, Dv) like key's, got {shape_str(value)}"
+            )
         if self.key is not None:
-            old, new = self.key.shape, key.shape
-            if (old[0], old[1], old[3]) != (new[0], new[1], new[3]):
-                raise ValueError(
-                    f"key: expected shape (B, G, S, D) = ({old[0]}, {old[1]}, S, {old[3]}) to match "
-                    f"the cache, got {shape_str(key)}; call reset() to start a new sequence"
-                )
-            key = torch.cat([self.key, key], dim=-2)  # (B, G, S_old, D) + (B, G, S_new, D)
-            value = torch.cat([self.value, value], dim=-2)
+            for name, d, new, old in (("key", "D", key, self.key), ("value", "Dv", value, self.value)):
+                if (new.shape[:2], new.shape[3]) != (old.shape[:2], old.shape[3]):
+                    raise ValueError(
+                        f"{name}: expected shape (B, G, S, {d}) = ({old.shape[0]}, {old.shape[1]}, "
+                        f"S, {old.shape[3]}) to match the cache, got {shape_str(new)}; "
+                        f"call reset() to start a new sequence"
+                    )
+                if new.dtype != old.dtype:
+                    raise ValueError(
+                        f"{name}: expected dtype {old.dtype} to match the cache, got {new.dtype}"
+                    )
+            key = torch.cat([self.key, key], dim=-2)  # (B, G, S_old, D) + (B, G, S_new, D) -> (B, G, S_old + S_new, D)
+            value = torch.cat([self.value, value], dim=-2)  # same for values (last size Dv)
         self.key, self.value = key, value
         return key, value

@@ -31,7 +31,14 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     Shape:
         x: (B, T, H * D). Returns (B, H, T, D).
     """
+    check_tensor("x", x)
+    check_rank("x", x, "(B, T, H * D)", rank=3)
     B, T, HD = x.shape
+    if num_heads <= 0 or HD % num_heads != 0:
+        raise ValueError(
+            f"x: expected shape (B, T, H * D) with a last size divisible by num_heads H = "
+            f"{num_heads}, got {shape_str(x)}"
+        )
     return x.view(B, T, num_heads, HD // num_heads).transpose(1, 2)  # (B, T, H*D) -> (B, T, H, D) -> (B, H, T, D)
 
 
@@ -41,6 +48,8 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     Shape:
         x: (B, H, T, D). Returns (B, T, H * D).
     """
+    check_tensor("x", x)
+    check_rank("x", x, "(B, H, T, D)", rank=4)
     B, H, T, D = x.shape
     return x.transpose(1, 2).reshape(B, T, H * D)  # (B, H, T, D) -> (B, T, H, D) -> (B, T, H*D)
 

@@ -13,15 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._checks import (
-    check_broadcast,
-    check_float,
-    check_mask_dtype,
-    check_rank,
-    check_same_dtype,
-    check_tensor,
-    shape_str,
-)
+from ._checks import check_broadcast, check_mask_dtype, check_qkv, check_tensor, shape_str
 from .masks import causal_mask
 
 
@@ -35,7 +27,8 @@ def stable_softmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
     Shape:
         scores: any shape; normalised along ``dim``. Returns the same shape.
     """
-    m = scores.amax(dim=dim, keepdim=True)
+    # Any m gives the same softmax, so m needs no gradient (detach: one less backward path).
+    m = scores.detach().amax(dim=dim, keepdim=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
     e = torch.exp(scores - m)
     total = e.sum(dim=dim, keepdim=True)
@@ -57,49 +50,32 @@ def repeat_kv(x: torch.Tensor, n_rep: int, dim: int = -3) -> torch.Tensor:
 
 
 def _check_inputs(query, key, value, attn_mask, enable_gqa) -> None:
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        check_tensor(name, t)
-        check_float(name, t)
-    check_rank("query", query, "(..., L, D)", min_rank=2)
-    check_rank("key", key, "(..., S, D)", rank=query.dim())
-    check_rank("value", value, "(..., S, Dv)", rank=query.dim())
-    check_same_dtype(("query", "key", "value"), (query, key, value))
-    D, S = query.shape[-1], key.shape[-2]
-    if key.shape[-1] != D:
-        raise ValueError(
-            f"key: expected shape (..., S, D) with D = {D} (query's last size), got {shape_str(key)}"
-        )
-    if value.shape[-2] != S:
-        raise ValueError(
-            f"value: expected shape (..., S, Dv) with S = {S} (key's length), got {shape_str(value)}"
-        )
-    if key.shape[:-1] != value.shape[:-1]:
-        raise ValueError(
-            f"value: expected the same leading sizes as key {shape_str(key)[:-1]}, ...), "
-            f"got {shape_str(value)}"
-        )
-    q_batch, k_batch = list(query.shape[:-2]), list(key.shape[:-2])
+    check_qkv(query, key, value)  # float tensors, (..., L, D), (..., S, D), (..., S, Dv)
+    q_batch, k_batch = tuple(query.shape[:-2]), tuple(key.shape[:-2])
     if enable_gqa:
         if query.dim() < 3:
-            raise ValueError(f"query: enable_gqa needs shape (..., H, L, D), got {shape_str(query)}")
+            raise ValueError(
+                f"query: enable_gqa needs shape (..., H, L, D), got {shape_str(query)}"
+            )
         H, G = q_batch[-1], k_batch[-1]
         if G == 0 or H % G != 0:
             raise ValueError(
-                f"key: with enable_gqa the key/value heads G must divide the query heads H; "
-                f"got H = {H} (query {shape_str(query)}), G = {G} (key {shape_str(key)})"
+                f"key: with enable_gqa, key/value shape (..., G, S, D) needs G dividing the "
+                f"query heads H; got H = {H} (query {shape_str(query)}), "
+                f"G = {G} (key {shape_str(key)})"
             )
-        q_batch, k_batch = q_batch[:-1], k_batch[:-1]
+        q_batch, k_batch = q_batch[:-1], k_batch[:-1]  # compare the sizes before the heads
     try:
-        torch.broadcast_shapes(tuple(q_batch), tuple(k_batch))
+        torch.broadcast_shapes(q_batch, k_batch)
     except RuntimeError:
         raise ValueError(
-            f"key: leading (batch/head) sizes must match query's; query {shape_str(query)}, "
-            f"key {shape_str(key)}"
+            f"key: expected leading (batch/head) sizes that broadcast with query's "
+            f"{shape_str(query)}, got {shape_str(key)}"
         ) from None
     if attn_mask is not None:
         check_tensor("attn_mask", attn_mask)
         check_mask_dtype("attn_mask", attn_mask)
-        target = (*query.shape[:-2], query.shape[-2], S)
+        target = (*query.shape[:-2], query.shape[-2], key.shape[-2])
         check_broadcast("attn_mask", attn_mask, target, "(..., L, S)")
 
 
