@@ -84,8 +84,8 @@ def test_gqa_module_matches_torch_sdpa_enable_gqa(impl, G):
     Q = F.linear(q, m.q_proj.weight, m.q_proj.bias).reshape(B, L, H, D).transpose(1, 2)  # (B, L, E) -> (B, H, L, D)
     K = F.linear(k, m.k_proj.weight, m.k_proj.bias).reshape(B, S, G, D).transpose(1, 2)  # (B, S, E) -> (B, G, S, D)
     V = F.linear(v, m.v_proj.weight, m.v_proj.bias).reshape(B, S, G, D).transpose(1, 2)  # (B, S, E) -> (B, G, S, D)
-    O = F.scaled_dot_product_attention(Q, K, V, enable_gqa=True)  # (B, H, L, D)
-    expected = m.out_proj(O.transpose(1, 2).reshape(B, L, E))  # (B, H, L, D) -> (B, L, E)
+    heads = F.scaled_dot_product_attention(Q, K, V, enable_gqa=True)  # (B, H, L, D)
+    expected = m.out_proj(heads.transpose(1, 2).reshape(B, L, E))  # (B, H, L, D) -> (B, L, E)
     assert_close(m(q, k, v)[0], expected, **TOL64)
 
 
