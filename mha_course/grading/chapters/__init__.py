@@ -1,0 +1,1 @@
+"""One module per chapter, ``chNN.py``, each defining ``ITEMS: list[Item]`` (see docs/grading.md)."""

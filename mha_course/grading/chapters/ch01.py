@@ -1,0 +1,77 @@
+"""Chapter 1's graded items: softmax, dot-product scores, attention as a weighted average (NumPy)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...numpy_attention import dot_product_attention, softmax
+from .. import mistakes as M
+from ..items import Item, Mistake
+
+NOTEBOOK = "ex01_dot_product_attention"
+_FORBID = ("mha_course.numpy_attention.softmax", "mha_course.numpy_attention.dot_product_attention")
+
+
+def _softmax_cases(rng: np.random.Generator) -> list[dict]:
+    return [
+        {"x": rng.normal(size=(3, 5))},
+        {"x": rng.normal(size=7)},
+        {"x": rng.normal(size=(4, 6)) * 300 + 500},  # exp would overflow without the max trick
+    ]
+
+
+def _scores_cases(rng: np.random.Generator) -> list[dict]:
+    return [
+        {"query": rng.normal(size=(3, 4)), "keys": rng.normal(size=(5, 4))},
+        {"query": rng.normal(size=(1, 8)), "keys": rng.normal(size=(6, 8))},
+    ]
+
+
+def _attend_cases(rng: np.random.Generator) -> list[dict]:
+    return [
+        {"query": rng.normal(size=(3, 4)), "keys": rng.normal(size=(5, 4)),
+         "values": rng.normal(size=(5, 2))},
+        {"query": rng.normal(size=(4, 8)), "keys": rng.normal(size=(4, 8)),
+         "values": rng.normal(size=(4, 3))},
+    ]
+
+
+ITEMS = [
+    Item(
+        id="ex01_softmax", notebook=NOTEBOOK, function="softmax", points=1, framework="numpy",
+        task="numerically stable softmax over the last axis",
+        make_cases=_softmax_cases, reference=lambda x: softmax(x, axis=-1), shape="(..., S)",
+        mistakes=(
+            Mistake("overflow", M.OVERFLOW, variant=lambda x: M.np_naive_softmax(x, axis=-1)),
+            Mistake("wrong axis", "softmax over the wrong axis: each ROW (the last axis) must sum to 1",
+                    variant=lambda x: softmax(x, axis=0)),
+        ),
+        forbidden=_FORBID,
+    ),
+    Item(
+        id="ex01_scores", notebook=NOTEBOOK, function="dot_scores", points=1, framework="numpy",
+        task="scores[i, j] = query[i] · keys[j]",
+        make_cases=_scores_cases, reference=lambda q, k: q @ k.T, shape="(L, S)",
+        mistakes=(
+            Mistake("transposed", "scores transposed: rows are queries (L), columns are keys (S) "
+                    "— use query @ keys.T", variant=lambda q, k: k @ q.T),
+        ),
+        forbidden=_FORBID,
+    ),
+    Item(
+        id="ex01_attend", notebook=NOTEBOOK, function="attend", points=2, framework="numpy",
+        task="output = softmax(query @ keys.T) @ values (each output a weighted average of values)",
+        make_cases=_attend_cases,
+        reference=lambda q, k, v: dot_product_attention(q, k, v)[0], shape="(L, Dv)",
+        mistakes=(
+            Mistake("wrong axis", M.WRONG_AXIS,
+                    variant=lambda q, k, v: softmax(q @ k.T, axis=0) @ v),
+            Mistake("no softmax", "the raw scores were used as weights: apply the softmax first, "
+                    "so each query's weights are positive and sum to 1",
+                    variant=lambda q, k, v: (q @ k.T) @ v),
+            Mistake("scaled", "chapter 1's attention is unscaled: the 1/sqrt(D) comes in chapter 2",
+                    variant=lambda q, k, v: dot_product_attention(q, k, v, scale=q.shape[-1] ** -0.5)[0]),
+        ),
+        forbidden=_FORBID,
+    ),
+]

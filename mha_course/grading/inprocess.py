@@ -1,0 +1,33 @@
+"""Learners' quick check in their own kernel: same cases, same comparison, no sandbox.
+
+Uses the child's calling code (``child._run_item``) on the kernel's namespace, so feedback
+matches real grading; only the isolation differs (your code runs in your own process).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from . import child
+from .compare import ItemResult, judge
+from .items import Item
+from .sandbox import _encode_cases
+
+
+def grade_namespace(namespace: dict, items: list[Item], seed: int) -> list[ItemResult]:
+    """Grade the functions defined in ``namespace`` (e.g. a notebook's globals)."""
+    wires = child.Tripwires()
+    for name in sorted({n for it in items for n in it.forbidden}):
+        wires.install(name)
+    results = []
+    for it in items:
+        cases = it.cases(seed)
+        arrays: dict[str, np.ndarray] = {}
+        spec = {**it.child_spec(), "cases": _encode_cases(it, cases, arrays)}
+        status, saved = child._run_item(spec, namespace, arrays, wires, np, torch)
+        if status.get("status") == "ok":
+            status["outputs"] = [[saved[f"c{i}_o{j}"] for j in range(n)]
+                                 for i, n in enumerate(status["n_outputs"])]
+        results.append(judge(it, cases, status))
+    return results

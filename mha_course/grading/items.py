@@ -1,0 +1,109 @@
+"""What a graded item is: the function a learner writes, how it is fed, what it must return.
+
+A chapter declares its items in ``mha_course/grading/chapters/chNN.py`` as ``ITEMS = [Item(...)]``.
+Everything here runs in the GRADING (parent) process: cases come from a seed (NumPy only), the
+reference and the mistake variants are computed here, never in the learner's process.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# A case is one call: argument name -> value, passed POSITIONALLY in this order.
+# Values: np.ndarray (float/int/bool), int, float, bool, None, str, or Dtype("float32").
+Case = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Dtype:
+    """A dtype passed as an argument (becomes ``torch.float32`` / ``np.float32`` in the child)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A known-wrong way to do the item, and the feedback that names it.
+
+    Give ``variant`` (same signature as the item's reference: it computes what the wrong
+    code returns) or ``matches(output, case) -> bool`` (a predicate on the learner's output).
+    """
+
+    name: str
+    feedback: str
+    variant: Callable[..., Any] | None = None
+    matches: Callable[[np.ndarray, Case], bool] | None = None
+
+
+@dataclass(frozen=True)
+class Item:
+    """One graded item.
+
+    Args:
+        id: the grade id, unique in the course: ``exNN_<what>`` (also the nbgrader ``grade_id``).
+        notebook: the exercise notebook's stem, e.g. ``"ex02_scaled_dot_product_attention"``.
+        function: the name the learner defines (a function, or a class for a custom driver).
+        points: marks for the item (all or nothing).
+        task: one line saying what to write (shown in feedback).
+        make_cases: ``rng -> list[Case]``; NumPy only, from the grading seed.
+        reference: ``(*args) -> tensor/array`` computed in the parent from the package/torch; gets
+            the case converted like the learner's function gets it (see ``framework``).
+        framework: ``"torch"`` (arrays arrive as tensors) or ``"numpy"`` (as arrays).
+        shape: the output's shape in dimension letters, e.g. ``"(B, L, Dv)"`` (for feedback).
+        mistakes: known-wrong variants, tried in order when the output is wrong.
+        forbidden: dotted names the item must not call, e.g.
+            ``"torch.nn.functional.scaled_dot_product_attention"`` (tripwired in the child;
+            names in ``STATIC_FORBIDDEN`` are also looked for in the source).
+        driver: ``"module:function"`` run in the child instead of a plain call, for items that
+            need set-up (build a module, load weights): ``driver(obj, *args) -> output``.
+        dtype_must_match: the output dtype must equal the dtype of the first floating input.
+        rtol, atol: tolerances for float32; float64 uses ``rtol * 1e-5``, ``atol * 1e-5``.
+    """
+
+    id: str
+    notebook: str
+    function: str
+    points: float
+    task: str
+    make_cases: Callable[[np.random.Generator], list[Case]]
+    reference: Callable[..., Any]
+    framework: str = "torch"
+    shape: str = ""
+    mistakes: Sequence[Mistake] = field(default_factory=tuple)
+    forbidden: Sequence[str] = field(default_factory=tuple)
+    driver: str | None = None
+    dtype_must_match: bool = True
+    rtol: float = 1e-4
+    atol: float = 1e-5
+
+    def cases(self, seed: int) -> list[Case]:
+        """The grading cases for ``seed`` (deterministic per item id and seed)."""
+        rng = np.random.default_rng([int(seed) % (2**32), zlib.crc32(self.id.encode())])
+        return self.make_cases(rng)
+
+    def child_spec(self) -> dict[str, Any]:
+        """What the child needs to call the learner's code (never the reference)."""
+        return {
+            "id": self.id,
+            "function": self.function,
+            "framework": self.framework,
+            "forbidden": list(self.forbidden),
+            "driver": self.driver,
+        }
+
+
+# Distinctive names that the static (AST) check also looks for, besides the runtime tripwire.
+STATIC_FORBIDDEN = frozenset({
+    "scaled_dot_product_attention",
+    "MultiheadAttention",
+    "multi_head_attention_forward",
+    "flash_attention",
+    "_scaled_dot_product_attention_math",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+})

@@ -1,0 +1,126 @@
+"""Known-wrong variants of attention, reusable by every chapter's ``Mistake``s.
+
+Each function computes what a typical wrong implementation returns, so the grader can say
+"your output equals softmax over the wrong axis" instead of "wrong values". They run in the
+grading process on the same inputs as the reference.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..masks import causal_mask
+from ..sdpa import stable_softmax
+
+# Feedback texts shared across chapters (one source of truth for the wording).
+NO_SCALE = "missing the 1/sqrt(D) scaling: scores must be divided by sqrt(d_k) (D = head size)"
+SCALE_BY_D = "scaled by 1/D instead of 1/sqrt(D)"
+SCALE_BY_E = "scaled by 1/sqrt(E) (the embedding size) instead of 1/sqrt(D) (the head size D = E / H)"
+WRONG_AXIS = "softmax over the wrong axis: normalise over the keys (the last axis, S), not the queries"
+MASK_INVERTED = "mask inverted: a bool attn_mask is True where a query MAY attend (SDPA's convention)"
+MASK_AFTER_SOFTMAX = ("mask applied after the softmax: mask the scores (fill with -inf) BEFORE the "
+                      "softmax, so the remaining weights still sum to 1")
+OVERFLOW = ("softmax overflows on large logits (inf/NaN): subtract the row maximum before exp "
+            "(the stable softmax)")
+CAUSAL_OFF_BY_ONE = ("causal mask off by one: query i may attend to keys j <= i (itself "
+                     "included), no more and no fewer")
+SPLIT_WITH_VIEW = ("heads split with view/reshape only: (B, L, E) -> (B, L, H, D) needs a "
+                   "transpose to (B, H, L, D), not a view straight to (B, H, L, D)")
+REPEAT_NOT_INTERLEAVE = ("key/value heads repeated with repeat (0, 1, 0, 1, ...) where "
+                         "repeat_interleave (0, 0, 1, 1, ...) was needed: query head h reads "
+                         "key/value head h // (H // G)")
+
+
+def naive_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """exp(x) / sum(exp(x)) without subtracting the maximum (overflows for large x)."""
+    e = torch.exp(x)
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def np_naive_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """NumPy ``exp(x) / sum(exp(x))`` (overflows for large x)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(x)
+        return e / e.sum(axis=axis, keepdims=True)
+
+
+def attention_variant(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    *,
+    scale: str = "sqrt_d",
+    embed_dim: int | None = None,
+    softmax_dim: int = -1,
+    mask_mode: str = "ok",
+    softmax: str = "stable",
+) -> torch.Tensor:
+    """Attention with one chosen mistake; the defaults give the right answer.
+
+    Args:
+        scale: ``"sqrt_d"`` (right), ``"none"``, ``"d"`` (1/D), ``"sqrt_e"`` (1/sqrt(embed_dim)).
+        softmax_dim: the axis the softmax runs over (-1 is right; -2 is "over the queries").
+        mask_mode: ``"ok"``, ``"inverted"``, ``"after_softmax"`` (weights zeroed, not
+            renormalised) or ``"ignored"``.
+        softmax: ``"stable"`` or ``"naive"`` (overflows on large logits).
+
+    Shape:
+        query (..., L, D), key (..., S, D), value (..., S, Dv), attn_mask broadcasts to
+        (..., L, S). Returns (..., L, Dv).
+    """
+    D = query.shape[-1]
+    factor = {"sqrt_d": 1 / math.sqrt(D), "none": 1.0, "d": 1 / D,
+              "sqrt_e": 1 / math.sqrt(embed_dim or D)}[scale]
+    scores = (query @ key.transpose(-2, -1)) * factor  # (..., L, D) @ (..., D, S) -> (..., L, S)
+    mask = attn_mask
+    if mask is not None and mask_mode == "inverted":
+        mask = ~mask if mask.dtype == torch.bool else torch.where(
+            torch.isinf(mask), torch.zeros_like(mask), torch.full_like(mask, float("-inf")))
+    if mask is not None and mask_mode in ("ok", "inverted"):
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        else:
+            scores = scores + mask.to(scores.dtype)
+    soft = stable_softmax if softmax == "stable" else naive_softmax
+    weights = soft(scores, dim=softmax_dim)
+    if mask is not None and mask_mode == "after_softmax":
+        allowed = mask if mask.dtype == torch.bool else torch.isfinite(mask)
+        weights = weights * allowed.to(weights.dtype)
+    return weights @ value  # (..., L, S) @ (..., S, Dv) -> (..., L, Dv)
+
+
+def causal_mask_variant(L: int, S: int | None = None, offset: int = 0, *, shift: int = 0,
+                        inverted: bool = False) -> torch.Tensor:
+    """The causal mask with its diagonal moved by ``shift`` (off by one) and/or inverted.
+
+    Shape:
+        Returns (L, S), bool, True = may attend.
+    """
+    m = causal_mask(L, S, offset=offset + shift) if offset + shift >= 0 else torch.tril(
+        torch.ones(L, S if S is not None else L + offset, dtype=torch.bool), diagonal=offset + shift)
+    return ~m if inverted else m
+
+
+def split_heads_with_view(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """The classic mistake: ``x.view(B, H, L, D)`` instead of ``view(B, L, H, D).transpose(1, 2)``.
+
+    Shape:
+        x: (B, L, E). Returns (B, H, L, D) with the tokens scrambled across heads.
+    """
+    B, L, E = x.shape
+    return x.reshape(B, num_heads, L, E // num_heads)  # (B, L, E) -> (B, H, L, D), scrambled
+
+
+def repeat_kv_with_repeat(x: torch.Tensor, n_rep: int, dim: int = -3) -> torch.Tensor:
+    """GQA's classic mistake: ``repeat`` (heads 0, 1, 0, 1) instead of ``repeat_interleave``.
+
+    Shape:
+        x: (..., G, S, D). Returns (..., G * n_rep, S, D) in the wrong head order.
+    """
+    reps = [1] * x.dim()
+    reps[dim] = n_rep
+    return x.repeat(*reps)  # (..., G, S, D) -> (..., G * n_rep, S, D), order 0, 1, 0, 1

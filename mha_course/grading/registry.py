@@ -1,0 +1,52 @@
+"""Find every chapter's graded items: each ``chapters/chNN.py`` defines ``ITEMS``."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+
+from .items import Item
+
+
+def all_items() -> list[Item]:
+    """Every graded item of the course, in chapter order (ids must be unique)."""
+    from . import chapters
+
+    items: list[Item] = []
+    for info in sorted(pkgutil.iter_modules(chapters.__path__), key=lambda m: m.name):
+        if info.name.startswith("ch"):
+            items.extend(importlib.import_module(f"{chapters.__name__}.{info.name}").ITEMS)
+    ids = [it.id for it in items]
+    dup = {i for i in ids if ids.count(i) > 1}
+    if dup:
+        raise ValueError(f"grade ids must be unique; repeated: {sorted(dup)}")
+    return items
+
+
+def notebooks() -> dict[str, list[Item]]:
+    """Exercise notebook stem -> its items, e.g. ``{"ex01_dot_product_attention": [...]}``."""
+    out: dict[str, list[Item]] = {}
+    for it in all_items():
+        out.setdefault(it.notebook, []).append(it)
+    return out
+
+
+def resolve(name: str | Path) -> str:
+    """``"ex02"``, ``"ex02_scaled_dot_product_attention"`` or a path -> the notebook stem."""
+    stem = Path(str(name)).stem
+    known = notebooks()
+    if stem in known:
+        return stem
+    hits = [k for k in known if k.split("_")[0] == stem]
+    if len(hits) == 1:
+        return hits[0]
+    raise ValueError(
+        f"name: expected an exercise notebook (one of {sorted(known)}) or its exNN prefix, "
+        f"got {name!r}"
+    )
+
+
+def items_for(notebook: str | Path) -> list[Item]:
+    """The items graded in one exercise notebook."""
+    return notebooks()[resolve(notebook)]
