@@ -1,0 +1,34 @@
+"""``mha-course check NOTEBOOK``: grade one exercise notebook (sandboxed, as the instructor would)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "check an exercise notebook: each item passed/failed, points and feedback"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("notebook", type=Path, help="e.g. exercises/ex02_scaled_dot_product_attention.ipynb")
+    parser.add_argument("--seed", type=int, default=12345,
+                        help="seed of the checking inputs (instructors grade with another)")
+    parser.add_argument("--memory-gb", type=float, default=4.0)
+    parser.add_argument("--timeout", type=float, default=20.0, help="seconds per item/cell")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..grading import Limits, grade_notebook, items_for, resolve
+    from ..grading.report import print_results
+
+    if not args.notebook.is_file():
+        print(f"notebook: no such file: {args.notebook}")
+        return 2
+    try:
+        items = items_for(args.notebook)
+    except ValueError as e:
+        print(e)
+        return 2
+    limits = Limits(memory_gb=args.memory_gb, item_timeout=args.timeout)
+    results, notes = grade_notebook(args.notebook, items, args.seed, limits)
+    print_results(results, notes, title=f"{resolve(args.notebook)}: {args.notebook}")
+    return 0 if all(r.passed for r in results) else 1

@@ -1,0 +1,53 @@
+"""``mha-course grade SUBMISSIONS --out OUT``: grade a class of untrusted notebooks."""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import time
+from pathlib import Path
+
+HELP = "grade a class: SUBMISSIONS/<student>/exNN_*.ipynb -> OUT/grades.csv, results.json, feedback.md"
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected K/N such as 2/8, got {text!r}") from None
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"expected 1 <= K <= N, got {text!r}")
+    return k, n
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("submissions", type=Path, help="folder with one sub-folder per student")
+    parser.add_argument("--out", type=Path, required=True, help="where the gradebook goes")
+    parser.add_argument("--workers", type=int, default=2, help="notebooks graded at once")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the grading inputs (default: random, saved in OUT/grading.json)")
+    parser.add_argument("--memory-gb", type=float, default=4.0, help="address-space limit per child")
+    parser.add_argument("--timeout", type=float, default=20.0, help="wall seconds per item and cell")
+    parser.add_argument("--notebook-timeout", type=float, default=180.0,
+                        help="wall seconds per notebook, restarts included")
+    parser.add_argument("--shard", type=_shard, default=(1, 1), metavar="K/N",
+                        help="grade only the K-th of N deterministic slices of the class")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..grading.classroom import grade_class
+    from ..grading.sandbox import Limits
+
+    if not args.submissions.is_dir():
+        print(f"submissions: expected a folder of student folders, got {args.submissions}")
+        return 2
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    limits = Limits(memory_gb=args.memory_gb, item_timeout=args.timeout,
+                    notebook_timeout=args.notebook_timeout)
+    start = time.perf_counter()
+    rows = grade_class(args.submissions, args.out, workers=args.workers, seed=seed, limits=limits,
+                       shard=args.shard, progress=not args.no_progress)
+    print(f"graded {len(rows)} student(s) with seed {seed} in {time.perf_counter() - start:.1f} s "
+          f"-> {args.out / 'grades.csv'}")
+    return 0

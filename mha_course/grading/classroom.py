@@ -1,0 +1,97 @@
+"""Grade a class: ``SUBMISSIONS/<student>/exNN_<topic>.ipynb`` -> ``OUT/`` gradebook.
+
+Work units are (student, notebook) pairs, each graded in its own sandboxed child; threads only
+wait on the children, so ``workers`` children run at once. ``shard=(k, n)`` grades the students
+whose position in the sorted list is ``k - 1`` modulo ``n``; ``merge`` joins shard folders.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from . import compare as C
+from .registry import all_items, notebooks
+from .report import write_gradebook, write_student
+from .sandbox import Limits, grade_notebook
+
+
+def students(submissions: Path, shard: tuple[int, int] = (1, 1)) -> list[str]:
+    """The student folders of this shard (sorted by name, every n-th from k - 1)."""
+    k, n = shard
+    if not 1 <= k <= n:
+        raise ValueError(f"shard: expected K/N with 1 <= K <= N, got {k}/{n}")
+    names = sorted(p.name for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return names[k - 1::n]
+
+
+def grade_class(submissions: Path, out: Path, *, workers: int = 2, seed: int = 0,
+                limits: Limits | None = None, shard: tuple[int, int] = (1, 1),
+                progress: bool = True) -> dict[str, dict[str, float]]:
+    """Grade every student of the shard; write ``OUT/<student>/`` files and ``OUT/grades.csv``."""
+    from tqdm.auto import tqdm
+
+    limits = limits or Limits()
+    out.mkdir(parents=True, exist_ok=True)
+    books = notebooks()
+    who = students(submissions, shard)
+    jobs, results = [], {s: {} for s in who}
+    for s in who:
+        for stem, items in books.items():
+            path = submissions / s / f"{stem}.ipynb"
+            if path.is_file() and not path.is_symlink():
+                jobs.append((s, stem, path, items))
+            else:
+                results[s][stem] = ([C.ItemResult(it.id, it.function, 0.0, it.points,
+                                                  C.MISSING_NOTEBOOK, f"no {stem}.ipynb handed in")
+                                     for it in items], [])
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = {pool.submit(grade_notebook, path, items, seed, limits): (s, stem, items)
+                   for s, stem, path, items in jobs}
+        for fut in tqdm(as_completed(futures), total=len(futures), desc="grading",
+                        unit="notebook", disable=not progress):
+            s, stem, items = futures[fut]
+            try:
+                results[s][stem] = fut.result()
+            except Exception as e:  # a grader bug must not stop the class either
+                results[s][stem] = ([C.ItemResult(it.id, it.function, 0.0, it.points, C.CRASHED,
+                                                  f"grader error: {type(e).__name__}: {e}"[:300])
+                                     for it in items], [])
+    rows = {}
+    for s in who:
+        flat, notes = [], []
+        for stem in books:
+            res, nts = results[s][stem]
+            flat += res
+            notes += [f"{stem}: {n}" for n in nts]
+        write_student(out, s, flat, notes)
+        rows[s] = {r.id: r.points for r in flat}
+    ids = [it.id for it in all_items()]
+    write_gradebook(out, ids, rows)
+    (out / "grading.json").write_text(json.dumps(
+        {"seed": seed, "shard": list(shard), "students": who, "items": ids}, indent=1),
+        encoding="utf-8")
+    return rows
+
+
+def merge(parts: list[Path], out: Path) -> dict[str, dict[str, float]]:
+    """Join shard folders (each with grading.json and per-student results) into one gradebook."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows: dict[str, dict[str, float]] = {}
+    ids: list[str] = []
+    for part in parts:
+        meta = json.loads((part / "grading.json").read_text(encoding="utf-8"))
+        ids = ids or meta["items"]
+        if meta["items"] != ids:
+            raise ValueError(f"{part}: graded other items than the first shard")
+        for s in meta["students"]:
+            if s in rows:
+                raise ValueError(f"{part}: student {s!r} is in two shards")
+            res = json.loads((part / s / "results.json").read_text(encoding="utf-8"))
+            rows[s] = {t["name"]: float(t["score"]) for t in res["tests"]}
+            if part.resolve() != out.resolve():
+                shutil.copytree(part / s, out / s, dirs_exist_ok=True)
+    write_gradebook(out, ids, rows)
+    return rows
