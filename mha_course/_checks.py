@@ -7,8 +7,9 @@ import torch
 
 
 def shape_str(t: torch.Tensor) -> str:
-    """``(2, 5, 16)`` — a tensor's shape the way the error messages print it."""
-    return "(" + ", ".join(str(n) for n in t.shape) + ")"
+    """``(2, 5, 16)`` — a tensor's shape the way the error messages print it (``(8,)`` for 1-D,
+    as Python prints a tuple)."""
+    return str(tuple(t.shape))
 
 
 def check_tensor(name: str, x: object) -> torch.Tensor:
