@@ -12,6 +12,7 @@ from .numpy_attention import dot_product_attention, softmax
 from .plotting import plot_attention, plot_heads
 from .sdpa import repeat_kv, scaled_dot_product_attention, stable_softmax
 from .single_head import SelfAttentionHead
+from .tiny_lm import TinyCausalLM
 
 __version__ = "0.1.0"
 
@@ -19,6 +20,7 @@ __all__ = [
     "KVCache",
     "MultiHeadAttention",
     "SelfAttentionHead",
+    "TinyCausalLM",
     "causal_mask",
     "combine_masks",
     "describe_device",
