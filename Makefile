@@ -43,6 +43,7 @@ release: $(STAMP)
 	$(BIN)/mha-course release
 
 test: lint unit notebooks
+	$(BIN)/mha-course release --check
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -193,6 +193,8 @@ def _run_item(item: dict, ns: dict, arrays: dict, wires: Tripwires, np, torch) -
             return {"status": "error", "message": f"called sys.exit({e.code!r})"[:300]}, {}
         except BaseException as e:
             tb = traceback.format_exception_only(type(e), e)[-1].strip()
+            if "can't allocate memory" in tb or "not enough memory" in tb.lower():
+                return {"status": "memory limit", "message": tb[:300]}, {}
             return {"status": "error", "message": tb[:500]}, {}
         finally:
             wires.armed = set()

@@ -113,7 +113,9 @@ def _letters(item: Item, shape: tuple[int, ...]) -> str:
     return f"{item.shape} = {sizes}" if item.shape else sizes
 
 
-def _named_mistake(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray) -> str | None:
+def _named_mistake(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray
+                   ) -> tuple[str, str | None] | None:
+    """``(message, status override)`` of the first known mistake that explains ``got``."""
     for m in item.mistakes:
         try:
             if m.matches is not None:
@@ -124,7 +126,7 @@ def _named_mistake(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
         except Exception:  # a variant that does not apply to this case
             hit = False
         if hit:
-            return f"{m.name}: {m.feedback}"
+            return f"{m.name}: {m.feedback}", m.status
     return None
 
 
@@ -134,7 +136,7 @@ def compare_output(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
     if got.shape != ref.shape:
         named = _named_mistake(item, case, j, got, ref)
         msg = f"expected shape {_letters(item, ref.shape)}, got {tuple(got.shape)}"
-        return WRONG_SHAPE, (f"{msg} — {named}" if named else msg)
+        return WRONG_SHAPE, (f"{msg} — {named[0]}" if named else msg)
     if item.dtype_must_match and got.dtype != ref.dtype:
         return WRONG_DTYPE, (f"expected dtype {ref.dtype} (the input's dtype), got {got.dtype}"
                              + (" — float64 returned for float32 input (a float64 constant, or "
@@ -144,13 +146,14 @@ def compare_output(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
         bad = ~np.isfinite(got) & np.isfinite(ref)
         if bad.any():
             named = _named_mistake(item, case, j, got, ref)
-            return NON_FINITE, named or (f"{int(bad.sum())} NaN/inf value(s) where the expected "
-                                         "output is finite")
+            if named:
+                return named[1] or WRONG_VALUES, named[0]
+            return NON_FINITE, f"{int(bad.sum())} NaN/inf value(s) where the expected output is finite"
     if _close(item, got, ref):
         return None
     named = _named_mistake(item, case, j, got, ref)
     if named:
-        return WRONG_VALUES, named
+        return named[1] or WRONG_VALUES, named[0]
     if ref.dtype == np.bool_ or got.dtype == np.bool_:
         return WRONG_VALUES, f"{int((got != ref).sum())} of {ref.size} entries differ"
     with np.errstate(invalid="ignore"):

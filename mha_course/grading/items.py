@@ -32,12 +32,15 @@ class Mistake:
 
     Give ``variant`` (same signature as the item's reference: it computes what the wrong
     code returns) or ``matches(output, case) -> bool`` (a predicate on the learner's output).
+    ``status`` overrides the reported status (default ``"wrong values"``, or ``"wrong shape"``
+    when the shape differs), e.g. ``"non-finite"`` for an overflowing softmax.
     """
 
     name: str
     feedback: str
     variant: Callable[..., Any] | None = None
     matches: Callable[[np.ndarray, Case], bool] | None = None
+    status: str | None = None
 
 
 @dataclass(frozen=True)

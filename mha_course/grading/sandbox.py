@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,11 +75,27 @@ def _become_subreaper() -> None:
 
 
 _LIVE: set[int] = set()  # pids of children we are running (other workers' children are safe)
+_LOCK = threading.Lock()  # no orphan sweep between a Popen and its registration in _LIVE
+
+
+def _is_ours(proc_dir: Path) -> bool:
+    """Started by a grading child: its environment or command line says so."""
+    for name in ("environ", "cmdline"):
+        with contextlib.suppress(OSError):
+            data = (proc_dir / name).read_bytes()
+            if b"MHA_GRADING_CHILD=1" in data or b"mha_course.grading.child" in data:
+                return True
+    return False
 
 
 def _kill_orphans() -> None:
     """Kill processes re-parented to us that are not one of our live children."""
     me = os.getpid()
+    with _LOCK:
+        _sweep(me)
+
+
+def _sweep(me: int) -> None:
     for _ in range(5):
         found = False
         for p in Path("/proc").glob("[0-9]*"):
@@ -88,7 +105,7 @@ def _kill_orphans() -> None:
             except (OSError, ValueError, IndexError):
                 continue
             pid = int(p.name)
-            if ppid == me and pid not in _LIVE:
+            if ppid == me and pid not in _LIVE and _is_ours(p):
                 found = True
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
@@ -220,12 +237,13 @@ def grade_notebook(path: str | Path, items: list[Item], seed: int, limits: Limit
             (job / "job.json").write_text(json.dumps(spec), encoding="utf-8")
             with open(job / "inputs.npz", "wb") as f:
                 np.savez(f, **arrays)
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "-m", "mha_course.grading.child", str(job), str(out)],
-                cwd=work, env=_env(work), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-                preexec_fn=_preexec(limits, nproc))
-            _LIVE.add(proc.pid)
+            with _LOCK:
+                proc = subprocess.Popen(
+                    [sys.executable, "-I", "-m", "mha_course.grading.child", str(job), str(out)],
+                    cwd=work, env=_env(work), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+                    preexec_fn=_preexec(limits, nproc))
+                _LIVE.add(proc.pid)
             stage, since, killed = "", time.monotonic(), None
             try:
                 while proc.poll() is None:
@@ -248,8 +266,10 @@ def grade_notebook(path: str | Path, items: list[Item], seed: int, limits: Limit
             if stage == "done":
                 break
             code = proc.returncode
-            if killed or code in (-signal.SIGXCPU, -signal.SIGKILL):
+            if killed or code == -signal.SIGXCPU:
                 status, why = C.TIMEOUT, ("took too long" if killed else "used too much CPU time")
+            elif code == -signal.SIGKILL:
+                status, why = C.CRASHED, "the process was killed (SIGKILL: out of memory?)"
             elif code == -signal.SIGXFSZ:
                 status, why = C.CRASHED, "wrote a file larger than the limit"
             else:

@@ -42,7 +42,8 @@ ITEMS = [
         task="numerically stable softmax over the last axis",
         make_cases=_softmax_cases, reference=lambda x: softmax(x, axis=-1), shape="(..., S)",
         mistakes=(
-            Mistake("overflow", M.OVERFLOW, variant=lambda x: M.np_naive_softmax(x, axis=-1)),
+            Mistake("overflow", M.OVERFLOW, variant=lambda x: M.np_naive_softmax(x, axis=-1),
+                    status="non-finite"),
             Mistake("wrong axis", "softmax over the wrong axis: each ROW (the last axis) must sum to 1",
                     variant=lambda x: softmax(x, axis=0)),
         ),

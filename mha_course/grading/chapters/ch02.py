@@ -121,7 +121,7 @@ ITEMS = [
             Mistake("mask after softmax", M.MASK_AFTER_SOFTMAX,
                     variant=lambda q, k, v, m: M.attention_variant(q, k, v, m,
                                                                    mask_mode="after_softmax")),
-            Mistake("overflow", M.OVERFLOW,
+            Mistake("overflow", M.OVERFLOW, status="non-finite",
                     variant=lambda q, k, v, m: M.attention_variant(q, k, v, m, softmax="naive")),
         ),
         forbidden=_SDPA_FORBID,

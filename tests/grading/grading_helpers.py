@@ -1,0 +1,44 @@
+"""Helpers for the grading tests: build submissions from the solution notebooks, grade many at once."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from mha_course.grading import Limits, grade_notebook, items_for, resolve
+from mha_course.grading.submissions import make_submission
+
+ROOT = Path(__file__).resolve().parents[2]
+SOLUTIONS = ROOT / "solutions"
+EXERCISES = ROOT / "exercises"
+WORKERS = int(os.environ.get("MHA_GRADE_WORKERS", "2"))
+# Tight but not flaky on a loaded 2-core machine (child start-up has its own 30 s allowance).
+TEST_LIMITS = Limits(item_timeout=8.0, notebook_timeout=150.0, memory_gb=4.0)
+
+
+def target_notebooks(default: Path) -> list[Path]:
+    """``MHA_GRADE_TARGET`` (a notebook or a folder) if set, else ``default``'s exNN notebooks."""
+    target = Path(os.environ.get("MHA_GRADE_TARGET", default))
+    return [target] if target.is_file() else sorted(target.glob("ex*.ipynb"))
+
+
+def solution(name: str) -> Path:
+    return SOLUTIONS / f"{resolve(name)}.ipynb"
+
+
+def build(name: str, dest: Path, replace: dict[str, str] | None = None, drop: tuple[str, ...] = (),
+          extra: list[tuple[int, str]] = ()) -> Path:
+    """A submission made from exercise ``name``'s solution (see ``make_submission``)."""
+    return make_submission(solution(name), dest, replace, drop, extra)
+
+
+def grade_many(jobs: dict[str, tuple[Path, str]], seed: int = 7, limits: Limits = TEST_LIMITS):
+    """``{key: (notebook, exNN)}`` -> ``{key: ({item id: ItemResult}, notes)}``, graded in parallel."""
+    def one(job):
+        path, name = job
+        results, notes = grade_notebook(path, items_for(name), seed, limits)
+        return {r.id: r for r in results}, notes
+
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        return dict(zip(jobs, pool.map(one, jobs.values())))

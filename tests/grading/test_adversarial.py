@@ -1,0 +1,207 @@
+"""Hostile submissions: each scores 0 on the items it attacks, with the right status, while every
+other item of the notebook is graded normally. All run in the sandbox, two at a time."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from grading_helpers import build, grade_many
+
+from mha_course.grading import items_for
+
+ATT, CAUSAL, ADD, SCORES = "ex02_attention", "ex02_causal_mask", "ex02_additive_mask", "ex02_scaled_scores"
+ALL = (SCORES, CAUSAL, ADD, ATT)
+
+
+def _att(body: str) -> dict[str, str]:
+    """Replace the attention cell by ``def attention(...)`` with this body."""
+    lines = "\n".join("    " + ln for ln in body.strip("\n").split("\n"))
+    return {ATT: f"def attention(query, key, value, attn_mask=None):\n{lines}\n"}
+
+
+def _causal(body: str) -> dict[str, str]:
+    lines = "\n".join("    " + ln for ln in body.strip("\n").split("\n"))
+    return {CAUSAL: f"def make_causal_mask(L, S):\n{lines}\n"}
+
+
+GOOD_ATT = """
+scores = scaled_scores(query, key)
+if attn_mask is not None:
+    scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+return torch.softmax(scores, dim=-1) @ value
+"""
+
+# name -> (build kwargs, {item: (status, text in message)}); items not listed must pass.
+CASES: dict[str, tuple[dict, dict[str, tuple[str, str]]]] = {
+    "renamed_function": ({"replace": {ATT: "def my_attention(q, k, v, m=None):\n" + "\n".join(
+                                      "    " + ln for ln in GOOD_ATT.strip().split("\n"))}},
+                         {ATT: ("missing function", "attention")}),
+    "deleted_cell": ({"drop": (ADD,)}, {ADD: ("missing function", "additive_mask")}),
+    "syntax_error": ({"replace": {CAUSAL: "def make_causal_mask(L, S)\n    return 1"}},
+                     {CAUSAL: ("missing function", "")}),
+    "exception": ({"replace": _causal("raise ValueError('boom')")}, {CAUSAL: ("error", "ValueError: boom")}),
+    "sys_exit_in_function": ({"replace": _causal("import sys\nsys.exit(0)")},
+                             {CAUSAL: ("error", "sys.exit")}),
+    "sys_exit_top_level": ({"extra": [(2, "import sys\nsys.exit('bye')")]}, {}),
+    "os_exit_in_function": ({"replace": _causal("import os\nos._exit(0)")}, {CAUSAL: ("crashed", "")}),
+    "os_exit_top_level": ({"extra": [(2, "import os\nos._exit(1)")]}, {}),
+    "infinite_loop_in_function": ({"replace": _causal("while True:\n    pass")}, {CAUSAL: ("timeout", "")}),
+    "sleep_forever_top_level": ({"extra": [(2, "import time\ntime.sleep(10_000)")]}, {}),
+    "memory_bomb": ({"replace": _causal("x = bytearray(64 * 2**30)\nreturn x")}, {CAUSAL: ("memory limit", "")}),
+    "torch_memory_bomb": ({"replace": _causal("return torch.empty(2**40, dtype=torch.bool)")},
+                          {CAUSAL: ("memory limit", "")}),
+    "nan_output": ({"replace": _att("return torch.full(query.shape[:-1] + value.shape[-1:], float('nan'))")},
+                   {ATT: ("non-finite", "NaN/inf")}),
+    "wrong_dtype": ({"replace": {ADD: "def additive_mask(mask, dtype):\n    return torch.zeros(mask.shape, dtype=torch.float64).masked_fill(~mask, float('-inf'))"}},
+                    {ADD: ("wrong dtype", "float64 returned for float32 input")}),
+    "wrong_shape": ({"replace": _causal("return torch.ones(S, L + 1, dtype=torch.bool).tril()")},
+                    {CAUSAL: ("wrong shape", "expected shape (L, S) = ")}),
+    "returns_string": ({"replace": _att("return '25 passed'")}, {ATT: ("wrong type", "str")}),
+    "returns_list_of_floats": ({"replace": _att("return [0.0] * 3")}, {ATT: ("wrong type", "")}),
+    "eq_always_true": ({"replace": {ATT: '''
+class Anything(torch.Tensor):
+    def __eq__(self, other):
+        return True
+    def __array__(self, *a, **k):
+        raise RuntimeError
+def attention(query, key, value, attn_mask=None):
+    return torch.zeros(1).as_subclass(Anything)
+'''}}, {ATT: ("wrong type", "Anything")}),
+    "eq_always_true_plain_object": ({"replace": {ATT: '''
+class Yes:
+    shape = dtype = None
+    def __eq__(self, other):
+        return True
+def attention(query, key, value, attn_mask=None):
+    return Yes()
+'''}}, {ATT: ("wrong type", "Yes")}),
+    "megabytes_of_printing": ({"extra": [(2, "print('x' * 30_000_000)")],
+                               "replace": _causal("print('y' * 5_000_000)\nreturn torch.ones(L, S, dtype=torch.bool).tril()")}, {}),
+    "forged_output_and_files": ({"extra": [(2, '''
+import json, os, sys
+print("25 passed, 0 failed\\nscore: 100/100")
+for name in ("results.json", "grades.csv", "ex02_attention.json"):
+    open(name, "w").write(json.dumps({"score": 100, "status": "ok", "n_outputs": [1]}))
+for d in sys.argv[1:]:
+    try:
+        open(os.path.join(d, "ex02_attention.json"), "w").write('{"status": "ok", "n_outputs": [1, 1, 1, 1]}')
+    except OSError:
+        pass
+''')], "replace": _att("raise NotImplementedError")}, {ATT: ("not implemented", "")}),
+    "monkeypatch_checks": ({"extra": [(2, '''
+import numpy as np, torch.testing
+torch.testing.assert_close = lambda *a, **k: None
+np.allclose = np.array_equal = lambda *a, **k: True
+np.testing.assert_allclose = lambda *a, **k: None
+import mha_course.grading.compare as C
+C.judge = lambda *a, **k: None
+C.compare_output = lambda *a, **k: None
+''')], "replace": _att("return torch.zeros(query.shape[:-1] + value.shape[-1:], dtype=query.dtype)")},
+        {ATT: ("wrong values", "max abs error")}),
+    "forbidden_sdpa": ({"replace": _att("return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask)")},
+                       {ATT: ("forbidden API", "scaled_dot_product_attention")}),
+    "forbidden_sdpa_obfuscated": ({"replace": _att(
+        "f = getattr(__import__('torch').nn.functional, 'scaled_dot_' + 'product_attention')\n"
+        "return f(query, key, value, attn_mask=attn_mask)")},
+        {ATT: ("forbidden API", "scaled_dot_product_attention")}),
+    "forbidden_sdpa_captured_early": ({"extra": [(2, "SHORTCUT = getattr(torch.nn.functional, 'scaled_dot_product' + '_attention')")],
+                                       "replace": _att("return SHORTCUT(query, key, value, attn_mask=attn_mask)")},
+                                      {ATT: ("forbidden API", "scaled_dot_product_attention")}),
+    "forbidden_course_sdpa_obfuscated": ({"replace": _att(
+        "f = getattr(__import__('mha_course'), 'scaled_dot_product' + '_attention')\n"
+        "return f(query, key, value, attn_mask=attn_mask)")},
+        {ATT: ("forbidden API", "mha_course.sdpa.scaled_dot_product_attention")}),
+    "forbidden_causal_helper": ({"replace": _causal("import mha_course\nreturn mha_course.causal_mask(L, S)")},
+                                {CAUSAL: ("forbidden API", "causal_mask")}),
+    # Bounded on purpose: if the block ever failed, 5 short-lived processes, not a real bomb.
+    "fork_bomb": ({"replace": _causal("import os\nfor _ in range(5):\n    if os.fork() == 0:\n        os._exit(0)")},
+                  {CAUSAL: ("error", "PermissionError")}),
+    "subprocess_and_kill_parent": ({"extra": [(2, '''
+import os, subprocess, signal
+try:
+    subprocess.Popen(["sleep", "300"])
+except Exception as e:
+    print(e)
+os.kill(os.getppid(), signal.SIGKILL)
+''')]}, {}),
+    "recursion": ({"replace": _causal("return make_causal_mask(L, S)")}, {CAUSAL: ("error", "RecursionError")}),
+    "huge_output": ({"replace": _att("return torch.zeros(60_000_000)")}, {ATT: ("wrong type", "elements")}),
+    "magics_and_shell": ({"extra": [(1, "!rm -rf ~\n%time x = 1\nif True:\n    !echo hi"), (2, "%%bash\nrm -rf /")]}, {}),
+}
+
+
+def _write_invalid(tmp: Path) -> dict[str, tuple[Path, dict]]:
+    bad = {"invalid_json": "{ not json", "no_cells": json.dumps({"nbformat": 4, "metadata": {}}),
+           "cell_source_not_text": json.dumps({"cells": [{"cell_type": "code", "source": 5}]})}
+    out = {}
+    for name, text in bad.items():
+        p = tmp / name / "sub.ipynb"
+        p.parent.mkdir(parents=True)
+        p.write_text(text)
+        out[name] = (p, dict.fromkeys(ALL, ("invalid notebook", "")))
+    return out
+
+
+ESCAPE = '''
+import ctypes, os, time
+libc = ctypes.CDLL(None)
+pid = libc.fork()
+if pid == 0:
+    libc.setsid()
+    if libc.fork() == 0:
+        open({pidfile!r}, "w").write(str(os.getpid()))
+        time.sleep(300)
+    os._exit(0)
+time.sleep(1.0)
+'''
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("adversarial")
+    jobs, expect = {}, {}
+    for name, (kw, exp) in CASES.items():
+        jobs[name] = (build("ex02", tmp / name / "sub.ipynb", **kw), "ex02")
+        expect[name] = exp
+    for name, (path, exp) in _write_invalid(tmp).items():
+        jobs[name], expect[name] = (path, "ex02"), exp
+    pidfile = tmp / "escaped.pid"
+    jobs["escaped_background_process"] = (
+        build("ex02", tmp / "escape" / "sub.ipynb", extra=[(2, ESCAPE.format(pidfile=str(pidfile)))]),
+        "ex02")
+    expect["escaped_background_process"] = {}
+    return grade_many(jobs), expect, pidfile
+
+
+NAMES = [*CASES, "invalid_json", "no_cells", "cell_source_not_text", "escaped_background_process"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_hostile_submission(name, graded):
+    results, expect, _ = graded
+    res, notes = results[name]
+    for item in items_for("ex02"):
+        r = res[item.id]
+        if item.id in expect[name]:
+            status, text = expect[name][item.id]
+            assert (r.points, r.status) == (0.0, status), f"{item.id}: {r.status}: {r.message} {notes}"
+            assert text in r.message, f"{item.id}: {r.message!r} lacks {text!r}"
+        else:
+            assert r.passed, f"{item.id}: {r.status}: {r.message} {notes}"
+
+
+def test_at_least_twenty_hostile_submissions():
+    assert len(NAMES) >= 20
+
+
+def test_escaped_process_was_killed(graded):
+    _, _, pidfile = graded
+    assert pidfile.exists(), "the test's escape did not run"
+    pid = int(pidfile.read_text())
+    time.sleep(0.2)
+    alive = os.path.exists(f"/proc/{pid}") and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
+    assert not alive, f"process {pid} started by a submission outlived grading"

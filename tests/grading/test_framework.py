@@ -1,0 +1,142 @@
+"""Fast tests of the grading framework's parts (no child processes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from mha_course.grading import all_items, compare, notebooks, resolve
+from mha_course.grading.classroom import students
+from mha_course.grading.compare import as_arrays, judge, to_framework
+from mha_course.grading.notebook import InvalidNotebook, code_cells, strip_magics
+from mha_course.grading.release import stub_source
+from mha_course.grading.sandbox import static_forbidden
+
+ITEMS = all_items()
+
+
+def test_stub_keeps_hints_and_indentation():
+    src = "def f(x):\n    '''doc'''\n    ### BEGIN SOLUTION\n    # HINT: use x\n    y = x\n    return y\n    ### END SOLUTION\n"
+    out = stub_source(src)
+    assert "return y" not in out and "    # HINT: use x" in out
+    assert "    raise NotImplementedError('use x')" in out
+
+
+def test_stub_without_end_marker_is_an_error():
+    with pytest.raises(ValueError, match="BEGIN SOLUTION"):
+        stub_source("### BEGIN SOLUTION\nx = 1\n")
+
+
+def test_magics_become_pass_and_cell_magics_are_dropped():
+    assert strip_magics("x = 1\n!ls\nif x:\n    %time y = 2") == "x = 1\npass  # ls\nif x:\n    pass  # time y = 2"
+    assert strip_magics("%%bash\nrm -rf /") is None
+
+
+def test_code_cells_skip_checks_and_reject_garbage(tmp_path):
+    import nbformat
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("a = 1"), nbformat.v4.new_markdown_cell("x"),
+                nbformat.v4.new_code_cell("b = 2", metadata={"tags": ["self-check"]}),
+                nbformat.v4.new_code_cell("from mha_course.grading import check")]
+    p = tmp_path / "n.ipynb"
+    nbformat.write(nb, p)
+    assert [c["source"] for c in code_cells(p)] == ["a = 1"]
+    p.write_text("[1, 2]")
+    with pytest.raises(InvalidNotebook):
+        code_cells(p)
+
+
+def test_static_forbidden_sees_attributes_imports_and_strings():
+    names = {"torch.nn.functional.scaled_dot_product_attention"}
+    assert static_forbidden([{"source": "F.scaled_dot_product_attention(q, k, v)"}], names) == names
+    assert static_forbidden([{"source": "from torch.nn.functional import scaled_dot_product_attention"}], names)
+    assert static_forbidden([{"source": "getattr(F, 'scaled_dot_product_attention')"}], names)
+    assert not static_forbidden([{"source": "def attention(q):\n    '''like scaled_dot_product_attention'''"}], names)
+
+
+def test_ids_unique_and_named_after_their_notebook():
+    assert len({it.id for it in ITEMS}) == len(ITEMS)
+    for it in ITEMS:
+        assert it.id.split("_")[0] == it.notebook.split("_")[0], it.id
+    assert resolve("ex02") == "ex02_scaled_dot_product_attention"
+    assert len(notebooks()["ex01_dot_product_attention"]) >= 3
+    assert len(notebooks()["ex02_scaled_dot_product_attention"]) >= 4
+
+
+@pytest.mark.parametrize("item", ITEMS, ids=[it.id for it in ITEMS])
+def test_cases_depend_on_the_seed_only(item):
+    a, b, c = item.cases(1), item.cases(1), item.cases(2)
+    flat = lambda cs: [v for case in cs for v in case.values() if isinstance(v, np.ndarray)]  # noqa: E731
+    assert all(np.array_equal(x, y) for x, y in zip(flat(a), flat(b)))
+    assert not all(np.array_equal(x, y) for x, y in zip(flat(a), flat(c))) or not flat(a)
+
+
+@pytest.mark.parametrize("item", ITEMS, ids=[it.id for it in ITEMS])
+def test_reference_passes_and_every_mistake_is_caught(item):
+    """Non-vacuous: the reference gets full marks, and each variant loses them with its name."""
+    cases = item.cases(0)
+    refs = [as_arrays(item.reference(*to_framework(item, c))) for c in cases]
+    assert judge(item, cases, {"status": "ok", "outputs": refs}).passed
+    for m in item.mistakes:
+        if m.variant is None:
+            continue
+        outs = [as_arrays(m.variant(*to_framework(item, c))) for c in cases]
+        r = judge(item, cases, {"status": "ok", "outputs": outs})
+        assert not r.passed and m.name in r.message, f"{m.name}: {r.status}: {r.message}"
+
+
+def test_verdicts_name_dtype_shape_and_nan():
+    item = next(it for it in ITEMS if it.id == "ex02_attention")
+    cases = item.cases(0)
+    refs = [as_arrays(item.reference(*to_framework(item, c))) for c in cases]
+    r = judge(item, cases, {"status": "ok", "outputs": [[x.astype(np.float64)] for [x] in refs]})
+    assert r.status == compare.WRONG_DTYPE and "float64 returned for float32 input" in r.message
+    r = judge(item, cases, {"status": "ok", "outputs": [[x[..., :1]] for [x] in refs]})
+    assert r.status == compare.WRONG_SHAPE and "(..., L, Dv) = (2, 3, 4, 5)" in r.message
+    r = judge(item, cases, {"status": "ok", "outputs": [[x * np.nan] for [x] in refs]})
+    assert r.status == compare.NON_FINITE
+    r = judge(item, cases, {"status": "timeout", "message": "took too long"})
+    assert (r.points, r.status) == (0.0, "timeout")
+
+
+def test_bool_outputs_must_match_exactly():
+    item = next(it for it in ITEMS if it.id == "ex02_causal_mask")
+    cases = item.cases(0)
+    refs = [as_arrays(item.reference(*to_framework(item, c))) for c in cases]
+    flipped = [[~x] for [x] in refs]
+    assert judge(item, cases, {"status": "ok", "outputs": flipped}).status == compare.WRONG_VALUES
+
+
+def test_shards_partition_the_class(tmp_path):
+    for name in ("zoe", "adam", "mia", "li", "bo"):
+        (tmp_path / name).mkdir()
+    parts = [students(tmp_path, (k, 3)) for k in (1, 2, 3)]
+    assert sorted(sum(parts, [])) == students(tmp_path) == sorted(["zoe", "adam", "mia", "li", "bo"])
+    with pytest.raises(ValueError, match="shard"):
+        students(tmp_path, (4, 3))
+
+
+def test_release_writes_and_check_detects_stale(tmp_path):
+    from mha_course.cli import main
+    sol, ex = tmp_path / "solutions", tmp_path / "exercises"
+    sol.mkdir()
+    name = "ex02_scaled_dot_product_attention.ipynb"
+    (sol / name).write_bytes((Path(__file__).parents[2] / "solutions" / name).read_bytes())
+    argv = ["release", "--solutions", str(sol), "--exercises", str(ex)]
+    assert main([*argv, "--check"]) == 1
+    assert main(argv) == 0 and main([*argv, "--check"]) == 0
+    text = (ex / "ex02_scaled_dot_product_attention.ipynb").read_text()
+    assert "NotImplementedError" in text and "BEGIN SOLUTION" not in text and '"outputs": []' in text
+    (ex / "ex02_scaled_dot_product_attention.ipynb").write_text(text.replace("Task 1", "Task one"))
+    assert main([*argv, "--check"]) == 1
+
+
+def test_torch_is_the_reference_for_torch_items():
+    item = next(it for it in ITEMS if it.id == "ex02_attention")
+    for case in item.cases(5):
+        q, k, v, m = to_framework(item, case)
+        torch.testing.assert_close(item.reference(q, k, v, m),
+                                   torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m))

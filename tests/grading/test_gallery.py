@@ -1,0 +1,47 @@
+"""The gallery: each deliberately wrong implementation loses exactly the intended items, with the
+intended status and message; every other item keeps full marks (see docs/grading.md)."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import pytest
+from grading_helpers import build, grade_many
+
+from mha_course.grading import items_for
+
+GALLERY = sorted((Path(__file__).parent / "gallery").glob("ex*.py"))
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gallery")
+    jobs = {}
+    for case in GALLERY:
+        spec = runpy.run_path(str(case))
+        path = build(spec["NOTEBOOK"], tmp / case.stem / "sub.ipynb", replace=spec["REPLACE"])
+        jobs[case.stem] = (path, spec["NOTEBOOK"])
+    return grade_many(jobs)
+
+
+@pytest.mark.parametrize("case", GALLERY, ids=[c.stem for c in GALLERY])
+def test_gallery_case(case, graded):
+    spec = runpy.run_path(str(case))
+    results, _ = graded[case.stem]
+    assert set(spec["EXPECT"]) <= set(results), f"unknown grade ids in EXPECT: {spec['EXPECT']}"
+    for item in items_for(spec["NOTEBOOK"]):
+        r = results[item.id]
+        if item.id in spec["EXPECT"]:
+            status, text = spec["EXPECT"][item.id]
+            assert (r.points, r.status) == (0.0, status), f"{item.id}: {r.status}: {r.message}"
+            assert text in r.message, f"{item.id}: {r.message!r} lacks {text!r}"
+        else:
+            assert r.passed, f"{item.id} should keep its marks: {r.status}: {r.message}"
+
+
+def test_gallery_covers_the_common_mistakes():
+    names = {c.stem for c in GALLERY}
+    for needed in ("no_scaling", "wrong_axis", "mask_inverted", "off_by_one", "mask_after_softmax",
+                   "overflow", "float64", "shape"):
+        assert any(needed in n for n in names), needed
