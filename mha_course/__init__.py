@@ -4,7 +4,7 @@ Each chapter leaves its code here; later chapters import it instead of pasting i
 """
 
 from .device import describe_device, get_device
-from .gqa import kv_cache_bytes, kv_group_of_query_heads, mha_to_gqa
+from .gqa import kv_cache_bytes, kv_group_of_query_heads, mean_pool_heads, mha_to_gqa
 from .kv_cache import KVCache
 from .masks import causal_mask, combine_masks, padding_mask, to_additive
 from .mha import MultiHeadAttention, merge_heads, split_heads
@@ -28,6 +28,7 @@ __all__ = [
     "get_device",
     "kv_cache_bytes",
     "kv_group_of_query_heads",
+    "mean_pool_heads",
     "merge_heads",
     "mha_to_gqa",
     "padding_mask",

@@ -55,15 +55,27 @@ def kv_cache_bytes(
     return 2 * num_layers * num_kv_heads * head_dim * seq_len * batch * bytes_per_element
 
 
-def _mean_pool_heads(t: torch.Tensor, num_kv_heads: int, head_dim: int) -> torch.Tensor:
-    """Average contiguous groups of heads along dim 0 of a projection weight or bias.
+def mean_pool_heads(weight: torch.Tensor, num_heads: int, num_kv_heads: int) -> torch.Tensor:
+    """Average contiguous groups of heads in a key/value projection weight or bias.
+
+    Rows ``h * D : (h + 1) * D`` belong to head ``h``; new head ``g`` is the mean of old heads
+    ``g * r ... (g + 1) * r - 1`` with ``r = num_heads / num_kv_heads`` (GQA's contiguous groups).
 
     Shape:
-        t: (G_src * D, ...) -> (G * D, ...), each new head the mean of G_src / G old ones.
+        weight: (H * D, ...) -> (G * D, ...), with H = ``num_heads``, G = ``num_kv_heads``.
     """
-    rest = t.shape[1:]
-    grouped = t.reshape(num_kv_heads, -1, head_dim, *rest)  # (G_src*D, ...) -> (G, G_src/G, D, ...)
-    return grouped.mean(dim=1).reshape(num_kv_heads * head_dim, *rest)  # -> (G, D, ...) -> (G*D, ...)
+    if num_heads <= 0 or num_kv_heads <= 0 or num_heads % num_kv_heads != 0:
+        raise ValueError(
+            f"num_kv_heads: G must be a positive divisor of num_heads H; got H={num_heads}, "
+            f"G={num_kv_heads}"
+        )
+    if weight.dim() < 1 or weight.shape[0] % num_heads != 0:
+        raise ValueError(
+            f"weight: expected shape (H * D, ...) with H = {num_heads}, got {tuple(weight.shape)}"
+        )
+    D, rest = weight.shape[0] // num_heads, weight.shape[1:]
+    grouped = weight.reshape(num_kv_heads, num_heads // num_kv_heads, D, *rest)  # (H*D, ...) -> (G, H/G, D, ...)
+    return grouped.mean(dim=1).reshape(num_kv_heads * D, *rest)  # -> (G, D, ...) -> (G*D, ...)
 
 
 def mha_to_gqa(module: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttention:
@@ -84,7 +96,7 @@ def mha_to_gqa(module: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttent
             f"module: expected a mha_course.MultiHeadAttention, got {type(module).__name__} "
             f"(convert torch's with MultiHeadAttention.from_torch first)"
         )
-    H, G_src, D = module.num_heads, module.num_kv_heads, module.head_dim
+    H, G_src = module.num_heads, module.num_kv_heads
     if (isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, int)
             or num_kv_heads <= 0 or G_src % num_kv_heads != 0):
         raise ValueError(
@@ -102,8 +114,8 @@ def mha_to_gqa(module: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttent
             new.get_submodule(name).load_state_dict(module.get_submodule(name).state_dict())
         for name in ("k_proj", "v_proj"):
             old_lin, new_lin = module.get_submodule(name), new.get_submodule(name)
-            new_lin.weight.copy_(_mean_pool_heads(old_lin.weight, num_kv_heads, D))
+            new_lin.weight.copy_(mean_pool_heads(old_lin.weight, G_src, num_kv_heads))
             if old_lin.bias is not None:
-                new_lin.bias.copy_(_mean_pool_heads(old_lin.bias, num_kv_heads, D))
+                new_lin.bias.copy_(mean_pool_heads(old_lin.bias, G_src, num_kv_heads))
     new.train(module.training)
     return new

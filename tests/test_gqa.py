@@ -10,6 +10,7 @@ from mha_course import (
     MultiHeadAttention,
     kv_cache_bytes,
     kv_group_of_query_heads,
+    mean_pool_heads,
     mha_to_gqa,
     repeat_kv,
 )
@@ -166,3 +167,21 @@ def test_bad_num_kv_heads_raises(bad):
 def test_torch_module_is_rejected_with_a_hint():
     with pytest.raises(ValueError, match="from_torch"):
         mha_to_gqa(torch.nn.MultiheadAttention(16, 4), 2)
+
+
+# ---- mean_pool_heads -------------------------------------------------------------------------
+def test_mean_pool_heads_on_a_bias_and_a_weight():
+    H, G, D = 6, 2, 3
+    w = torch.arange(H * D * 2, dtype=torch.float64).reshape(H * D, 2)
+    pooled = mean_pool_heads(w, H, G)
+    for g in range(G):  # group g is heads 3g, 3g+1, 3g+2
+        want = (w[3 * g * D : (3 * g + 1) * D] + w[(3 * g + 1) * D : (3 * g + 2) * D]
+                + w[(3 * g + 2) * D : (3 * g + 3) * D]) / 3
+        assert_close(pooled[g * D : (g + 1) * D], want)
+    assert_close(mean_pool_heads(w[:, 0], H, G), pooled[:, 0])  # a bias (H*D,) pools the same way
+
+
+@pytest.mark.parametrize("shape,H,G,arg", [((12, 4), 5, 1, "weight"), ((12, 4), 4, 3, "num_kv_heads")])
+def test_mean_pool_heads_rejects_bad_input(shape, H, G, arg):
+    with pytest.raises(ValueError, match=arg):
+        mean_pool_heads(torch.zeros(shape), H, G)
