@@ -70,7 +70,8 @@ class KVCache:
                     raise ValueError(
                         f"{name}: expected dtype {old.dtype} to match the cache, got {new.dtype}"
                     )
-            key = torch.cat([self.key, key], dim=-2)  # (B, G, S_old, D) + (B, G, S_new, D) -> (B, G, S_old + S_new, D)
+            # (B, G, S_old, D) and (B, G, S_new, D) -> (B, G, S_old + S_new, D)
+            key = torch.cat([self.key, key], dim=-2)
             value = torch.cat([self.value, value], dim=-2)  # same for values (last size Dv)
         self.key, self.value = key, value
         return key, value

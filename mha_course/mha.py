@@ -146,7 +146,9 @@ class MultiHeadAttention(nn.Module):
             check_float(name, t)
             check_rank(name, t, letters, rank=3)
             if t.shape[-1] != width:
-                raise ValueError(f"{name}: expected shape {letters} with last size {width}, got {shape_str(t)}")
+                raise ValueError(
+                    f"{name}: expected shape {letters} with last size {width}, got {shape_str(t)}"
+                )
             if t.dtype != self.q_proj.weight.dtype:
                 raise ValueError(
                     f"{name}: expected dtype {self.q_proj.weight.dtype} (the module's parameters), "
@@ -154,8 +156,8 @@ class MultiHeadAttention(nn.Module):
                 )
         if key.shape[0] != query.shape[0] or value.shape[0] != query.shape[0]:
             raise ValueError(
-                f"key/value: expected batch size B = {query.shape[0]} (query's), "
-                f"got key {shape_str(key)}, value {shape_str(value)}"
+                f"key/value: expected shapes (B, S, kdim) / (B, S, vdim) with B = {query.shape[0]} "
+                f"(query's batch size), got key {shape_str(key)}, value {shape_str(value)}"
             )
         if key.shape[1] != value.shape[1]:
             raise ValueError(
@@ -170,12 +172,14 @@ class MultiHeadAttention(nn.Module):
         if attn_mask is not None:
             check_tensor("attn_mask", attn_mask)
             check_mask_dtype("attn_mask", attn_mask)
-            if attn_mask.dim() == 3:
-                attn_mask = attn_mask.unsqueeze(1)  # (B, L, S) -> (B, 1, L, S)
-            if attn_mask.dim() not in (2, 4):
+            if attn_mask.dim() not in (2, 3, 4):
                 raise ValueError(
-                    f"attn_mask: expected shape (L, S), (B, L, S) or (B, H, L, S), got {shape_str(attn_mask)}"
+                    f"attn_mask: expected shape (L, S), (B, L, S) or (B, H, L, S), "
+                    f"got {shape_str(attn_mask)}"
                 )
+            if attn_mask.dim() == 3:  # (B, L, S); torch's module would take (B*H, L, S) here
+                check_broadcast("attn_mask", attn_mask, (B, L, S), "(B, L, S)")
+                attn_mask = attn_mask.unsqueeze(1)  # (B, L, S) -> (B, 1, L, S)
             check_broadcast("attn_mask", attn_mask, (B, H, L, S), "(B, H, L, S)")
         kpm = None
         if key_padding_mask is not None:
@@ -201,7 +205,8 @@ class MultiHeadAttention(nn.Module):
         Args:
             attn_mask: bool True = may attend, or float added to the scores; (L, S),
                 (B, L, S) or (B, H, L, S), where S counts cached positions too.
-            key_padding_mask: (B, S), True = padding (ignored key).
+            key_padding_mask: (B, S), True = padding (ignored key), or float (added to the
+                scores); S counts cached positions too.
             is_causal: query ``i`` sees keys up to its own position; with a ``kv_cache`` the
                 mask is offset by the number of cached positions.
             need_weights: also return the per-head weights (runs the eager path).
@@ -217,38 +222,47 @@ class MultiHeadAttention(nn.Module):
         self._check_inputs(query, key, value)
         B, L, _ = query.shape
         H, G = self.num_heads, self.num_kv_heads
+        offset = 0 if kv_cache is None else kv_cache.length  # positions cached before this call
+        S = offset + key.shape[1]
+        # Check (and build) every mask before the cache grows: a bad call leaves the cache as it was.
+        mask = self._build_mask(attn_mask, key_padding_mask, is_causal, B, L, S, offset,
+                                query.dtype, query.device)  # broadcasts to (B, H, L, S), or None
+        multipliers = None if head_mask is None else _head_multipliers(head_mask, B, H, query.dtype)
 
         q = split_heads(self.q_proj(query), H)  # (B, L, E) -> (B, H, L, D)
-        k = split_heads(self.k_proj(key), G)  # (B, S, kdim) -> (B, G, S, D)
-        v = split_heads(self.v_proj(value), G)  # (B, S, vdim) -> (B, G, S, D)
-        offset = 0
+        k = split_heads(self.k_proj(key), G)  # (B, S_new, kdim) -> (B, G, S_new, D)
+        v = split_heads(self.v_proj(value), G)  # (B, S_new, vdim) -> (B, G, S_new, D)
         if kv_cache is not None:
-            offset = kv_cache.length
             k, v = kv_cache.update(k, v)  # (B, G, S_new, D) -> (B, G, S_old + S_new, D)
-        S = k.shape[-2]
 
         p = self.dropout if self.training else 0.0
+        gqa = G != H
         weights = None
-        only_causal = is_causal and offset == 0 and attn_mask is None and key_padding_mask is None
-        if self.impl == "sdpa" and not need_weights and only_causal:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p, enable_gqa=G != H)
-        else:
-            mask = self._build_mask(attn_mask, key_padding_mask, is_causal, B, L, S, offset, q.dtype, q.device)
-            if self.impl == "sdpa" and not need_weights:
-                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, enable_gqa=G != H)
+        if self.impl == "sdpa" and not need_weights:
+            only_causal = is_causal and offset == 0 and attn_mask is None and key_padding_mask is None
+            if only_causal:  # let torch pick its fastest causal kernel
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p,
+                                                     enable_gqa=gqa)
             else:
-                out, weights = scaled_dot_product_attention(
-                    q, k, v, attn_mask=mask, dropout_p=p, enable_gqa=G != H, return_weights=True
-                )  # out (B, H, L, D), weights (B, H, L, S)
-        if head_mask is not None:
-            out = out * _head_multipliers(head_mask, B, H, out.dtype)
-        return self.out_proj(merge_heads(out)), (weights if need_weights else None)  # (B, H, L, D) -> (B, L, E)
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
+                                                     enable_gqa=gqa)
+        else:
+            out, weights = scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=p, enable_gqa=gqa, return_weights=True
+            )  # out (B, H, L, D), weights (B, H, L, S)
+        if multipliers is not None:
+            out = out * multipliers  # (B, H, L, D) * (1 or B, H, 1, 1): head h scaled by head_mask[h]
+        output = self.out_proj(merge_heads(out))  # (B, H, L, D) -> (B, L, H*D) -> (B, L, E)
+        return output, (weights if need_weights else None)
 
 
 def _head_multipliers(head_mask: torch.Tensor, B: int, H: int, dtype: torch.dtype) -> torch.Tensor:
     """(H,) or (B, H) head mask -> (B or 1, H, 1, 1) multipliers."""
     check_tensor("head_mask", head_mask)
     if head_mask.shape not in ((H,), (B, H)):
-        raise ValueError(f"head_mask: expected shape (H,) = ({H},) or (B, H) = ({B}, {H}), got {shape_str(head_mask)}")
+        raise ValueError(
+            f"head_mask: expected shape (H,) = ({H},) or (B, H) = ({B}, {H}), "
+            f"got {shape_str(head_mask)}"
+        )
     m = head_mask.to(dtype)
     return m.reshape(-1, H, 1, 1)  # (H,) or (B, H) -> (1 or B, H, 1, 1)

@@ -92,3 +92,22 @@ def test_cache_bookkeeping():
     assert cache.length == 0 and cache.key is None and cache.nbytes == 0
     cache.update(torch.randn(1, 1, 2, 3), torch.randn(1, 1, 2, 3))  # a new shape after reset
     assert cache.length == 2
+
+
+@pytest.mark.parametrize("bad", ["attn_mask", "key_padding_mask", "head_mask"])
+def test_a_rejected_call_leaves_the_cache_unchanged(bad):
+    """Masks are checked before the cache grows, so fixing the call and retrying still decodes
+    correctly."""
+    torch.manual_seed(0)
+    m = MultiHeadAttention(E, H, num_kv_heads=2, dtype=torch.float64).eval()
+    x = torch.randn(B, 4, E, dtype=torch.float64)
+    cache = KVCache()
+    m(x[:, :3], is_causal=True, kv_cache=cache)
+    wrong = {"attn_mask": torch.ones(1, 3, dtype=torch.bool),  # S should be 4 (3 cached + 1)
+             "key_padding_mask": torch.zeros(B, 1, dtype=torch.bool),
+             "head_mask": torch.ones(H + 1, dtype=torch.float64)}
+    with pytest.raises(ValueError, match=bad):
+        m(x[:, 3:], is_causal=True, kv_cache=cache, **{bad: wrong[bad]})
+    assert cache.length == 3
+    out = m(x[:, 3:], is_causal=True, kv_cache=cache)[0]
+    assert_close(out, m(x, is_causal=True)[0][:, 3:], rtol=1e-10, atol=1e-12)
