@@ -20,7 +20,12 @@ def from_torch_mha(cls: type[MultiHeadAttention], module: nn.MultiheadAttention,
                    impl: str = "sdpa") -> MultiHeadAttention:
     """Copy the weights of ``module`` into a new ``cls`` (packed or separate in-projections,
     with or without bias, any kdim/vdim). ``add_bias_kv`` and ``add_zero_attn`` have no
-    counterpart in the course and raise ``ValueError``."""
+    counterpart in the course and raise ``ValueError``.
+
+    The copy is always batch-first ``(B, L, E)``; for a module with ``batch_first=False`` give
+    it ``x.transpose(0, 1)``. Its ``need_weights=True`` returns per-head weights
+    ``(B, H, L, S)``: their mean over H is torch's default (averaged) output.
+    """
     if not isinstance(module, nn.MultiheadAttention):
         raise ValueError(f"module: expected torch.nn.MultiheadAttention, got {type(module).__name__}")
     if module.bias_k is not None or module.add_zero_attn:

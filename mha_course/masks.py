@@ -20,9 +20,11 @@ def causal_mask(
     Shape:
         Returns (L, S) with S = L + offset by default.
     """
-    if L < 0 or offset < 0:
-        raise ValueError(f"L, offset: expected non-negative integers, got L={L}, offset={offset}")
     S = L + offset if S is None else S
+    if L < 0 or S < 0 or offset < 0:
+        raise ValueError(
+            f"L, S, offset: expected non-negative integers, got L={L}, S={S}, offset={offset}"
+        )
     ones = torch.ones(L, S, dtype=torch.bool, device=device)
     return torch.tril(ones, diagonal=offset)
 
@@ -61,7 +63,11 @@ def combine_masks(
     """Combine several SDPA-convention masks into one (broadcasting their shapes).
 
     All bool: logical AND (a key is visible only if every mask allows it). Any float:
-    everything becomes additive and the masks are summed.
+    everything becomes additive (``dtype``) and the masks are summed.
+
+    Shape:
+        masks: shapes that broadcast together, e.g. (L, S), (B, 1, 1, S) and (B, H, L, S).
+        Returns their broadcast shape, or None when every mask is None.
     """
     present = [m for m in masks if m is not None]
     if not present:
@@ -81,6 +87,9 @@ def key_padding_to_attn_mask(key_padding_mask: torch.Tensor, B: int, S: int) -> 
     """Key padding ``(B, S)`` with True = padding → SDPA mask ``(B, 1, 1, S)``, True = may attend.
 
     A float key padding mask is taken as additive and only reshaped.
+
+    Shape:
+        key_padding_mask: (B, S). Returns (B, 1, 1, S), broadcasting over heads and queries.
     """
     check_tensor("key_padding_mask", key_padding_mask)
     check_mask_dtype("key_padding_mask", key_padding_mask)

@@ -102,6 +102,8 @@ def scaled_dot_product_attention(
             key/value head ``h // (H // G)``.
         return_weights: also return the attention weights (after dropout).
 
+    A query whose keys are all masked gets weights 0 and output 0 (as torch), not NaN.
+
     Shape:
         query: (..., L, D); key: (..., S, D); value: (..., S, Dv).
         With enable_gqa: query (..., H, L, D); key/value (..., G, S, D).

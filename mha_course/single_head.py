@@ -28,6 +28,12 @@ class SelfAttentionHead(nn.Module):
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
                 is_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Project ``x`` to queries, keys and values, then attend (see
+        :func:`~mha_course.scaled_dot_product_attention` for ``attn_mask`` / ``is_causal``).
+
+        Shape:
+            x: (B, T, E). Returns output (B, T, D) and weights (B, T, T).
+        """
         check_tensor("x", x)
         check_rank("x", x, "(B, T, E)", rank=3)
         if x.shape[-1] != self.embed_dim:
