@@ -14,10 +14,10 @@ from ..items import Item, Mistake
 
 NOTEBOOK = "ex05_causal_attention_kv_cache"
 
-OFFSET_FORGOTTEN = ("causal mask offset forgotten: new query i sits at position offset + i, so it "
+OFFSET_FORGOTTEN = ("new query i sits at position offset + i, so it "
                     "sees keys j <= i + offset (torch's is_causal=True and a plain tril are "
                     "top-left aligned: they assume an empty cache)")
-S_TOO_SHORT = ("mask too narrow: S = offset + L keys (the cached ones and the new ones), so the mask "
+S_TOO_SHORT = ("S = offset + L keys (the cached ones and the new ones), so the mask "
                "is (L, offset + L)")
 ONLY_NEW_KEYS = ("attends only to the new keys: concatenate the cache and the new keys/values along "
                  "the sequence axis (S, dim=-2) first, then attend over all of them")
