@@ -14,10 +14,11 @@ from .compare import ItemResult
 from .items import Case, Dtype, Item, Mistake
 from .registry import all_items, items_for, notebooks, resolve
 from .report import print_results
-from .sandbox import Limits, grade_notebook
+from .runner import grade_notebook, grade_submission
+from .sandbox import Limits
 
 __all__ = ["Case", "Dtype", "Item", "ItemResult", "Limits", "Mistake", "all_items", "check",
-           "grade_notebook", "items_for", "notebooks", "resolve"]
+           "grade_notebook", "grade_submission", "items_for", "notebooks", "resolve"]
 
 
 def check(name: str | os.PathLike, namespace: dict | None = None, seed: int = 12345,

@@ -1,6 +1,7 @@
 """The sandboxed child: the ONLY place learner code runs (``python -I -m mha_course.grading.child``).
 
-It reads the job (cells to run, items to call, inputs as a non-pickle ``.npz``), deletes it,
+It reads the job (per notebook: cells to run and items to call; inputs as a non-pickle
+``.npz``), deletes it,
 puts tripwires on forbidden APIs and on process creation, runs the cells, calls each item's
 function, and writes plain numeric arrays (``np.savez``, no pickle) and a small JSON status per
 item into the results folder. Progress goes to ``progress`` so the parent can time each stage.
@@ -231,27 +232,28 @@ def main() -> None:
         import torch
         torch.set_num_threads(1)
     wires = Tripwires()
-    for name in sorted({n for it in job["items"] for n in it["forbidden"]}):
+    for name in sorted({n for nb in job["notebooks"] for it in nb["items"] for n in it["forbidden"]}):
         wires.install(name)
     _block_processes()
-    ns: dict = {"__name__": "__main__", "__builtins__": builtins}
-    cell_errors = []
-    for cell in job["cells"]:
-        mark(f"cell {cell['index']}")
-        try:
-            exec(compile(cell["source"], f"<cell {cell['index']}>", "exec"), ns)
-        except BaseException as e:  # noqa: BLE001 - a broken cell must not stop the others
-            cell_errors.append({"index": cell["index"],
-                                "error": traceback.format_exception_only(type(e), e)[-1].strip()[:300]})
-    with open(os.path.join(out_dir, "cells.json"), "w", encoding="utf-8") as f:
-        json.dump(cell_errors, f)
-    for item in job["items"]:
-        mark(f"item {item['id']}")
-        status, saved = _run_item(item, ns, arrays, wires, np, torch)
-        with open(os.path.join(out_dir, f"{item['id']}.npz"), "wb") as f:
-            np.savez(f, **saved)
-        with open(os.path.join(out_dir, f"{item['id']}.json"), "w", encoding="utf-8") as f:
-            json.dump(status, f)
+    for nb in job["notebooks"]:
+        ns: dict = {"__name__": "__main__", "__builtins__": builtins}  # one namespace per notebook
+        cell_errors = []
+        for cell in nb["cells"]:
+            mark(f"cell {nb['name']} {cell['index']}")
+            try:
+                exec(compile(cell["source"], f"<cell {cell['index']}>", "exec"), ns)
+            except BaseException as e:  # noqa: BLE001 - a broken cell must not stop the others
+                err = traceback.format_exception_only(type(e), e)[-1].strip()[:300]
+                cell_errors.append({"index": cell["index"], "error": err})
+        with open(os.path.join(out_dir, f"cells_{nb['name']}.json"), "w", encoding="utf-8") as f:
+            json.dump(cell_errors, f)
+        for item in nb["items"]:
+            mark(f"item {item['id']}")
+            status, saved = _run_item(item, ns, arrays, wires, np, torch)
+            with open(os.path.join(out_dir, f"{item['id']}.npz"), "wb") as f:
+                np.savez(f, **saved)
+            with open(os.path.join(out_dir, f"{item['id']}.json"), "w", encoding="utf-8") as f:
+                json.dump(status, f)
     mark("done")
     os._exit(0)  # no atexit handlers, no lingering threads
 

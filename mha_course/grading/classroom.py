@@ -1,7 +1,8 @@
 """Grade a class: ``SUBMISSIONS/<student>/exNN_<topic>.ipynb`` -> ``OUT/`` gradebook.
 
-Work units are (student, notebook) pairs, each graded in its own sandboxed child; threads only
-wait on the children, so ``workers`` children run at once. ``shard=(k, n)`` grades the students
+Work units are students: each student's notebooks are graded in one sandboxed child (a fresh
+one after a crash or a timeout); threads only wait on the children, so ``workers`` children run
+at once. ``shard=(k, n)`` grades the students
 whose position in the sorted list is ``k - 1`` modulo ``n``; ``merge`` joins shard folders.
 """
 
@@ -15,7 +16,8 @@ from pathlib import Path
 from . import compare as C
 from .registry import all_items, notebooks
 from .report import write_gradebook, write_student
-from .sandbox import Limits, grade_notebook
+from .runner import grade_submission
+from .sandbox import Limits
 
 
 def students(submissions: Path, shard: tuple[int, int] = (1, 1)) -> list[str]:
@@ -37,28 +39,29 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, seed: int = 0
     out.mkdir(parents=True, exist_ok=True)
     books = notebooks()
     who = students(submissions, shard)
-    jobs, results = [], {s: {} for s in who}
+    jobs, results = {}, {s: {} for s in who}
     for s in who:
         for stem, items in books.items():
             path = submissions / s / f"{stem}.ipynb"
             if path.is_file() and not path.is_symlink():
-                jobs.append((s, stem, path, items))
+                jobs.setdefault(s, {})[stem] = path
             else:
                 results[s][stem] = ([C.ItemResult(it.id, it.function, 0.0, it.points,
                                                   C.MISSING_NOTEBOOK, f"no {stem}.ipynb handed in")
                                      for it in items], [])
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = {pool.submit(grade_notebook, path, items, seed, limits): (s, stem, items)
-                   for s, stem, path, items in jobs}
+        futures = {pool.submit(grade_submission, paths, books, seed, limits): (s, paths)
+                   for s, paths in jobs.items()}
         for fut in tqdm(as_completed(futures), total=len(futures), desc="grading",
-                        unit="notebook", disable=not progress):
-            s, stem, items = futures[fut]
+                        unit="student", disable=not progress):
+            s, paths = futures[fut]
             try:
-                results[s][stem] = fut.result()
+                results[s].update(fut.result())
             except Exception as e:  # a grader bug must not stop the class either
-                results[s][stem] = ([C.ItemResult(it.id, it.function, 0.0, it.points, C.CRASHED,
-                                                  f"grader error: {type(e).__name__}: {e}"[:300])
-                                     for it in items], [])
+                for stem in paths:
+                    results[s][stem] = ([C.ItemResult(it.id, it.function, 0.0, it.points, C.CRASHED,
+                                                      f"grader error: {type(e).__name__}: {e}"[:300])
+                                         for it in books[stem]], [])
     rows = {}
     for s in who:
         flat, notes = [], []

@@ -12,7 +12,7 @@ import torch
 from . import child
 from .compare import ItemResult, judge
 from .items import Item
-from .sandbox import _encode_cases
+from .runner import encode_cases
 
 
 def grade_namespace(namespace: dict, items: list[Item], seed: int) -> list[ItemResult]:
@@ -24,7 +24,7 @@ def grade_namespace(namespace: dict, items: list[Item], seed: int) -> list[ItemR
     for it in items:
         cases = it.cases(seed)
         arrays: dict[str, np.ndarray] = {}
-        spec = {**it.child_spec(), "cases": _encode_cases(it, cases, arrays)}
+        spec = {**it.child_spec(), "cases": encode_cases(it, cases, arrays)}
         status, saved = child._run_item(spec, namespace, arrays, wires, np, torch)
         if status.get("status") == "ok":
             status["outputs"] = [[saved[f"c{i}_o{j}"] for j in range(n)]

@@ -1,35 +1,27 @@
-"""Grade one notebook in a sandboxed child process (the parent side).
+"""Start and stop the sandboxed child (the parent side of the process boundary).
 
 The child is ``python -I -m mha_course.grading.child`` in a fresh temporary folder, with a
 clean environment, resource limits (address space, CPU time, file size, processes), its own
-session (process group), stdout/stderr discarded, and a wall-clock limit per cell, per item
-and per notebook. When a stage hangs or kills the child, the parent records that stage's
-status, kills the whole group (and any orphan it adopted) and starts a fresh child that skips
-it, so every other item is still graded.
+session (process group) and stdout/stderr discarded. The parent watches its progress file and
+kills the whole group when a stage runs too long; orphans it adopted (the grader is a child
+subreaper on Linux) are killed too. What to run and how to score it is ``runner.py``'s job.
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from . import compare as C
-from .items import STATIC_FORBIDDEN, Case, Dtype, Item
-from .notebook import InvalidNotebook, code_cells
 
 
 @dataclass(frozen=True)
@@ -63,6 +55,10 @@ def _preexec(limits: Limits, nproc: int):
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if sys.platform.startswith("linux"):  # die with the grader, even if it is killed
+            with contextlib.suppress(Exception):
+                import ctypes
+                ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     return apply
 
 
@@ -124,61 +120,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
     _kill_orphans()
 
 
-def static_forbidden(cells: list[dict], names: set[str]) -> set[str]:
-    """Forbidden distinctive names used in the source (attribute, import, name or exact string)."""
-    used: set[str] = set()
-    for cell in cells:
-        try:
-            tree = ast.parse(cell["source"])
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute):
-                used.add(node.attr)
-            elif isinstance(node, ast.ImportFrom):
-                used.update(a.name for a in node.names)
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                used.add(node.id)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                used.add(node.value)
-    return {n for n in names if n.rsplit(".", 1)[-1] in used & STATIC_FORBIDDEN}
-
-
-def _encode_cases(item: Item, cases: list[Case], arrays: dict) -> list[list[dict]]:
-    out = []
-    for i, case in enumerate(cases):
-        spec = []
-        for k, v in enumerate(case.values()):
-            if isinstance(v, np.ndarray):
-                key = f"{item.id}__c{i}__a{k}"
-                arrays[key] = v
-                spec.append({"array": key})
-            elif isinstance(v, Dtype):
-                spec.append({"dtype": v.name})
-            else:
-                spec.append({"value": v})
-        out.append(spec)
-    return out
-
-
-def _read_child_result(out: Path, item: Item) -> dict | None:
-    js, npz = out / f"{item.id}.json", out / f"{item.id}.npz"
-    if not js.exists() or js.stat().st_size > 100_000:
-        return None
-    try:
-        status = json.loads(js.read_text(encoding="utf-8"))
-        if not isinstance(status, dict):
-            raise ValueError("not an object")
-        if status.get("status") == "ok":
-            counts = [int(n) for n in status.get("n_outputs", [])]
-            with np.load(npz, allow_pickle=False) as z:
-                status["outputs"] = [[np.asarray(z[f"c{i}_o{j}"]) for j in range(n)]
-                                     for i, n in enumerate(counts)]
-        return status
-    except Exception as e:  # a forged or truncated result file
-        return {"status": C.CRASHED, "message": f"unreadable result ({type(e).__name__})"}
-
-
 def _progress(out: Path) -> str:
     try:
         with open(out / "progress", "rb") as f:
@@ -195,110 +136,42 @@ def _env(work: Path) -> dict[str, str]:
     return env
 
 
-def grade_notebook(path: str | Path, items: list[Item], seed: int, limits: Limits = Limits()
-                   ) -> tuple[list[C.ItemResult], list[str]]:
-    """Grade ``items`` of one notebook in sandboxed children; returns (results, notes)."""
+def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Limits,
+              deadline: float) -> tuple[str, str | None, int | None]:
+    """Run one child on ``spec`` in ``root/{job,work,out}``; returns (last stage, killed, code).
+
+    ``killed`` is ``"timeout"`` when we stopped a stage that ran past ``limits.item_timeout``
+    (start-up gets 30 s more) or the overall ``deadline``. The child's whole process group and
+    any orphan it left are dead when this returns.
+    """
+    job, work, out = root / "job", root / "work", root / "out"
+    for d in (job, work, out):
+        d.mkdir(parents=True)
+    (work / "submission.py").write_text(
+        "\n\n".join(c["source"] for nb in spec["notebooks"] for c in nb["cells"]), encoding="utf-8")
+    (job / "job.json").write_text(json.dumps(spec), encoding="utf-8")
+    with open(job / "inputs.npz", "wb") as f:
+        np.savez(f, **arrays)
     _become_subreaper()
-    notes: list[str] = []
+    with _LOCK:
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-m", "mha_course.grading.child", str(job), str(out)],
+            cwd=work, env=_env(work), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+            preexec_fn=_preexec(limits, _user_tasks() + limits.processes))
+        _LIVE.add(proc.pid)
+    stage, since, killed = "", time.monotonic(), None
     try:
-        cells = code_cells(path)
-    except InvalidNotebook as e:
-        return [C.ItemResult(it.id, it.function, 0.0, it.points, C.INVALID_NOTEBOOK, str(e))
-                for it in items], [str(e)]
-    all_cases = {it.id: it.cases(seed) for it in items}
-    banned = static_forbidden(cells, {n for it in items for n in it.forbidden})
-    raw: dict[str, dict] = {}
-    skip_cells: set[int] = set()
-    deadline = time.monotonic() + limits.notebook_timeout
-    nproc = _user_tasks() + limits.processes
-    with tempfile.TemporaryDirectory(prefix="mha-grade-") as tmp:
-        for attempt in range(len(items) + len(cells) + 1):
-            pending = [it for it in items if it.id not in raw]
-            if not pending:
+        while proc.poll() is None:
+            now = time.monotonic()
+            cur = _progress(out)
+            if cur != stage:
+                stage, since = cur, now
+            limit = limits.item_timeout + (30 if stage in ("", "setup") else 0)
+            if now - since > limit or now > deadline:
+                killed = "timeout"
                 break
-            if time.monotonic() > deadline:
-                for it in pending:
-                    raw[it.id] = {"status": C.TIMEOUT, "message": "the notebook ran out of time"}
-                break
-            root = Path(tmp) / f"run{attempt}"
-            job, work, out = root / "job", root / "work", root / "out"
-            for d in (job, work, out):
-                d.mkdir(parents=True)
-            (work / "submission.py").write_text(
-                "\n\n".join(c["source"] for c in cells), encoding="utf-8")
-            arrays: dict[str, np.ndarray] = {}
-            spec = {
-                "needs_torch": any(it.framework == "torch" or it.forbidden for it in pending),
-                "cells": [c for c in cells if c["index"] not in skip_cells],
-                "items": [{**it.child_spec(), "cases": _encode_cases(it, all_cases[it.id], arrays),
-                           "static_forbidden": sorted(n for n in banned if n in it.forbidden)}
-                          for it in pending],
-            }
-            (job / "job.json").write_text(json.dumps(spec), encoding="utf-8")
-            with open(job / "inputs.npz", "wb") as f:
-                np.savez(f, **arrays)
-            with _LOCK:
-                proc = subprocess.Popen(
-                    [sys.executable, "-I", "-m", "mha_course.grading.child", str(job), str(out)],
-                    cwd=work, env=_env(work), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-                    preexec_fn=_preexec(limits, nproc))
-                _LIVE.add(proc.pid)
-            stage, since, killed = "", time.monotonic(), None
-            try:
-                while proc.poll() is None:
-                    now = time.monotonic()
-                    cur = _progress(out)
-                    if cur != stage:
-                        stage, since = cur, now
-                    limit = limits.item_timeout + (30 if stage in ("", "setup") else 0)
-                    if now - since > limit or now > deadline:
-                        killed = "timeout"
-                        break
-                    time.sleep(0.05)
-            finally:
-                _kill_group(proc)
-            stage = _progress(out)
-            for it in pending:
-                res = _read_child_result(out, it)
-                if res is not None:
-                    raw[it.id] = res
-            if stage == "done":
-                break
-            code = proc.returncode
-            if killed or code == -signal.SIGXCPU:
-                status, why = C.TIMEOUT, ("took too long" if killed else "used too much CPU time")
-            elif code == -signal.SIGKILL:
-                status, why = C.CRASHED, "the process was killed (SIGKILL: out of memory?)"
-            elif code == -signal.SIGXFSZ:
-                status, why = C.CRASHED, "wrote a file larger than the limit"
-            else:
-                status, why = C.CRASHED, f"the process ended (exit code {code})"
-            if stage.startswith("cell "):
-                idx = int(stage.split()[1]) if stage.split()[1].isdigit() else -1
-                if idx not in {c["index"] for c in cells} or idx in skip_cells:
-                    idx = -1
-                if idx < 0:
-                    break
-                skip_cells.add(idx)
-                notes.append(f"cell {idx}: {status} ({why}); skipped, grading went on without it")
-            elif stage.startswith("item "):
-                iid = stage.split(maxsplit=1)[1]
-                hit = [it for it in pending if it.id == iid and it.id not in raw]
-                if not hit:
-                    break
-                raw[iid] = {"status": status, "message": why}
-            else:
-                for it in pending:
-                    raw.setdefault(it.id, {"status": status, "message": f"{why} before grading"})
-                break
-        for it in items:
-            raw.setdefault(it.id, {"status": C.CRASHED, "message": "no result"})
-        try:
-            errs = json.loads((out / "cells.json").read_text(encoding="utf-8"))[:50]
-            notes += [f"cell {e['index']}: {e['error']}"[:300] for e in errs if isinstance(e, dict)]
-        except Exception:
-            pass
-        results = [C.judge(it, all_cases[it.id], raw[it.id]) for it in items]
-    shutil.rmtree(Path(tmp), ignore_errors=True)
-    return results, notes
+            time.sleep(0.05)
+    finally:
+        _kill_group(proc)
+    return _progress(out), killed, proc.returncode

@@ -13,7 +13,7 @@ from mha_course.grading.classroom import students
 from mha_course.grading.compare import as_arrays, judge, to_framework
 from mha_course.grading.notebook import InvalidNotebook, code_cells, strip_magics
 from mha_course.grading.release import stub_source
-from mha_course.grading.sandbox import static_forbidden
+from mha_course.grading.runner import static_forbidden
 
 ITEMS = all_items()
 

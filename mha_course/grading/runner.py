@@ -1,0 +1,174 @@
+"""Grade one student's submission (one or more notebooks) in ONE sandboxed child at a time.
+
+The parent reads each notebook as JSON, makes the cases from the seed, sends the child only
+inputs (never references), and judges what comes back. When a cell or an item hangs or kills
+the child, that stage gets its status (timeout / crashed / memory limit), and a fresh child runs
+the rest without it, so every other item is still graded.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import compare as C
+from .items import STATIC_FORBIDDEN, Case, Dtype, Item
+from .notebook import InvalidNotebook, code_cells
+from .sandbox import Limits, run_child
+
+Graded = tuple[list[C.ItemResult], list[str]]  # (results in item order, notes)
+
+
+def static_forbidden(cells: list[dict], names: set[str]) -> set[str]:
+    """Forbidden distinctive names used in the source (attribute, import, name or exact string)."""
+    used: set[str] = set()
+    for cell in cells:
+        try:
+            tree = ast.parse(cell["source"])
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute):
+                used.add(node.attr)
+            elif isinstance(node, ast.ImportFrom):
+                used.update(a.name for a in node.names)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                used.add(node.id)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                used.add(node.value)
+    return {n for n in names if n.rsplit(".", 1)[-1] in used & STATIC_FORBIDDEN}
+
+
+def encode_cases(item: Item, cases: list[Case], arrays: dict) -> list[list[dict]]:
+    """Cases -> JSON-able argument specs; arrays go into ``arrays`` (saved as a non-pickle npz)."""
+    out = []
+    for i, case in enumerate(cases):
+        spec = []
+        for k, v in enumerate(case.values()):
+            if isinstance(v, np.ndarray):
+                key = f"{item.id}__c{i}__a{k}"
+                arrays[key] = v
+                spec.append({"array": key})
+            elif isinstance(v, Dtype):
+                spec.append({"dtype": v.name})
+            else:
+                spec.append({"value": v})
+        out.append(spec)
+    return out
+
+
+def _read_child_result(out: Path, item: Item) -> dict | None:
+    js, npz = out / f"{item.id}.json", out / f"{item.id}.npz"
+    if not js.exists() or js.stat().st_size > 100_000:
+        return None
+    try:
+        status = json.loads(js.read_text(encoding="utf-8"))
+        if not isinstance(status, dict):
+            raise ValueError("not an object")
+        if status.get("status") == "ok":
+            counts = [int(n) for n in status.get("n_outputs", [])]
+            with np.load(npz, allow_pickle=False) as z:
+                status["outputs"] = [[np.asarray(z[f"c{i}_o{j}"]) for j in range(n)]
+                                     for i, n in enumerate(counts)]
+        return status
+    except Exception as e:  # a forged or truncated result file
+        return {"status": C.CRASHED, "message": f"unreadable result ({type(e).__name__})"}
+
+
+def _why(killed: str | None, code: int | None) -> tuple[str, str]:
+    if killed or code == -signal.SIGXCPU:
+        return C.TIMEOUT, ("took too long" if killed else "used too much CPU time")
+    if code == -signal.SIGKILL:
+        return C.CRASHED, "the process was killed (SIGKILL: out of memory?)"
+    if code == -signal.SIGXFSZ:
+        return C.CRASHED, "wrote a file larger than the limit"
+    if code is not None and code < 0:
+        return C.CRASHED, f"the process died of signal {-code}"
+    return C.CRASHED, f"the process exited here (exit code {code}: os._exit, or a crash)"
+
+
+def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], seed: int,
+                     limits: Limits | None = None) -> dict[str, Graded]:
+    """Grade several notebooks of one student: ``{name: path}``, ``{name: items}`` -> ``{name: graded}``."""
+    limits = limits or Limits()
+    notes: dict[str, list[str]] = {n: [] for n in notebooks}
+    cells: dict[str, list[dict]] = {}
+    raw: dict[str, dict] = {}
+    for name, path in notebooks.items():
+        try:
+            cells[name] = code_cells(path)
+        except InvalidNotebook as e:
+            notes[name].append(str(e))
+            for it in items[name]:
+                raw[it.id] = {"status": C.INVALID_NOTEBOOK, "message": str(e)}
+    cases = {it.id: it.cases(seed) for name in notebooks for it in items[name]}
+    banned = {name: static_forbidden(cells[name], {f for it in items[name] for f in it.forbidden})
+              for name in cells}
+    skip: set[tuple[str, int]] = set()
+    deadline = time.monotonic() + limits.notebook_timeout * max(1, len(cells))
+    with tempfile.TemporaryDirectory(prefix="mha-grade-") as tmp:
+        for attempt in range(sum(len(c) + len(items[n]) for n, c in cells.items()) + 1):
+            todo = {n: [it for it in items[n] if it.id not in raw] for n in cells}
+            todo = {n: its for n, its in todo.items() if its}
+            if not todo:
+                break
+            if time.monotonic() > deadline:
+                for its in todo.values():
+                    for it in its:
+                        raw[it.id] = {"status": C.TIMEOUT, "message": "the submission ran out of time"}
+                break
+            arrays: dict[str, np.ndarray] = {}
+            spec = {"needs_torch": any(it.framework == "torch" or it.forbidden
+                                       for its in todo.values() for it in its),
+                    "notebooks": [{"name": n, "cells": [c for c in cells[n] if (n, c["index"]) not in skip],
+                                   "items": [{**it.child_spec(), "cases": encode_cases(it, cases[it.id], arrays),
+                                              "static_forbidden": sorted(banned[n] & set(it.forbidden))}
+                                             for it in its]}
+                                  for n, its in todo.items()]}
+            out = Path(tmp) / f"run{attempt}" / "out"
+            stage, killed, code = run_child(out.parent, spec, arrays, limits, deadline)
+            for n, its in todo.items():
+                for it in its:
+                    res = _read_child_result(out, it)
+                    if res is not None:
+                        raw[it.id] = res
+                with contextlib.suppress(Exception):
+                    errs = json.loads((out / f"cells_{n}.json").read_text(encoding="utf-8"))[:50]
+                    for e in errs:
+                        note = f"cell {int(e['index'])}: {str(e['error'])[:300]}"
+                        if note not in notes[n]:
+                            notes[n].append(note)
+            if stage == "done":
+                break
+            status, why = _why(killed, code)
+            words = stage.split()
+            if len(words) == 3 and words[0] == "cell" and words[1] in todo and words[2].isdigit() \
+                    and (words[1], int(words[2])) not in skip:
+                skip.add((words[1], int(words[2])))
+                notes[words[1]].append(f"cell {words[2]}: {status} ({why}); skipped, grading went on without it")
+            elif len(words) == 2 and words[0] == "item" and words[1] in cases and words[1] not in raw:
+                raw[words[1]] = {"status": status, "message": why}
+            else:  # died before or outside any stage: nothing more can be learned
+                for its in todo.values():
+                    for it in its:
+                        raw.setdefault(it.id, {"status": status, "message": f"{why} before grading"})
+                break
+    graded = {}
+    for name in notebooks:
+        results = [C.judge(it, cases[it.id], raw.get(it.id, {"status": C.CRASHED, "message": "no result"}))
+                   for it in items[name]]
+        graded[name] = (results, notes[name])
+    return graded
+
+
+def grade_notebook(path: str | Path, items: list[Item], seed: int, limits: Limits | None = None
+                   ) -> Graded:
+    """Grade ``items`` of one notebook in the sandbox; returns (results, notes)."""
+    return grade_submission({"nb": Path(path)}, {"nb": items}, seed, limits)["nb"]
