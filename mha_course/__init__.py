@@ -10,13 +10,17 @@ from .masks import causal_mask, combine_masks, padding_mask, to_additive
 from .mha import MultiHeadAttention, merge_heads, split_heads
 from .numpy_attention import dot_product_attention, softmax
 from .plotting import plot_attention, plot_heads
+from .pruning import activation_importance, gradient_importance, prune_heads, prune_model_heads
 from .sdpa import repeat_kv, scaled_dot_product_attention, stable_softmax
 from .single_head import SelfAttentionHead
+from .tiled import online_softmax_update, tiled_attention
 from .tiny_lm import TinyCausalLM
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "activation_importance", "gradient_importance", "prune_heads", "prune_model_heads",
+    "online_softmax_update", "tiled_attention",
     "KVCache",
     "MultiHeadAttention",
     "SelfAttentionHead",
