@@ -141,3 +141,16 @@ def test_split_and_merge_heads():
     assert torch.equal(merge_heads(heads), x)
     wrong = x.view(2, 4, 3, 2)  # reshape without transpose mixes tokens into one head
     assert not torch.equal(wrong, heads)
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_fully_padded_sequence_gives_zero_heads(impl):
+    """A sequence whose keys are all padding attends to nothing: every head outputs 0 (as torch's
+    SDPA), so the module returns W_O's bias — not NaN — and the other sequence is unaffected."""
+    m = module(3, impl)
+    q, k, v = data()
+    kpm = torch.zeros(B, S, dtype=torch.bool)
+    kpm[1] = True
+    out, _ = m(q, k, v, key_padding_mask=kpm)
+    assert_close(out[1], m.out_proj.bias.expand(L, E), **TOL64)
+    assert_close(out[0], m(q, k, v)[0][0], **TOL64)
