@@ -10,6 +10,7 @@ linearly with the sequence length instead of quadratically. Same result, to roun
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -144,16 +145,21 @@ def tiled_attention(
     return (out, lse) if return_lse else out
 
 
-def largest_intermediate_bytes(
-    L: int, S: int, block_q: int | None = None, block_k: int | None = None, batch_heads: int = 1,
-    itemsize: int = 4,
-) -> int:
-    """Size in bytes of the largest (rows, cols) score-like matrix an attention call holds:
-    (L, S) for the naive path, (min(L, block_q), min(S, block_k)) per tile for the tiled one.
+def peak_memory_bytes(fn: Callable[[], object]) -> int:
+    """Peak bytes that torch tensors allocated (above the starting point) while ``fn()`` ran,
+    on the CPU or GPU, from the profiler's allocation events (``profile_memory=True``).
 
-    Deterministic (it is arithmetic), so a notebook can compare it while the measured peak,
-    which depends on the allocator, is printed only in an ignored cell.
+    Python's ``tracemalloc`` cannot see torch's allocations; this replays every allocation and
+    free in time order and keeps the running maximum. The allocator's caching and rounding make
+    the number vary a little from machine to machine: print it in ignored cells.
     """
-    rows = L if block_q is None else min(L, block_q)
-    cols = S if block_k is None else min(S, block_k)
-    return batch_heads * rows * cols * itemsize
+    from torch.profiler import profile
+
+    with profile(profile_memory=True) as prof:
+        fn()
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    current = peak = 0
+    for e in sorted(events, key=lambda e: e.start_ns()):
+        current += e.nbytes()  # + for an allocation, - for a free
+        peak = max(peak, current)
+    return peak

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mha_course.tiled import largest_intermediate_bytes, online_softmax_update, tiled_attention
+from mha_course.tiled import online_softmax_update, peak_memory_bytes, tiled_attention
 
 
 def _qkv(*lead, L=37, S=37, D=8, Dv=None, dtype=torch.float64, seed=0):
@@ -102,11 +102,18 @@ def test_any_shape_and_blocks(L, S, bq, bk, causal, seed):
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=causal))
 
 
-def test_largest_intermediate_is_linear_vs_quadratic():
-    naive = [largest_intermediate_bytes(n, n) for n in (1024, 2048, 4096)]
-    tiled = [largest_intermediate_bytes(n, n, 256, 256) for n in (1024, 2048, 4096)]
-    assert naive[1] == 4 * naive[0] and naive[2] == 4 * naive[1]
-    assert tiled[0] == tiled[1] == tiled[2] == 256 * 256 * 4
+def test_measured_peak_memory_naive_quadratic_tiled_linear():
+    from mha_course import scaled_dot_product_attention
+
+    naive, tiled = [], []
+    for L in (256, 512):
+        q, k, v = _qkv(1, L=L, S=L, D=16, dtype=torch.float32)
+        naive.append(peak_memory_bytes(lambda q=q, k=k, v=v: scaled_dot_product_attention(q, k, v)))
+        tiled.append(peak_memory_bytes(lambda q=q, k=k, v=v: tiled_attention(
+            q, k, v, block_q=64, block_k=64)))
+    scores = 512 * 512 * 4
+    assert naive[1] >= scores and 3.5 < naive[1] / naive[0] < 4.5  # quadratic: 2x L, 4x memory
+    assert tiled[1] < scores / 4 and tiled[1] / tiled[0] < 2.5  # linear (output) + one tile
 
 
 @pytest.mark.parametrize("args,match", [
