@@ -1,0 +1,88 @@
+"""Chapter 3's graded items: project Q/K/V, one self-attention head, a head's parameter count."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...sdpa import scaled_dot_product_attention
+from .. import mistakes as M
+from ..items import Item, Mistake
+
+NOTEBOOK = "ex03_self_attention"
+_SDPA_FORBID = ("torch.nn.functional.scaled_dot_product_attention",
+                "mha_course.sdpa.scaled_dot_product_attention", "torch.nn.MultiheadAttention")
+
+PARAMS_NO_BIAS = "bias forgotten: with bias=True each of W_Q, W_K, W_V also has D biases (+3·D)"
+PARAMS_WITH_W_O = "counted four matrices: a single head has W_Q, W_K, W_V only (3·E·D), no W_O"
+PARAMS_BIAS_E = "bias counted with E entries: a bias has one entry per OUTPUT feature, D per projection"
+
+
+def _weights(rng: np.random.Generator, E: int, D: int, dtype) -> np.ndarray:
+    """Projection weights with unit-variance outputs, so scores stay moderate (scaling matters)."""
+    return (rng.normal(size=(E, D)) / math.sqrt(E)).astype(dtype)
+
+
+def _head_cases(rng: np.random.Generator) -> list[dict]:
+    def case(B, T, E, D, dtype):
+        return {"x": rng.normal(size=(B, T, E)).astype(dtype), "W_Q": _weights(rng, E, D, dtype),
+                "W_K": _weights(rng, E, D, dtype), "W_V": _weights(rng, E, D, dtype)}
+    return [case(2, 5, 12, 3, np.float32), case(1, 6, 16, 8, np.float64), case(3, 4, 10, 5, np.float32)]
+
+
+def _project(x, W_Q, W_K, W_V):
+    return x @ W_Q, x @ W_K, x @ W_V  # (B, T, E) @ (E, D) -> (B, T, D) each
+
+
+def _head(x, W_Q, W_K, W_V):
+    return scaled_dot_product_attention(*_project(x, W_Q, W_K, W_V))  # (B, T, D)
+
+
+def _head_variant(**kw):
+    return lambda x, W_Q, W_K, W_V: M.attention_variant(*_project(x, W_Q, W_K, W_V), None,
+                                                        embed_dim=x.shape[-1], **kw)
+
+
+def _count_cases(rng: np.random.Generator) -> list[dict]:
+    E = int(rng.integers(3, 9)) * 16
+    return [{"E": E, "D": E // 4, "bias": True}, {"E": 64, "D": 16, "bias": False},
+            {"E": 12, "D": 5, "bias": True}]
+
+
+ITEMS = [
+    Item(
+        id="ex03_project_qkv", notebook=NOTEBOOK, function="project_qkv", points=1,
+        task="q, k, v = x @ W_Q, x @ W_K, x @ W_V", make_cases=_head_cases, shape="(B, T, D)",
+        reference=_project,
+    ),
+    Item(
+        id="ex03_head_forward", notebook=NOTEBOOK, function="self_attention_head", points=2,
+        task="softmax((x W_Q)(x W_K)ᵀ / sqrt(D)) (x W_V)", make_cases=_head_cases, shape="(B, T, D)",
+        reference=_head,
+        mistakes=(
+            Mistake("no scaling", M.NO_SCALE, variant=_head_variant(scale="none")),
+            Mistake("scaled by 1/sqrt(E)", M.SCALE_BY_E, variant=_head_variant(scale="sqrt_e")),
+            Mistake("scaled by 1/D", M.SCALE_BY_D, variant=_head_variant(scale="d")),
+            Mistake("wrong axis", M.WRONG_AXIS, variant=_head_variant(softmax_dim=-2)),
+        ),
+        forbidden=_SDPA_FORBID,
+    ),
+    Item(
+        id="ex03_head_params", notebook=NOTEBOOK, function="head_param_count", points=1,
+        task="parameters of one head: 3·E·D, plus 3·D with bias", make_cases=_count_cases, shape="()",
+        reference=lambda E, D, bias: 3 * E * D + (3 * D if bias else 0),
+        dtype_must_match=False,
+        mistakes=(
+            Mistake("bias forgotten", PARAMS_NO_BIAS, variant=lambda E, D, bias: 3 * E * D),
+            Mistake("W_O counted", PARAMS_WITH_W_O,
+                    variant=lambda E, D, bias: 4 * E * D + (4 * D if bias else 0)),
+            Mistake("W_O counted", PARAMS_WITH_W_O,
+                    variant=lambda E, D, bias: 4 * E * D + (3 * D + E if bias else 0)),
+            Mistake("bias of size E", PARAMS_BIAS_E,
+                    variant=lambda E, D, bias: 3 * E * D + (3 * E if bias else 0)),
+        ),
+    ),
+]
+
+

@@ -1,0 +1,137 @@
+"""Chapter 4's graded items: split/merge heads, the MHA forward from given weights, its parameters."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...mha import merge_heads, split_heads
+from ...sdpa import scaled_dot_product_attention
+from .. import mistakes as M
+from ..items import Item, Mistake
+
+NOTEBOOK = "ex04_multi_head_attention"
+_SDPA_FORBID = ("torch.nn.functional.scaled_dot_product_attention",
+                "mha_course.sdpa.scaled_dot_product_attention", "torch.nn.MultiheadAttention")
+
+MERGE_WITH_VIEW = ("heads merged with view/reshape only: (B, H, T, D) -> (B, T, H, D) needs a "
+                   "transpose(1, 2) before the reshape to (B, T, E)")
+MERGE_INTERLEAVED = ("features interleaved: each head's D features must stay together, "
+                     "(B, H, T, D) -> (B, T, H, D) -> (B, T, H*D), not (B, T, D, H)")
+NO_W_O = "output projection W_O missing: concatenate the heads, then multiply by W_O"
+WEIGHTS_TRANSPOSED = ("weights used transposed: here every W is (E_in, E_out) and a projection is "
+                      "x @ W (nn.Linear stores weight as (out, in) and computes x @ weight.T)")
+PARAMS_DEPEND_ON_H = ("the count does not depend on H: W_Q, W_K, W_V, W_O are E x E whatever the "
+                      "number of heads (4·E² + 4·E with bias)")
+PARAMS_NO_W_O = "W_O forgotten: multi-head attention has four E x E matrices (and four biases)"
+PARAMS_NO_BIAS = "bias forgotten: with bias=True each of the four projections has E biases (+4·E)"
+
+
+def _f(rng: np.random.Generator, dtype, *shape: int) -> np.ndarray:
+    return rng.normal(size=shape).astype(dtype)
+
+
+# ---- split / merge ----------------------------------------------------------------------------
+def _split_cases(rng: np.random.Generator) -> list[dict]:
+    return [{"x": _f(rng, np.float32, 2, 5, 12), "num_heads": 3},
+            {"x": _f(rng, np.float64, 1, 4, 8), "num_heads": 2},
+            {"x": _f(rng, np.float32, 3, 2, 6), "num_heads": 6}]
+
+
+def _merge_cases(rng: np.random.Generator) -> list[dict]:
+    return [{"x": _f(rng, np.float32, 2, 3, 5, 4)}, {"x": _f(rng, np.float64, 1, 2, 4, 3)},
+            {"x": _f(rng, np.float32, 3, 4, 2, 2)}]
+
+
+def _merge_view(x):
+    B, H, T, D = x.shape
+    return x.reshape(B, T, H * D)  # (B, H, T, D) -> (B, T, H*D) without the transpose: scrambled
+
+
+def _merge_interleaved(x):
+    B, H, T, D = x.shape
+    return x.permute(0, 2, 3, 1).reshape(B, T, H * D)  # (B, H, T, D) -> (B, T, D, H) -> (B, T, D*H)
+
+
+# ---- the forward ------------------------------------------------------------------------------
+def _forward_cases(rng: np.random.Generator) -> list[dict]:
+    def case(B, T, E, H, dtype):
+        W = {n: (rng.normal(size=(E, E)) / math.sqrt(E)).astype(dtype) for n in ("W_Q", "W_K", "W_V", "W_O")}
+        return {"x": _f(rng, dtype, B, T, E), **W, "num_heads": H}
+    return [case(2, 5, 12, 3, np.float32), case(1, 4, 8, 2, np.float64), case(2, 3, 16, 4, np.float32)]
+
+
+def _forward_variant(split=split_heads, merge=merge_heads, scale="sqrt_d", softmax_dim=-1,
+                     out_proj=True, transposed=False):
+    """What an MHA forward with one mistake returns."""
+    def run(x, W_Q, W_K, W_V, W_O, H):
+        Ws = [W.T if transposed else W for W in (W_Q, W_K, W_V, W_O)]
+        q, k, v = (split(x @ W, H) for W in Ws[:3])  # (B, T, E) -> (B, H, T, D)
+        out = M.attention_variant(q, k, v, None, scale=scale, embed_dim=x.shape[-1],
+                                  softmax_dim=softmax_dim)  # (B, H, T, D)
+        out = merge(out)  # (B, H, T, D) -> (B, T, E)
+        return out @ Ws[3] if out_proj else out
+    return run
+
+
+def _forward(x, W_Q, W_K, W_V, W_O, H):
+    q, k, v = (split_heads(x @ W, H) for W in (W_Q, W_K, W_V))  # (B, T, E) -> (B, H, T, D)
+    return merge_heads(scaled_dot_product_attention(q, k, v)) @ W_O  # (B, H, T, D) -> (B, T, E)
+
+
+def _count_cases(rng: np.random.Generator) -> list[dict]:
+    E = int(rng.integers(2, 9)) * 32
+    return [{"E": E, "num_heads": 8, "bias": True}, {"E": 64, "num_heads": 4, "bias": False},
+            {"E": 24, "num_heads": 3, "bias": True}]
+
+
+ITEMS = [
+    Item(
+        id="ex04_split_heads", notebook=NOTEBOOK, function="split_heads", points=1,
+        task="(B, T, E) -> (B, T, H, D) -> (B, H, T, D)", make_cases=_split_cases,
+        shape="(B, H, T, D)", reference=split_heads,
+        mistakes=(Mistake("split with view", M.SPLIT_WITH_VIEW, variant=M.split_heads_with_view),),
+        forbidden=("mha_course.mha.split_heads",),
+    ),
+    Item(
+        id="ex04_merge_heads", notebook=NOTEBOOK, function="merge_heads", points=1,
+        task="(B, H, T, D) -> (B, T, H, D) -> (B, T, E)", make_cases=_merge_cases,
+        shape="(B, T, E)", reference=merge_heads,
+        mistakes=(Mistake("merge with view", MERGE_WITH_VIEW, variant=_merge_view),
+                  Mistake("interleaved", MERGE_INTERLEAVED, variant=_merge_interleaved)),
+        forbidden=("mha_course.mha.merge_heads",),
+    ),
+    Item(
+        id="ex04_mha_forward", notebook=NOTEBOOK, function="mha_forward", points=3,
+        task="split heads of x W_Q, x W_K, x W_V; attend per head (1/sqrt(D)); merge; multiply by W_O",
+        make_cases=_forward_cases, shape="(B, T, E)", reference=_forward,
+        mistakes=(
+            Mistake("split with view", M.SPLIT_WITH_VIEW,
+                    variant=_forward_variant(split=M.split_heads_with_view)),
+            Mistake("split with view", M.SPLIT_WITH_VIEW,
+                    variant=_forward_variant(split=M.split_heads_with_view, merge=_merge_view)),
+            Mistake("merge with view", MERGE_WITH_VIEW, variant=_forward_variant(merge=_merge_view)),
+            Mistake("scaled by 1/sqrt(E)", M.SCALE_BY_E, variant=_forward_variant(scale="sqrt_e")),
+            Mistake("no scaling", M.NO_SCALE, variant=_forward_variant(scale="none")),
+            Mistake("wrong axis", M.WRONG_AXIS, variant=_forward_variant(softmax_dim=-2)),
+            Mistake("no W_O", NO_W_O, variant=_forward_variant(out_proj=False)),
+            Mistake("transposed weights", WEIGHTS_TRANSPOSED, variant=_forward_variant(transposed=True)),
+        ),
+        forbidden=_SDPA_FORBID,
+    ),
+    Item(
+        id="ex04_mha_params", notebook=NOTEBOOK, function="mha_param_count", points=1,
+        task="parameters of multi-head attention: 4·E², plus 4·E with bias", make_cases=_count_cases,
+        shape="()", dtype_must_match=False,
+        reference=lambda E, H, bias: 4 * E * E + (4 * E if bias else 0),
+        mistakes=(
+            Mistake("depends on H", PARAMS_DEPEND_ON_H,
+                    variant=lambda E, H, bias: 4 * E * (E // H) + (4 * (E // H) if bias else 0)),
+            Mistake("depends on H", PARAMS_DEPEND_ON_H,
+                    variant=lambda E, H, bias: H * (4 * E * E + (4 * E if bias else 0))),
+            Mistake("W_O forgotten", PARAMS_NO_W_O, variant=lambda E, H, bias: 3 * E * E + (3 * E if bias else 0)),
+            Mistake("bias forgotten", PARAMS_NO_BIAS, variant=lambda E, H, bias: 4 * E * E),
+        ),
+    ),
+]
