@@ -238,6 +238,8 @@ def main() -> None:
     for nb in job["notebooks"]:
         ns: dict = {"__name__": "__main__", "__builtins__": builtins}  # one namespace per notebook
         cell_errors = []
+        # Forbidden APIs fail in the cells too (no answers precomputed at top level); no penalty.
+        wires.armed = {n for it in nb["items"] for n in it["forbidden"]}
         for cell in nb["cells"]:
             mark(f"cell {nb['name']} {cell['index']}")
             try:
@@ -245,6 +247,7 @@ def main() -> None:
             except BaseException as e:  # noqa: BLE001 - a broken cell must not stop the others
                 err = traceback.format_exception_only(type(e), e)[-1].strip()[:300]
                 cell_errors.append({"index": cell["index"], "error": err})
+        wires.armed, wires.hits = set(), set()
         with open(os.path.join(out_dir, f"cells_{nb['name']}.json"), "w", encoding="utf-8") as f:
             json.dump(cell_errors, f)
         for item in nb["items"]:

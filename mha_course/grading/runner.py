@@ -94,6 +94,22 @@ def _why(killed: str | None, code: int | None) -> tuple[str, str]:
     return C.CRASHED, f"the process exited here (exit code {code}: os._exit, or a crash)"
 
 
+def _finished(stage: str, todo: dict[str, list[Item]]) -> set[str]:
+    """Items the harness finished before ``stage`` (job order). A result file for any later item
+    was not written by the harness (e.g. forged by the submission before it crashed): ignored."""
+    order = [(n, it.id) for n, its in todo.items() for it in its]
+    words = stage.split()
+    if stage == "done":
+        return {i for _, i in order}
+    if len(words) == 2 and words[0] == "item":
+        ids = [i for _, i in order]
+        return set(ids[:ids.index(words[1])]) if words[1] in ids else set()
+    if len(words) == 3 and words[0] == "cell" and words[1] in todo:
+        names = list(todo)
+        return {i for n, i in order if names.index(n) < names.index(words[1])}
+    return set()
+
+
 def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], seed: int,
                      limits: Limits | None = None) -> dict[str, Graded]:
     """Grade several notebooks of one student: ``{name: path}``, ``{name: items}`` -> ``{name: graded}``."""
@@ -134,9 +150,10 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
                                   for n, its in todo.items()]}
             out = Path(tmp) / f"run{attempt}" / "out"
             stage, killed, code = run_child(out.parent, spec, arrays, limits, deadline)
+            trusted = _finished(stage, todo)
             for n, its in todo.items():
                 for it in its:
-                    res = _read_child_result(out, it)
+                    res = _read_child_result(out, it) if it.id in trusted else None
                     if res is not None:
                         raw[it.id] = res
                 with contextlib.suppress(Exception):

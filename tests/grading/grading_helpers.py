@@ -6,7 +6,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from mha_course.grading import Limits, grade_notebook, items_for, resolve
+from mha_course.grading import Limits, grade_submission, items_for, resolve
 from mha_course.grading.submissions import make_submission
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,11 +34,28 @@ def build(name: str, dest: Path, replace: dict[str, str] | None = None, drop: tu
 
 
 def grade_many(jobs: dict[str, tuple[Path, str]], seed: int = 7, limits: Limits = TEST_LIMITS):
-    """``{key: (notebook, exNN)}`` -> ``{key: ({item id: ItemResult}, notes)}``, graded in parallel."""
-    def one(job):
-        path, name = job
-        results, notes = grade_notebook(path, items_for(name), seed, limits)
-        return {r.id: r for r in results}, notes
+    """``{key: (notebook, exNN)}`` -> ``{key: ({item id: ItemResult}, notes)}``.
 
+    Jobs for different exercises are packed into one submission (one child, one torch import,
+    separate namespaces); two jobs for the same exercise never share a child. Batches run in
+    parallel.
+    """
+    batches: list[dict[str, tuple[str, Path]]] = []  # stem -> (key, path)
+    for key, (path, name) in jobs.items():
+        stem = resolve(name)
+        home = next((b for b in batches if stem not in b), None)
+        if home is None:
+            home = {}
+            batches.append(home)
+        home[stem] = (key, path)
+
+    def one(batch):
+        graded = grade_submission({stem: path for stem, (_, path) in batch.items()},
+                                  {stem: items_for(stem) for stem in batch}, seed, limits)
+        return {batch[stem][0]: ({r.id: r for r in res}, notes) for stem, (res, notes) in graded.items()}
+
+    out = {}
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        return dict(zip(jobs, pool.map(one, jobs.values())))
+        for part in pool.map(one, batches):
+            out.update(part)
+    return out

@@ -92,6 +92,15 @@ for d in sys.argv[1:]:
     except OSError:
         pass
 ''')], "replace": _att("raise NotImplementedError")}, {ATT: ("not implemented", "")}),
+    "forged_result_then_exit": ({"extra": [(2, '''
+import json, os, sys
+import numpy as np
+out = sys.argv[2]
+with open(os.path.join(out, "ex02_attention.npz"), "wb") as f:
+    np.savez(f, **{f"c{i}_o0": np.zeros(1) for i in range(4)})
+open(os.path.join(out, "ex02_attention.json"), "w").write(json.dumps({"status": "ok", "n_outputs": [1] * 4}))
+os._exit(0)
+''')], "replace": _att("raise NotImplementedError")}, {ATT: ("not implemented", "")}),
     "monkeypatch_checks": ({"extra": [(2, '''
 import numpy as np, torch.testing
 torch.testing.assert_close = lambda *a, **k: None
