@@ -1,0 +1,186 @@
+"""Chapter 6's graded items: a key padding mask from lengths, cross-attention weights, cross-attention.
+
+References come from ``torch.nn.MultiheadAttention`` itself (same weights, no biases).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from ...masks import padding_mask
+from ...mha import merge_heads, split_heads
+from .. import mistakes as M
+from ..items import Item, Mistake
+
+NOTEBOOK = "ex06_cross_attention"
+_FORBID_MHA = ("torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward",
+               "mha_course.mha.MultiHeadAttention")
+
+PAD_INVERTED = ("a key padding mask's True marks PADDING (keys to ignore) — the opposite of "
+                "attn_mask's True = may attend")
+PAD_IGNORED = ("padded memory positions get attention weight; fill their "
+               "scores with -inf before the softmax")
+NOT_MERGED = ("heads not merged: (B, H, L, D) -> (B, L, H·D) = (B, L, E) with merge_heads, then "
+              "apply the output projection W_O")
+TRANSPOSED = "(B, H, L, S) has one row per query (L), one column per memory position (S)"
+AVERAGED = "keep the head axis: per-head weights are (B, H, L, S)"
+NO_OUT_PROJ = "merge the heads, then apply the output projection: multiply by W_Oᵀ"
+
+
+# ---- task 1: padding mask from lengths ---------------------------------------------------------
+def _pad_cases(rng: np.random.Generator) -> list[dict]:
+    return [
+        {"lengths": rng.integers(1, 6, size=3), "S": 7},
+        {"lengths": np.array([4, int(rng.integers(1, 4))]), "S": 4},
+        {"lengths": np.array([0, 2, 5]), "S": 6},
+    ]
+
+
+def _s_ignored(got: np.ndarray, case: dict) -> bool:
+    widest = int(case["lengths"].max())
+    return got.ndim == 2 and got.shape[1] == widest != case["S"]
+
+
+# ---- tasks 2 and 3: cross-attention -----------------------------------------------------------
+def _f(rng: np.random.Generator, dtype, *shape: int, scale: float = 1.0) -> np.ndarray:
+    return (scale * rng.normal(size=shape)).astype(dtype)
+
+
+def _pads(B: int, S: int, rng: np.random.Generator) -> np.ndarray:
+    lengths = rng.integers(1, S, size=B)  # every sequence: at least one real and one padded key
+    return np.arange(S)[None, :] >= lengths[:, None]  # (B, S), True = padding
+
+
+def _case(rng, B, L, S, E, M_, H, dtype, padded, with_value=True):
+    case = {"query": _f(rng, dtype, B, L, E), "memory": _f(rng, dtype, B, S, M_),
+            "W_Q": _f(rng, dtype, E, E, scale=E ** -0.5), "W_K": _f(rng, dtype, E, M_, scale=M_ ** -0.5)}
+    if with_value:
+        case.update({"W_V": _f(rng, dtype, E, M_, scale=M_ ** -0.5),
+                     "W_O": _f(rng, dtype, E, E, scale=E ** -0.5)})
+    case.update({"num_heads": H, "key_padding_mask": _pads(B, S, rng) if padded else None})
+    return case
+
+
+def _cross_cases(with_value: bool):
+    def make(rng: np.random.Generator) -> list[dict]:
+        return [_case(rng, 2, 2, 3, 8, 8, 4, np.float64, False, with_value),  # kdim = E, no padding
+                _case(rng, 2, 3, 5, 8, 6, 2, np.float32, True, with_value),  # L != S, kdim != E
+                _case(rng, 1, 4, 6, 12, 12, 3, np.float64, True, with_value)]
+    return make
+
+
+def _torch_mha(query, W_Q, W_K, W_V, W_O, H) -> nn.MultiheadAttention:
+    E, kdim = W_Q.shape[0], W_K.shape[1]
+    m = nn.MultiheadAttention(E, H, bias=False, kdim=kdim, vdim=kdim, batch_first=True, dtype=query.dtype)
+    with torch.no_grad():
+        if m._qkv_same_embed_dim:
+            m.in_proj_weight.copy_(torch.cat([W_Q, W_K, W_V]))  # 3 x (E, E) -> (3E, E)
+        else:
+            m.q_proj_weight.copy_(W_Q)
+            m.k_proj_weight.copy_(W_K)
+            m.v_proj_weight.copy_(W_V)
+        m.out_proj.weight.copy_(W_O)
+    return m.eval()
+
+
+def _ref_weights(query, memory, W_Q, W_K, H, kpm):
+    W_V = torch.zeros_like(W_K)
+    m = _torch_mha(query, W_Q, W_K, W_V, torch.eye(W_Q.shape[0], dtype=query.dtype), H)
+    with torch.no_grad():
+        return m(query, memory, memory, key_padding_mask=kpm, need_weights=True,
+                 average_attn_weights=False)[1]  # (B, H, L, S)
+
+
+def _ref_output(query, memory, W_Q, W_K, W_V, W_O, H, kpm):
+    m = _torch_mha(query, W_Q, W_K, W_V, W_O, H)
+    with torch.no_grad():
+        return m(query, memory, memory, key_padding_mask=kpm, need_weights=False)[0]  # (B, L, E)
+
+
+def _attend(query, memory, W_Q, W_K, W_V, H, kpm, *, pad="ok", split=split_heads, **kw):
+    """Per-head attention with one chosen mistake (``pad``: ok, inverted, ignored, after_softmax)."""
+    q = split(query @ W_Q.T, H)  # (B, L, E) -> (B, H, L, D)
+    k = split(memory @ W_K.T, H)  # (B, S, kdim) -> (B, H, S, D)
+    v = split(memory @ W_V.T, H) if W_V is not None else torch.eye(k.shape[-2], dtype=k.dtype)  # eye: weights
+    mask = None if kpm is None or pad == "ignored" else ~kpm[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
+    mode = "ok" if pad == "ignored" else pad
+    return M.attention_variant(q, k, v, mask, mask_mode=mode, embed_dim=W_Q.shape[0], **kw)
+
+
+def _weights_variant(**kw):
+    def run(query, memory, W_Q, W_K, H, kpm):
+        return _attend(query, memory, W_Q, W_K, None, H, kpm, **kw)  # (B, H, L, S)
+    return run
+
+
+def _output_variant(no_out=False, no_merge=False, **kw):
+    def run(query, memory, W_Q, W_K, W_V, W_O, H, kpm):
+        heads = _attend(query, memory, W_Q, W_K, W_V, H, kpm, **kw)  # (B, H, L, D)
+        if no_merge:
+            return heads
+        merged = merge_heads(heads)  # (B, H, L, D) -> (B, L, E)
+        return merged if no_out else merged @ W_O.T
+    return run
+
+
+def _common(variant) -> tuple[Mistake, ...]:
+    return (
+        Mistake("padding mask inverted", PAD_INVERTED, variant=variant(pad="inverted")),
+        Mistake("padding mask ignored", PAD_IGNORED, variant=variant(pad="ignored")),
+        Mistake("mask after softmax", M.MASK_AFTER_SOFTMAX, variant=variant(pad="after_softmax")),
+        Mistake("scaled by sqrt(E)", M.SCALE_BY_E, variant=variant(scale="sqrt_e")),
+        Mistake("no scaling", M.NO_SCALE, variant=variant(scale="none")),
+        Mistake("wrong axis", M.WRONG_AXIS, variant=variant(softmax_dim=-2)),
+        Mistake("split with view", M.SPLIT_WITH_VIEW, variant=variant(split=M.split_heads_with_view)),
+    )
+
+
+def _transposed(query, memory, W_Q, W_K, H, kpm):
+    return _ref_weights(query, memory, W_Q, W_K, H, kpm).transpose(-2, -1)  # (B, H, S, L)
+
+
+def _averaged(query, memory, W_Q, W_K, H, kpm):
+    return _ref_weights(query, memory, W_Q, W_K, H, kpm).mean(dim=1)  # (B, H, L, S) -> (B, L, S)
+
+
+ITEMS = [
+    Item(
+        id="ex06_padding_mask", notebook=NOTEBOOK, function="padding_mask_from_lengths", points=1,
+        task="bool (B, S) key padding mask: True where position j >= the sequence's length",
+        make_cases=_pad_cases, shape="(B, S)", reference=lambda lengths, S: padding_mask(lengths, S),
+        mistakes=(
+            Mistake("inverted", PAD_INVERTED, variant=lambda lengths, S: ~padding_mask(lengths, S)),
+            Mistake("off by one", "off by one: position j is padding when j >= length (a length-3 "
+                    "sequence has real tokens at 0, 1, 2)",
+                    variant=lambda lengths, S: padding_mask(lengths - 1, S)),
+            Mistake("off by one", "off by one: position j is padding when j >= length (a length-3 "
+                    "sequence has real tokens at 0, 1, 2)",
+                    variant=lambda lengths, S: padding_mask(lengths + 1, S)),
+            Mistake("S ignored", "the mask must have S columns (the padded length), not max(lengths)",
+                    matches=_s_ignored),
+        ),
+        forbidden=("mha_course.masks.padding_mask",),
+    ),
+    Item(
+        id="ex06_cross_weights", notebook=NOTEBOOK, function="cross_attention_weights", points=2,
+        task="per-head weights softmax(Q Kᵀ / sqrt(D)) with Q from query, K from memory, padded keys masked",
+        make_cases=_cross_cases(with_value=False), shape="(B, H, L, S)", reference=_ref_weights,
+        mistakes=_common(_weights_variant) + (
+            Mistake("transposed", TRANSPOSED, variant=_transposed),
+            Mistake("heads averaged", AVERAGED, variant=_averaged),
+        ),
+        forbidden=_FORBID_MHA,
+    ),
+    Item(
+        id="ex06_cross_attention", notebook=NOTEBOOK, function="cross_attention", points=2,
+        task="multi-head cross-attention: queries from query (L), keys/values from memory (S), key padding",
+        make_cases=_cross_cases(with_value=True), shape="(B, L, E)", reference=_ref_output,
+        mistakes=_common(_output_variant) + (
+            Mistake("heads not merged", NOT_MERGED, variant=_output_variant(no_merge=True)),
+            Mistake("W_O missing", NO_OUT_PROJ, variant=_output_variant(no_out=True)),
+        ),
+        forbidden=_FORBID_MHA,
+    ),
+]
