@@ -84,7 +84,7 @@ def test_arithmetic_intensity_and_bad_input():
         projection_flops(1, 4, 4, 10, 4)
 
 
-def test_decode_intensity_is_about_h_over_g_flops_per_element():
+def test_decode_intensity_is_about_2h_over_g_flops_per_number():
     H, G, S, D = 32, 8, 4096, 128
     elements = decode_step_bytes(1, H, G, S, D, element_size=1)
     assert arithmetic_intensity(attention_flops(1, H, 1, S, D), elements) == pytest.approx(2 * H / G, rel=0.01)

@@ -67,6 +67,7 @@ def test_warm_up_keeps_first_call_cost_out_of_the_samples():
 
     res = time_interleaved({"f": slow_first_call}, rounds=3, warmup=1, min_block_s=0.0)
     assert res["f"]["ms_median"] < 100 and len(calls) >= 4
+    assert res["f"]["first_call_ms"] >= 300  # reported, separately
 
 
 def test_failures_are_reported_not_raised():

@@ -2,8 +2,8 @@
 (bandwidth-bound).
 
 A decode step computes one new query per sequence against S cached keys/values: about 4·H·S·D
-FLOPs but 2·G·S·D numbers read, so its arithmetic intensity is about H / G FLOPs per element —
-far below any GPU's ridge point. Its time is the time to *read the cache*; G key/value heads
+FLOPs but 2·G·S·D numbers read, so its arithmetic intensity is about 2·H / G FLOPs per number
+(H / G per byte in bf16) — far below any GPU's ridge point. Its time is the time to *read the cache*; G key/value heads
 instead of H make that read H / G times smaller, which is the whole point of GQA and MQA.
 """
 
@@ -40,12 +40,12 @@ def decode_rows(B: int, H: int, D: int, contexts: list[int], device: torch.devic
         query: (B, H, 1, D); cached key/value: (B, G, S, D).
     """
     rows = []
-    g = torch.Generator(device="cpu").manual_seed(0)
+    torch.manual_seed(0)
     for S in contexts:
         fns, meta = {}, {}
         for label, G in kv_head_choices(H).items():
-            q = torch.randn(B, H, 1, D, generator=g).to(device, dtype)
-            k, v = (torch.randn(B, G, S, D, generator=g).to(device, dtype) for _ in range(2))
+            q = torch.randn(B, H, 1, D, device=device, dtype=dtype)
+            k, v = (torch.randn(B, G, S, D, device=device, dtype=dtype) for _ in range(2))
             fns[label] = (lambda q=q, k=k, v=v, G=G:
                           F.scaled_dot_product_attention(q, k, v, enable_gqa=G != H))
             meta[label] = (G, chosen_backend(q, k, v))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable
 
 import torch
@@ -59,10 +60,15 @@ def _synchronize(device: torch.device) -> None:
 
 
 def _warm_up(fn: Callable[[], object], device: torch.device, warmup: int) -> dict:
-    """Run ``fn`` ``warmup`` times (first-call costs: allocation, autotuning, compilation) and,
-    on CUDA, measure its peak memory above what was already allocated."""
+    """Run ``fn`` ``max(warmup, 2)`` times, untimed except for the first call (reported as
+    ``first_call_ms``: allocation, autotuning, compilation) and, on CUDA, measure its peak
+    memory above what was already allocated during the last warm-up call."""
     try:
-        for _ in range(max(0, warmup - 1)):
+        start = time.perf_counter()
+        fn()  # the first call: allocation, autotuning, torch.compile's compilation ...
+        _synchronize(device)
+        first_call_ms = (time.perf_counter() - start) * 1e3
+        for _ in range(max(0, warmup - 2)):
             fn()
         if device.type == "cuda":
             _synchronize(device)
@@ -78,7 +84,7 @@ def _warm_up(fn: Callable[[], object], device: torch.device, warmup: int) -> dic
     peak = None
     if device.type == "cuda":
         peak = int(torch.cuda.max_memory_allocated(device) - base)
-    return {"status": "ok", "peak_mem_bytes": peak}
+    return {"status": "ok", "peak_mem_bytes": peak, "first_call_ms": first_call_ms}
 
 
 def _cpu_block_size(timer: tb.Timer, min_block_s: float) -> int:

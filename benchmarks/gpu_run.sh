@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Chapter 8: the one prepared GPU run. A maintainer with an NVIDIA GPU runs it once:
+#
+#     bash benchmarks/gpu_run.sh            # after `make setup` with a CUDA build of torch
+#
+# It writes benchmarks/results/gpu_<device>_<yyyymmdd>.json (stamped: device, torch/CUDA/cuDNN
+# versions, date) and three PNGs next to it, prints the GPU target verdicts, and changes nothing
+# else. Commit the JSON and PNGs; notebooks/08_gpu_timed_comparison.ipynb then shows them to every
+# learner, labelled with that hardware and date. Set QUICK=1 for a short smoke run (not to commit).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+
+"$PY" - <<'PY'
+import sys, torch
+if not torch.cuda.is_available():
+    sys.exit("gpu_run.sh: torch sees no CUDA device (CPU-only build, or no GPU); nothing written")
+print("GPU:", torch.cuda.get_device_name(), "| torch", torch.__version__, "| CUDA", torch.version.cuda)
+PY
+
+name=$("$PY" -c "import re, torch; print(re.sub(r'[^A-Za-z0-9]+', '_', torch.cuda.get_device_name()).strip('_'))")
+mode=()
+suffix=""
+if [[ "${QUICK:-0}" == "1" ]]; then mode=(--quick); suffix="_quick"; fi
+out="benchmarks/results/gpu_${name}_$(date -u +%Y%m%d)${suffix}.json"
+
+"$PY" -m mha_course.cli bench --device cuda "${mode[@]}" --out "$out"
+echo
+echo "Done. Commit $out and ${out%.json}_*.png"
