@@ -72,7 +72,7 @@ class AttentionView:
     @property
     def title(self) -> str:
         return (f"{LAYER_NAMES[self.layer].split(' (')[0]}, head {self.head} "
-                f"({HEAD_NAMES[self.layer][self.head]}), T={self.temperature:g}, mask: {self.mask}")
+                f"({HEAD_NAMES[self.layer][self.head]}), τ={self.temperature:g}, mask: {self.mask}")
 
 
 def embed(tokens: list[str]) -> torch.Tensor:
