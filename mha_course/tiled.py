@@ -9,7 +9,10 @@ linearly with the sequence length instead of quadratically. Same result, to roun
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
 from collections.abc import Callable
 
 import torch
@@ -145,6 +148,20 @@ def tiled_attention(
     return (out, lse) if return_lse else out
 
 
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence the process's stderr file descriptor (C++ logging, not Python exceptions)."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def peak_memory_bytes(fn: Callable[[], object]) -> int:
     """Peak bytes that torch tensors allocated (above the starting point) while ``fn()`` ran,
     on the CPU or GPU, from the profiler's allocation events (``profile_memory=True``).
@@ -155,8 +172,14 @@ def peak_memory_bytes(fn: Callable[[], object]) -> int:
     """
     from torch.profiler import profile
 
-    with profile(profile_memory=True) as prof:
+    prof = profile(profile_memory=True)
+    with _quiet_stderr():  # the profiler's C++ side logs "profiler_start" lines to fd 2
+        prof.__enter__()
+    try:
         fn()
+    finally:
+        with _quiet_stderr():
+            prof.__exit__(None, None, None)
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
     current = peak = 0
     for e in sorted(events, key=lambda e: e.start_ns()):

@@ -1,0 +1,61 @@
+"""Chapter 9 benchmark: the course's pure-PyTorch tiled attention against torch's SDPA.
+
+    .venv/bin/python benchmarks/tiled_vs_sdpa.py                  # L = 4096, B=1, H=8, D=64, CPU
+    .venv/bin/python benchmarks/tiled_vs_sdpa.py --causal --threads 1 --blocks 128x256 256x256
+
+Not a test: the numbers depend on the machine and on whatever else runs on it. The variants take
+turns round by round (``mha_course.benchmark.timing.time_interleaved``) and the medians are
+reported with their inter-quartile range. The goal of issue 6: tiled within 1.5x of SDPA at
+L = 4096 on CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+
+from mha_course.benchmark.timing import time_interleaved
+from mha_course.tiled import tiled_attention
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--L", type=int, default=4096, help="sequence length (L = S)")
+    p.add_argument("--B", type=int, default=1)
+    p.add_argument("--H", type=int, default=8)
+    p.add_argument("--D", type=int, default=64)
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--blocks", nargs="+", default=["256x256"], help="block_q x block_k pairs")
+    args = p.parse_args(argv)
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(args.B, args.H, args.L, args.D) for _ in range(3))
+    sdpa = F.scaled_dot_product_attention(q, k, v, is_causal=args.causal)
+    fns = {"torch SDPA": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=args.causal)}
+    for spec in args.blocks:
+        bq, bk = (int(n) for n in spec.split("x"))
+        out = tiled_attention(q, k, v, is_causal=args.causal, block_q=bq, block_k=bk)
+        torch.testing.assert_close(out, sdpa)  # never time a wrong answer
+        fns[f"tiled {bq}x{bk}"] = (
+            lambda bq=bq, bk=bk: tiled_attention(q, k, v, is_causal=args.causal, block_q=bq, block_k=bk))
+
+    threads = args.threads or torch.get_num_threads()
+    print(f"B={args.B} H={args.H} L=S={args.L} D={args.D} causal={args.causal} float32, "
+          f"{threads} thread(s), {args.rounds} interleaved rounds")
+    results = time_interleaved(fns, "cpu", rounds=args.rounds, threads=threads, min_block_s=0.0)
+    base = results["torch SDPA"]["ms_median"]
+    for name, r in results.items():
+        if r["status"] != "ok":
+            print(f"{name:>16}: {r['status']} {r['reason']}")
+            continue
+        print(f"{name:>16}: median {r['ms_median']:9.1f} ms  IQR {r['ms_iqr']:7.1f} ms  "
+              f"ratio to SDPA {r['ms_median'] / base:5.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
