@@ -43,6 +43,7 @@ release: $(STAMP)
 	$(BIN)/mha-course release
 
 test: lint unit notebooks
+	d=$$(mktemp -d); $(BIN)/mha-course bench --quick --out $$d/bench.json; s=$$?; rm -rf $$d; exit $$s
 	$(BIN)/mha-course release --check
 
 clean:
