@@ -10,12 +10,14 @@ TORCH_SPEC ?= torch>=2.5
 TORCH_INDEX ?=
 STAMP := $(VENV)/.installed
 
-.PHONY: lab test setup unit notebooks lint release exercises clean help
+.PHONY: lab test setup unit notebooks lint release exercises clean help browser site
 
 help:
 	@echo "make lab    - set up (once) and open JupyterLab at the course start page"
 	@echo "make test   - set up (once) and run the whole suite (lint, package, grading, notebooks)"
 	@echo "make release - regenerate exercises/ from solutions/"
+	@echo "make browser - run every lecture notebook in JupyterLab in headless Chromium (needs chromium)"
+	@echo "make site   - build the static course into _site/ and check its links and images"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,5 +48,14 @@ test: lint unit notebooks
 	d=$$(mktemp -d); $(BIN)/mha-course bench --quick --out $$d/bench.json; s=$$?; rm -rf $$d; exit $$s
 	$(BIN)/mha-course release --check
 
+# Real JupyterLab in headless Chromium (the OS package; nothing downloads a browser).
+browser: $(STAMP)
+	$(BIN)/python -m pytest tests/browser -m browser -p no:cacheprovider
+
+# Static HTML course from the committed outputs (nbconvert), then its link and image check.
+site: $(STAMP)
+	$(BIN)/python tools/build_site.py
+	$(BIN)/python tools/check_site.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis _site test-artifacts

@@ -1,0 +1,150 @@
+"""Build the course as a static website in _site/ from the committed notebooks (nothing re-executed).
+
+    python tools/build_site.py [--out _site]        # or: make site (builds, then tools/check_site.py)
+
+    _site/index.html                  table of contents (chapters, exercises, guides)
+    _site/notebooks/NN_<topic>.html   each lecture with its committed outputs
+    _site/exercises/exNN_<topic>.html each exercise (student copy: tasks and stubs, no solutions)
+    _site/exercises/index.html        the exercise list (lectures link to ../exercises/)
+
+Links between notebooks (``.ipynb``) become links between pages (``.html``); other files a notebook
+links to (``.md``, ``.py``, data) are copied as they are, so every internal link works offline.
+
+Why nbconvert and not Jupyter Book / MyST: nbconvert comes with JupyterLab, which the course
+already installs, so ``make site`` needs no new dependency; it renders the committed outputs exactly
+as nbval checked them. Jupyter Book would add a large dependency tree (Sphinx, myst-nb, a theme)
+for features (cross-references, search, PDF) this course does not use yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import re
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SECTIONS = ("notebooks", "exercises")  # rendered; solutions/ (the instructor sources) are not
+HREF = re.compile(r'(href|src)="([^"]*)"')
+EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//|#)", re.I)  # http:, data:, mailto:, //, #anchor
+NAV_STYLE = """.course-nav{font-family:system-ui,sans-serif;padding:.5rem 1rem;background:#f3f3f3;
+border-bottom:1px solid #ddd}.course-nav a{margin-right:1.5rem}"""
+STYLE = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;
+line-height:1.5}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3rem .6rem}"""
+
+
+def title_of(path: Path) -> str:
+    """The notebook's first markdown heading, without the '#'s (the file name if none)."""
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] == "markdown":
+            for line in "".join(cell["source"]).splitlines():
+                if line.startswith("#"):
+                    return line.lstrip("#").strip()
+    return path.stem
+
+
+def course_files() -> list[Path]:
+    """The notebooks that become pages: notebooks/NN_*.ipynb and exercises/exNN_*.ipynb."""
+    return sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted(
+        (ROOT / "exercises").glob("ex[0-9][0-9]_*.ipynb"))
+
+
+def rewrite_links(page: str, source: Path, out: Path, pages: set[Path]) -> str:
+    """Relative links of ``source`` (a repo file): rendered notebooks -> .html; other existing
+    repo files are copied into ``out`` at the same relative place; folders -> their index.html."""
+
+    def fix(match: re.Match) -> str:
+        attr, link = match.groups()
+        if not link or EXTERNAL.match(link):
+            return match.group(0)
+        path, _, anchor = link.partition("#")
+        target = (source.parent / path).resolve()
+        if target in pages:
+            path = re.sub(r"\.ipynb$", ".html", path)
+        elif target.is_dir() and target.relative_to(ROOT).as_posix() in SECTIONS:
+            path = path.rstrip("/") + "/index.html"
+        elif target.is_file() and ROOT in target.parents:
+            destination = out / target.relative_to(ROOT)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(target, destination)
+        return f'{attr}="{html.escape(path, quote=True)}{"#" + anchor if anchor else ""}"'
+
+    return HREF.sub(fix, page)
+
+
+def nav_bar(index: int, files: list[Path]) -> str:
+    """Previous / contents / next links, inserted at the top of each page."""
+    here = files[index]
+    links = ['<a href="../index.html">Contents</a>']
+    for label, other in (("← previous", index - 1), ("next →", index + 1)):
+        if 0 <= other < len(files) and files[other].parent == here.parent:
+            links.append(f'<a href="{files[other].stem}.html">{label}: '
+                         f'{html.escape(title_of(files[other]))}</a>')
+    return f'<nav class="course-nav">{"".join(links)}</nav>'
+
+
+def index_page(files: list[Path]) -> str:
+    """The table of contents: one row per chapter with its exercise, then the guides."""
+    exercises = {p.name[2:4]: p for p in files if p.parent.name == "exercises"}
+    rows = []
+    for p in (p for p in files if p.parent.name == "notebooks"):
+        ex = exercises.get(p.name[:2])
+        ex_cell = f'<a href="exercises/{ex.stem}.html">{ex.stem}</a>' if ex else ""
+        rows.append(f'<tr><td>{p.name[:2]}</td><td><a href="notebooks/{p.stem}.html">'
+                    f"{html.escape(title_of(p))}</a></td><td>{ex_cell}</td></tr>")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>mha-course</title>"
+            f"<style>{STYLE}</style></head><body><h1>mha-course: multi-head attention, "
+            f"from one dot product to MQA/GQA</h1><p>The rendered course, with the outputs as "
+            f"committed. To run it: clone the repository, <code>make lab</code>.</p>"
+            f"<table><tr><th>ch</th><th>lecture</th><th>exercise</th></tr>{''.join(rows)}</table>"
+            f"<p><a href='exercises/index.html'>All exercises</a></p></body></html>")
+
+
+def exercise_index(files: list[Path]) -> str:
+    items = "".join(f'<li><a href="{p.stem}.html">{html.escape(title_of(p))}</a></li>'
+                    for p in files if p.parent.name == "exercises")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Exercises</title>"
+            f"<style>{STYLE}</style></head><body><p><a href='../index.html'>Contents</a></p>"
+            f"<h1>Exercises</h1><ul>{items}</ul><p>Each exercise runs in JupyterLab and checks "
+            f"itself; see the lecture of the same number first.</p></body></html>")
+
+
+def build(out: Path) -> list[Path]:
+    from nbconvert import HTMLExporter
+
+    if out.exists():
+        shutil.rmtree(out)
+    files = course_files()
+    pages = {p.resolve() for p in files}
+    exporter = HTMLExporter(template_name="lab")
+    written = []
+    for i, path in enumerate(files):
+        body, _ = exporter.from_filename(str(path))
+        body = rewrite_links(body, path, out, pages)
+        nav = nav_bar(i, files)
+        body = re.sub(r"(<body[^>]*>)", lambda m, nav=nav: m.group(1) + nav, body, count=1)
+        body = body.replace("</head>", f"<style>{NAV_STYLE}</style></head>", 1)
+        target = out / path.relative_to(ROOT).with_suffix(".html")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(body, encoding="utf-8")
+        written.append(target)
+    (out / "index.html").write_text(index_page(files), encoding="utf-8")
+    (out / "exercises").mkdir(parents=True, exist_ok=True)
+    (out / "exercises" / "index.html").write_text(exercise_index(files), encoding="utf-8")
+    (out / ".nojekyll").write_text("")  # GitHub Pages: serve the files as they are
+    return written
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "_site")
+    args = parser.parse_args()
+    written = build(args.out)
+    print(f"site: {len(written)} pages + index in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
