@@ -62,6 +62,7 @@ class Tripwires:
     def __init__(self) -> None:
         self.armed: set[str] = set()
         self.hits: set[str] = set()
+        self._undo: list[tuple[object, str, object]] = []
 
     def _check(self, name: str) -> None:
         if name in self.armed:
@@ -77,16 +78,29 @@ class Tripwires:
             wire = self._wrap(orig, name)
             owner, _, attr = dotted.rpartition(".")
             try:
-                setattr(_resolve(owner), attr, wire)
+                self._set(_resolve(owner), attr, wire, orig)
             except Exception:
                 pass
             for mod in list(sys.modules.values()):
                 try:
                     for k, v in list(vars(mod).items()):
                         if v is orig:
-                            setattr(mod, k, wire)
+                            self._set(mod, k, wire, orig)
                 except Exception:
                     continue
+
+    def _set(self, owner, attr: str, wire, orig) -> None:
+        setattr(owner, attr, wire)
+        self._undo.append((owner, attr, orig))
+
+    def uninstall(self) -> None:
+        """Put every original back (for the in-process check in a learner's own kernel)."""
+        while self._undo:
+            owner, attr, orig = self._undo.pop()
+            try:
+                setattr(owner, attr, orig)
+            except Exception:
+                pass
 
     def _wrap(self, orig, name: str):
         check = self._check

@@ -18,16 +18,19 @@ from .runner import encode_cases
 def grade_namespace(namespace: dict, items: list[Item], seed: int) -> list[ItemResult]:
     """Grade the functions defined in ``namespace`` (e.g. a notebook's globals)."""
     wires = child.Tripwires()
-    for name in sorted({n for it in items for n in it.forbidden}):
-        wires.install(name)
     results = []
-    for it in items:
-        cases = it.cases(seed)
-        arrays: dict[str, np.ndarray] = {}
-        spec = {**it.child_spec(), "cases": encode_cases(it, cases, arrays)}
-        status, saved = child._run_item(spec, namespace, arrays, wires, np, torch)
-        if status.get("status") == "ok":
-            status["outputs"] = [[saved[f"c{i}_o{j}"] for j in range(n)]
-                                 for i, n in enumerate(status["n_outputs"])]
-        results.append(judge(it, cases, status))
+    try:
+        for name in sorted({n for it in items for n in it.forbidden}):
+            wires.install(name)
+        for it in items:
+            cases = it.cases(seed)
+            arrays: dict[str, np.ndarray] = {}
+            spec = {**it.child_spec(), "cases": encode_cases(it, cases, arrays)}
+            status, saved = child._run_item(spec, namespace, arrays, wires, np, torch)
+            if status.get("status") == "ok":
+                status["outputs"] = [[saved[f"c{i}_o{j}"] for j in range(n)]
+                                     for i, n in enumerate(status["n_outputs"])]
+            results.append(judge(it, cases, status))
+    finally:
+        wires.uninstall()  # the learner's kernel gets its torch back untouched
     return results

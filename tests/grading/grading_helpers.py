@@ -14,7 +14,7 @@ SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
 WORKERS = int(os.environ.get("MHA_GRADE_WORKERS", "2"))
 # Tight but not flaky on a loaded 2-core machine (child start-up has its own 30 s allowance).
-TEST_LIMITS = Limits(item_timeout=8.0, notebook_timeout=150.0, memory_gb=4.0)
+TEST_LIMITS = Limits(item_timeout=15.0, notebook_timeout=150.0, memory_gb=4.0)
 
 
 def target_notebooks(default: Path) -> list[Path]:
