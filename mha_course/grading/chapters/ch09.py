@@ -1,0 +1,165 @@
+"""Chapter 9's graded items: the online-softmax update, one causal tile step, tiled attention."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ...tiled import online_softmax_update, tiled_attention
+from .. import mistakes as M
+from ..items import Item, Mistake
+
+NOTEBOOK = "ex09_flash_attention"
+_FORBID = ("mha_course.tiled.online_softmax_update", "mha_course.tiled.tiled_attention")
+_FORBID_ATTENTION = _FORBID + ("torch.nn.functional.scaled_dot_product_attention",
+                               "mha_course.sdpa.scaled_dot_product_attention",
+                               "torch.nn.MultiheadAttention")
+_NO_RESCALE = ("running sum/output not rescaled: when the maximum grows from m to m_new, multiply "
+               "the old row_sum and acc by alpha = exp(m - m_new) before adding the new block")
+_RESCALE_INVERTED = "rescaled by exp(m_new - m): the factor is alpha = exp(m - m_new) <= 1"
+_LOCAL_CAUSAL = ("causal mask built from the tile's local indices: query row r of the tile is "
+                 "position q_start + r and key column c is k_start + c; mask k_start + c > q_start + r")
+_NOT_NORMALISED = "output not normalised: divide acc by row_sum at the end of each query block"
+
+
+def _state(rng: np.random.Generator, lead: tuple[int, ...], L: int, Dv: int, dtype, first: bool):
+    if first:
+        m = np.full((*lead, L), -np.inf)
+        row_sum, acc = np.zeros((*lead, L)), np.zeros((*lead, L, Dv))
+    else:
+        m = rng.normal(size=(*lead, L))
+        row_sum = rng.uniform(0.5, 3.0, size=(*lead, L))
+        acc = rng.normal(size=(*lead, L, Dv)) * row_sum[..., None]
+    return m.astype(dtype), row_sum.astype(dtype), acc.astype(dtype)
+
+
+def _update_cases(rng: np.random.Generator) -> list[dict]:
+    cases = []
+    for lead, L, Sb, Dv, dtype, first, spread in [((), 3, 4, 2, np.float32, False, 3.0),
+                                                   ((2,), 4, 5, 3, np.float64, False, 1.0),
+                                                   ((2, 2), 3, 6, 4, np.float32, True, 1.0),
+                                                   ((), 5, 3, 2, np.float64, False, 40.0)]:
+        m, row_sum, acc = _state(rng, lead, L, Dv, dtype, first)
+        scores = (rng.normal(size=(*lead, L, Sb)) * spread).astype(dtype)
+        value = rng.normal(size=(*lead, Sb, Dv)).astype(dtype)
+        cases.append({"m": m, "row_sum": row_sum, "acc": acc, "scores": scores, "value": value})
+    return cases
+
+
+def _update_ref(m, row_sum, acc, scores, value):
+    return online_softmax_update(m, row_sum, acc, scores, value)
+
+
+def _no_rescale(m, row_sum, acc, scores, value):
+    m_new = torch.maximum(m, scores.amax(-1))
+    p = torch.exp(scores - m_new.unsqueeze(-1))
+    return m_new, row_sum + p.sum(-1), acc + p @ value
+
+
+def _rescale_inverted(m, row_sum, acc, scores, value):
+    m_new = torch.maximum(m, scores.amax(-1))
+    alpha = torch.exp(m_new - m)
+    p = torch.exp(scores - m_new.unsqueeze(-1))
+    return m_new, alpha * row_sum + p.sum(-1), alpha.unsqueeze(-1) * acc + p @ value
+
+
+def _tile_cases(rng: np.random.Generator) -> list[dict]:
+    cases = []
+    for lead, Bq, Bk, D, q_start, k_start, causal, dtype, first in [
+            ((2,), 4, 4, 8, 4, 4, True, np.float32, True),     # a diagonal tile
+            ((), 3, 5, 4, 6, 3, True, np.float64, False),      # crosses the diagonal off-centre
+            ((2, 2), 4, 3, 8, 8, 0, True, np.float32, False),  # wholly below the diagonal
+            ((2,), 3, 4, 4, 0, 8, False, np.float64, False)]:  # not causal
+        m, row_sum, acc = _state(rng, lead, Bq, D, dtype, first)
+        q = rng.normal(size=(*lead, Bq, D)).astype(dtype)
+        k = rng.normal(size=(*lead, Bk, D)).astype(dtype)
+        v = rng.normal(size=(*lead, Bk, D)).astype(dtype)
+        cases.append({"q_block": q, "k_block": k, "v_block": v, "m": m, "row_sum": row_sum,
+                      "acc": acc, "q_start": q_start, "k_start": k_start, "is_causal": causal})
+    return cases
+
+
+def _tile_scores(q, k, q_start, k_start, causal, scale=True, local=False, shift=0):
+    scores = q @ k.transpose(-2, -1)
+    if scale:
+        scores = scores / math.sqrt(q.shape[-1])
+    if causal:
+        rows = torch.arange(q.shape[-2]) + (0 if local else q_start)
+        cols = torch.arange(k.shape[-2]) + (0 if local else k_start)
+        scores = scores.masked_fill(cols > rows.unsqueeze(-1) + shift, float("-inf"))
+    return scores
+
+
+def _tile_ref(q, k, v, m, row_sum, acc, q_start, k_start, causal, **kw):
+    return online_softmax_update(m, row_sum, acc, _tile_scores(q, k, q_start, k_start, causal, **kw), v)
+
+
+def _tiled_cases(rng: np.random.Generator) -> list[dict]:
+    return [
+        {"query": rng.normal(size=(2, 3, 11, 8)).astype(np.float32),
+         "key": rng.normal(size=(2, 3, 11, 8)).astype(np.float32),
+         "value": rng.normal(size=(2, 3, 11, 8)).astype(np.float32),
+         "block_q": 4, "block_k": 3, "is_causal": True},
+        {"query": rng.normal(size=(9, 4)), "key": rng.normal(size=(13, 4)),
+         "value": rng.normal(size=(13, 5)), "block_q": 2, "block_k": 5, "is_causal": False},
+        {"query": rng.normal(size=(2, 10, 8)) * 20, "key": rng.normal(size=(2, 7, 8)) * 20,
+         "value": rng.normal(size=(2, 7, 3)), "block_q": 3, "block_k": 2, "is_causal": True},
+        {"query": rng.normal(size=(1, 6, 4)).astype(np.float32),
+         "key": rng.normal(size=(1, 6, 4)).astype(np.float32),
+         "value": rng.normal(size=(1, 6, 4)).astype(np.float32),
+         "block_q": 16, "block_k": 16, "is_causal": True},
+    ]
+
+
+def _tiled_ref(q, k, v, block_q, block_k, causal):
+    return tiled_attention(q, k, v, is_causal=causal, block_q=block_q, block_k=block_k)
+
+
+def _tiled_unnormalised(q, k, v, block_q, block_k, causal):
+    scores = _tile_scores(q, k, 0, 0, causal)
+    m = scores.amax(-1, keepdim=True)
+    return torch.exp(scores - m) @ v
+
+
+ITEMS = [
+    Item(
+        id="ex09_online_update", notebook=NOTEBOOK, function="online_update", points=2,
+        task="fold a block of scores into (m, row_sum, acc): rescale by exp(m - m_new), add the block",
+        make_cases=_update_cases, shape="(..., L), (..., L), (..., L, Dv)", reference=_update_ref,
+        mistakes=(
+            Mistake("no rescaling", _NO_RESCALE, variant=_no_rescale),
+            Mistake("rescale inverted", _RESCALE_INVERTED, variant=_rescale_inverted),
+        ),
+        forbidden=_FORBID,
+    ),
+    Item(
+        id="ex09_tile_step", notebook=NOTEBOOK, function="tile_step", points=2,
+        task="scores of one (Bq, Bk) tile, scaled, causally masked at its global offsets, folded in",
+        make_cases=_tile_cases, shape="(..., Bq), (..., Bq), (..., Bq, D)", reference=_tile_ref,
+        mistakes=(
+            Mistake("no scaling", M.NO_SCALE,
+                    variant=lambda *a: _tile_ref(*a, scale=False)),
+            Mistake("local indices", _LOCAL_CAUSAL, variant=lambda *a: _tile_ref(*a, local=True)),
+            Mistake("off by one", M.CAUSAL_OFF_BY_ONE, variant=lambda *a: _tile_ref(*a, shift=-1)),
+        ),
+        forbidden=_FORBID,
+    ),
+    Item(
+        id="ex09_tiled_attention", notebook=NOTEBOOK, function="blockwise_attention", points=3,
+        task="attention computed block by block (query blocks x key blocks), causal or not",
+        make_cases=_tiled_cases, shape="(..., L, Dv)", reference=_tiled_ref,
+        mistakes=(
+            Mistake("not normalised", _NOT_NORMALISED, variant=_tiled_unnormalised),
+            Mistake("no scaling", M.NO_SCALE,
+                    variant=lambda q, k, v, bq, bk, c: F.softmax(
+                        _tile_scores(q, k, 0, 0, c, scale=False), -1) @ v),
+            Mistake("off by one", M.CAUSAL_OFF_BY_ONE,
+                    variant=lambda q, k, v, bq, bk, c: F.softmax(
+                        _tile_scores(q, k, 0, 0, c, shift=-1), -1) @ v),
+        ),
+        forbidden=_FORBID_ATTENTION,
+    ),
+]
