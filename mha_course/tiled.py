@@ -107,7 +107,8 @@ def tiled_attention(
     Outer loop over query blocks of ``block_q`` rows, inner loop over key/value blocks of
     ``block_k`` rows with :func:`online_softmax_update`. With ``is_causal`` (top-left aligned,
     as torch's SDPA) key blocks wholly above the diagonal are skipped, and only tiles that
-    cross the diagonal are masked.
+    cross the diagonal are masked. Gradients flow (autograd then keeps every tile for the
+    backward pass; a real FlashAttention backward recomputes them from the log-sum-exp).
 
     Args:
         is_causal: query ``i`` attends to keys ``j <= i``.
@@ -126,6 +127,8 @@ def tiled_attention(
     lead, Dv = query.shape[:-2], value.shape[-1]
     out = query.new_empty(*lead, L, Dv)
     lse = query.new_empty(*lead, L)
+    # Overwriting tiles in place saves memory passes but would break autograd's saved tensors.
+    inplace = not (torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)))
     for i0 in range(0, L, block_q):
         i1 = min(i0 + block_q, L)
         q = query[..., i0:i1, :] * scale  # (..., Bq, D); scaling q once is cheaper than scores
@@ -139,9 +142,9 @@ def tiled_attention(
             if is_causal and j1 - 1 > i0:  # the tile crosses the diagonal: mask j > i
                 rows = torch.arange(i0, i1, device=query.device).unsqueeze(-1)  # (Bq, 1)
                 cols = torch.arange(j0, j1, device=query.device)  # (Bk,)
-                scores.masked_fill_(cols > rows, float("-inf"))
+                scores = scores.masked_fill(cols > rows, float("-inf"))
             m, row_sum, acc = online_softmax_update(
-                m, row_sum, acc, scores, value[..., j0:j1, :], inplace=True)
+                m, row_sum, acc, scores, value[..., j0:j1, :], inplace=inplace)
         safe_sum = torch.where(row_sum > 0, row_sum, torch.ones_like(row_sum))
         out[..., i0:i1, :] = acc / safe_sum.unsqueeze(-1)  # (..., Bq) -> (..., Bq, 1)
         lse[..., i0:i1] = m + torch.log(row_sum)

@@ -52,6 +52,17 @@ def test_log_sum_exp():
         torch.testing.assert_close(lse, torch.logsumexp(scores, dim=-1))
 
 
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_gradients_match_torch(is_causal):
+    q, k, v = (t.requires_grad_() for t in _qkv(2, L=9, S=9, D=4))
+    grads = torch.autograd.grad(tiled_attention(q, k, v, is_causal=is_causal, block_q=4,
+                                                block_k=3).square().sum(), (q, k, v))
+    ref = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+                              .square().sum(), (q, k, v))
+    for g, r in zip(grads, ref):
+        torch.testing.assert_close(g, r)
+
+
 def test_large_scores_do_not_overflow():
     q, k, v = _qkv(2, L=16, S=16)
     out = tiled_attention(q * 300, k * 300, v, block_q=4, block_k=4)
