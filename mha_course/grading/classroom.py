@@ -84,8 +84,10 @@ def merge(parts: list[Path], out: Path) -> dict[str, dict[str, float]]:
     out.mkdir(parents=True, exist_ok=True)
     rows: dict[str, dict[str, float]] = {}
     ids: list[str] = []
+    seeds = set()
     for part in parts:
         meta = json.loads((part / "grading.json").read_text(encoding="utf-8"))
+        seeds.add(meta["seed"])
         ids = ids or meta["items"]
         if meta["items"] != ids:
             raise ValueError(f"{part}: graded other items than the first shard")
@@ -97,4 +99,8 @@ def merge(parts: list[Path], out: Path) -> dict[str, dict[str, float]]:
             if part.resolve() != out.resolve():
                 shutil.copytree(part / s, out / s, dirs_exist_ok=True)
     write_gradebook(out, ids, rows)
+    (out / "grading.json").write_text(json.dumps(
+        {"seed": sorted(seeds)[0] if len(seeds) == 1 else sorted(seeds), "shard": [1, 1],
+         "students": sorted(rows), "items": ids, "merged_from": [str(p) for p in parts]}, indent=1),
+        encoding="utf-8")
     return rows

@@ -31,7 +31,7 @@ class Limits:
     memory_gb: float = 4.0
     item_timeout: float = 20.0  # wall seconds per item (all its cases) and per cell
     notebook_timeout: float = 120.0  # wall seconds for the whole notebook, restarts included
-    cpu_seconds: int = 120
+    cpu_seconds: int = 120  # per notebook in the child
     file_mb: int = 64
     processes: int = 64  # on top of what the user already runs (not enforced for root)
 
@@ -46,11 +46,13 @@ def _user_tasks() -> int:
     return n
 
 
-def _preexec(limits: Limits, nproc: int):
+def _preexec(limits: Limits, nproc: int, notebooks: int = 1):
+    cpu = limits.cpu_seconds * max(1, notebooks)
+
     def apply() -> None:
         mem = int(limits.memory_gb * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
         size = limits.file_mb * 2**20
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
@@ -158,7 +160,7 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
             [sys.executable, "-I", "-m", "mha_course.grading.child", str(job), str(out)],
             cwd=work, env=_env(work), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-            preexec_fn=_preexec(limits, _user_tasks() + limits.processes))
+            preexec_fn=_preexec(limits, _user_tasks() + limits.processes, len(spec["notebooks"])))
         _LIVE.add(proc.pid)
     stage, since, killed = "", time.monotonic(), None
     try:
