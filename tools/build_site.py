@@ -27,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ("notebooks", "exercises")  # rendered; solutions/ (the instructor sources) are not
+GUIDES = ("docs/instructor_guide.md", "docs/grading.md", "classroom/README.md", "CONTRIBUTING.md")
 HREF = re.compile(r'(href|src)="([^"]*)"')
 EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//|#)", re.I)  # http:, data:, mailto:, //, #anchor
 NAV_STYLE = """.course-nav{font-family:system-ui,sans-serif;padding:.5rem 1rem;background:#f3f3f3;
@@ -62,7 +63,7 @@ def rewrite_links(page: str, source: Path, out: Path, pages: set[Path]) -> str:
         path, _, anchor = link.partition("#")
         target = (source.parent / path).resolve()
         if target in pages:
-            path = re.sub(r"\.ipynb$", ".html", path)
+            path = re.sub(r"\.(ipynb|md)$", ".html", path)
         elif target.is_dir() and target.relative_to(ROOT).as_posix() in SECTIONS:
             path = path.rstrip("/") + "/index.html"
         elif target.is_file() and ROOT in target.parents:
@@ -87,6 +88,7 @@ def nav_bar(index: int, files: list[Path]) -> str:
 
 def index_page(files: list[Path]) -> str:
     """The table of contents: one row per chapter with its exercise, then the guides."""
+    guides = [g for g in GUIDES if (ROOT / g).is_file()]
     exercises = {p.name[2:4]: p for p in files if p.parent.name == "exercises"}
     rows = []
     for p in (p for p in files if p.parent.name == "notebooks"):
@@ -99,7 +101,10 @@ def index_page(files: list[Path]) -> str:
             f"from one dot product to MQA/GQA</h1><p>The rendered course, with the outputs as "
             f"committed. To run it: clone the repository, <code>make lab</code>.</p>"
             f"<table><tr><th>ch</th><th>lecture</th><th>exercise</th></tr>{''.join(rows)}</table>"
-            f"<p><a href='exercises/index.html'>All exercises</a></p></body></html>")
+            f"<p><a href='exercises/index.html'>All exercises</a></p><h2>Guides</h2><ul>"
+            + "".join(f'<li><a href="{Path(g).with_suffix(".html").as_posix()}">{g}</a></li>'
+                      for g in guides)
+            + "</ul></body></html>")
 
 
 def exercise_index(files: list[Path]) -> str:
@@ -111,13 +116,29 @@ def exercise_index(files: list[Path]) -> str:
             f"itself; see the lecture of the same number first.</p></body></html>")
 
 
+def render_guide(path: Path, out: Path, pages: set[Path]) -> Path:
+    """A markdown guide (instructor guide, CONTRIBUTING, ...) as a plain HTML page."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    body = rewrite_links(markdown2html_mistune(path.read_text(encoding="utf-8")), path, out, pages)
+    depth = "../" * (len(path.relative_to(ROOT).parts) - 1)
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{path.stem}</title>"
+            f"<style>{STYLE}</style></head><body><p><a href='{depth}index.html'>Contents</a></p>"
+            f"{body}</body></html>")
+    target = out / path.relative_to(ROOT).with_suffix(".html")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(page, encoding="utf-8")
+    return target
+
+
 def build(out: Path) -> list[Path]:
     from nbconvert import HTMLExporter
 
     if out.exists():
         shutil.rmtree(out)
     files = course_files()
-    pages = {p.resolve() for p in files}
+    guides = [ROOT / g for g in GUIDES if (ROOT / g).is_file()]
+    pages = {p.resolve() for p in files} | set(guides)  # links to these become .html links
     exporter = HTMLExporter(template_name="lab")
     written = []
     for i, path in enumerate(files):
@@ -130,6 +151,7 @@ def build(out: Path) -> list[Path]:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(body, encoding="utf-8")
         written.append(target)
+    written += [render_guide(guide, out, pages) for guide in guides]
     (out / "index.html").write_text(index_page(files), encoding="utf-8")
     (out / "exercises").mkdir(parents=True, exist_ok=True)
     (out / "exercises" / "index.html").write_text(exercise_index(files), encoding="utf-8")
