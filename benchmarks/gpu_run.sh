@@ -24,6 +24,6 @@ suffix=""
 if [[ "${QUICK:-0}" == "1" ]]; then mode=(--quick); suffix="_quick"; fi
 out="benchmarks/results/gpu_${name}_$(date -u +%Y%m%d)${suffix}.json"
 
-"$PY" -m mha_course.cli bench --device cuda "${mode[@]}" --out "$out"
+"$PY" -m mha_course.cli bench --device cuda ${mode[@]+"${mode[@]}"} --out "$out"
 echo
 echo "Done. Commit $out and ${out%.json}_*.png"

@@ -83,6 +83,14 @@ def test_failures_are_reported_not_raised():
     assert res["bug"]["status"] == "error" and "ZeroDivisionError" in res["bug"]["reason"]
     assert res["ok"]["status"] == "ok"
     assert classify_failure(NotImplementedError("flex"))[0] == "unsupported"
+    flaky = iter([None] * 5)  # the warm-up calls succeed, a later (timed) call runs out of memory
+
+    def fails_later():
+        if next(flaky, "oom") == "oom":
+            raise torch.OutOfMemoryError("CUDA out of memory (fragmentation)")
+
+    late = time_interleaved({"late oom": fails_later, "ok": lambda: None}, rounds=3, min_block_s=0.0)
+    assert late["late oom"]["status"] == "oom" and late["ok"]["n_samples"] == 3
     with pytest.raises(ValueError, match="rounds"):
         time_interleaved({"ok": lambda: None}, rounds=0)
 

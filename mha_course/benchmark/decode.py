@@ -48,7 +48,7 @@ def decode_rows(B: int, H: int, D: int, contexts: list[int], device: torch.devic
             k, v = (torch.randn(B, G, S, D, device=device, dtype=dtype) for _ in range(2))
             fns[label] = (lambda q=q, k=k, v=v, G=G:
                           F.scaled_dot_product_attention(q, k, v, enable_gqa=G != H))
-            meta[label] = (G, chosen_backend(q, k, v))
+            meta[label] = (G, chosen_backend(q, k, v, enable_gqa=G != H))
         timed = time_interleaved(fns, device, **timing)
         for label, r in timed.items():
             G, backend = meta[label]

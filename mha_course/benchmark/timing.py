@@ -132,22 +132,38 @@ def time_interleaved(
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
                 start.record()
-                fns[name]()
-                end.record()
-                events.append((name, start, end))
+                if _guarded(fns[name], name, results, live)[0]:
+                    end.record()
+                    events.append((name, start, end))
             torch.cuda.synchronize(device)  # events are only readable once the GPU reached them
             for name, start, end in events:
                 samples[name].append(start.elapsed_time(end))
     else:
         timers = {name: tb.Timer(stmt="fn()", globals={"fn": fns[name]}, num_threads=threads,
                                  description=name) for name in live}
-        number = {name: _cpu_block_size(t, min_block_s) for name, t in timers.items()}
+        number = {}
+        for name, t in list(timers.items()):
+            ok, n = _guarded(lambda t=t: _cpu_block_size(t, min_block_s), name, results, live)
+            number[name] = n
         for r in range(rounds):
             order = live[r % max(1, len(live)):] + live[: r % max(1, len(live))]
             for name in order:
-                m = timers[name].timeit(number[name])
-                samples[name].append(m.median * 1e3)  # seconds per call -> ms
+                ok, m = _guarded(lambda name=name: timers[name].timeit(number[name]), name, results, live)
+                if ok:
+                    samples[name].append(m.median * 1e3)  # seconds per call -> ms
 
     for name in live:
         results[name].update(summarize(samples[name]))
     return results
+
+
+def _guarded(call: Callable[[], object], name: str, results: dict,
+             live: list[str]) -> tuple[bool, object]:
+    """Run one timed call -> (ok, its value). A failure after a successful warm-up (e.g. an OOM
+    from fragmentation) is recorded like a warm-up failure; the variant leaves the later rounds."""
+    try:
+        return True, call()
+    except Exception as exc:  # every failure becomes a reported status
+        results[name] = dict(zip(("status", "reason"), classify_failure(exc)))
+        live.remove(name)
+        return False, None

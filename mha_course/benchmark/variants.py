@@ -60,7 +60,18 @@ class Variant:
     projection_flops: int
     io_bytes: int
     scores_bytes: int  # memory of materialised (B, H, L, S) scores; 0 if the kernel never holds them
-    reference: torch.Tensor  # float64 output for batch element 0 (memory: B times smaller)
+    reference: torch.Tensor | None  # float64 output for batch element 0; None if it did not fit
+
+
+def _float64_reference(compute: Callable[[], torch.Tensor]) -> torch.Tensor | None:
+    """The float64 reference output, or ``None`` when it does not fit in the device's memory
+    (float64 eager attention needs 4x the memory of bf16 — the error is then not reported)."""
+    try:
+        return compute()
+    except torch.OutOfMemoryError:
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return None
 
 
 def bare_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -100,7 +111,8 @@ def kernel_variants(p: Problem, device: torch.device, include_compiled: bool = T
     S = p.S or p.L
     g = torch.Generator(device="cpu").manual_seed(generator_seed)
     q, k, v = (torch.randn(p.B, p.H, n, p.D, generator=g).to(device, p.dtype) for n in (p.L, S, S))
-    ref = scaled_dot_product_attention(q[:1].double(), k[:1].double(), v[:1].double(), is_causal=p.causal)
+    ref = _float64_reference(lambda: scaled_dot_product_attention(
+        q[:1].double(), k[:1].double(), v[:1].double(), is_causal=p.causal))
     flops = attention_flops(p.B, p.H, p.L, S, p.D, causal=p.causal)
     nbytes = io_bytes(p.B, p.H, p.L, S, p.D, element_size=q.element_size())
     full = scores_bytes(p.B, p.H, p.L, S, q.element_size())
@@ -155,8 +167,8 @@ def module_variants(p: Problem, device: torch.device, generator_seed: int = 0) -
     allowed = causal_mask(p.L, device=device) if p.causal else None  # (L, S), True = may attend
     forbidden = None if allowed is None else ~allowed  # torch.nn.MultiheadAttention's convention
 
-    reference_module = MultiHeadAttention.from_torch(copy.deepcopy(theirs).double(), impl="eager")
-    ref = reference_module(x[:1].double(), is_causal=p.causal)[0]
+    ref = _float64_reference(lambda: MultiHeadAttention.from_torch(
+        copy.deepcopy(theirs).double(), impl="eager")(x[:1].double(), is_causal=p.causal)[0])
     flops = attention_flops(p.B, p.H, p.L, S, p.D, causal=p.causal)
     proj = projection_flops(p.B, p.L, S, p.E, p.H)
     nbytes = io_bytes(p.B, p.H, p.L, S, p.D, element_size=x.element_size())
