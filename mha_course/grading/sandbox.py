@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -22,6 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+try:
+    import resource  # POSIX only: the child's resource limits
+except ImportError:  # Windows: check("exNN") in a notebook still works; isolation needs POSIX
+    resource = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,9 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
     (start-up gets 30 s more) or the overall ``deadline``. The child's whole process group and
     any orphan it left are dead when this returns.
     """
+    if resource is None or os.name != "posix":
+        raise RuntimeError("isolated grading needs Linux or macOS (resource limits and process "
+                           "groups); on Windows use WSL, or check('exNN') inside the notebook")
     job, work, out = root / "job", root / "work", root / "out"
     for d in (job, work, out):
         d.mkdir(parents=True)
