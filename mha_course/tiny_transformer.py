@@ -106,13 +106,18 @@ def sequence_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
 
 def train_reversal(model: TinyTransformer, steps: int = 300, batch_size: int = 64,
                    seq_len: int = 8, vocab_size: int = 10, lr: float = 3e-3,
-                   seed: int = 0) -> list[float]:
-    """Train ``model`` on :func:`reversal_batch` with AdamW; returns the loss of every step."""
+                   seed: int = 0, progress: bool = False) -> list[float]:
+    """Train ``model`` on :func:`reversal_batch` with AdamW; returns the loss of every step.
+
+    ``progress=True`` shows a tqdm progress bar (its text varies run to run).
+    """
+    from tqdm.auto import tqdm
+
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     losses = []
     model.train()
-    for _ in range(steps):
+    for _ in tqdm(range(steps), desc="training", disable=not progress):
         tokens, targets = reversal_batch(batch_size, seq_len, vocab_size, generator=g)
         loss = sequence_loss(model(tokens), targets)
         opt.zero_grad()

@@ -120,6 +120,6 @@ def run_benchmark(device: str | torch.device = "cpu", quick: bool = False,
         log("decode: one token against a KV cache of growing length")
         results["decode"] = {"rows": decode_rows(**cfg.decode, device=device, dtype=p.dtype, **timing)}
         log("sweep: time and scores memory against sequence length")
-        rows = sweep_rows(**cfg.sweep, device=device, dtype=p.dtype, **timing)
+        rows = sweep_rows(**cfg.sweep, device=device, dtype=p.dtype, progress=True, **timing)
         results["sweep"] = {"rows": rows, "slopes": fitted_slopes(rows)}
     return results

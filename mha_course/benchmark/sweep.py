@@ -27,17 +27,20 @@ def loglog_slope(xs: list[float], ys: list[float]) -> float:
 
 
 def sweep_rows(B: int, H: int, D: int, lengths: list[int], device: torch.device,
-               dtype: torch.dtype, **timing) -> list[dict]:
+               dtype: torch.dtype, progress: bool = False, **timing) -> list[dict]:
     """Time causal self-attention at each L: the course's naive kernel against torch's SDPA.
+
+    ``progress=True`` shows a progress bar over the lengths (the CLI turns it on).
 
     Shape:
         Q, K, V: (B, H, L, D) for each L in ``lengths``.
     """
     import torch.nn.functional as F
+    from tqdm.auto import tqdm
 
     rows = []
     g = torch.Generator(device="cpu").manual_seed(0)
-    for L in lengths:
+    for L in tqdm(lengths, desc="sweep", unit="L", disable=not progress):
         q, k, v = (torch.randn(B, H, L, D, generator=g).to(device, dtype) for _ in range(3))
         fns = {
             "course naive eager": lambda q=q, k=k, v=v: scaled_dot_product_attention(q, k, v, is_causal=True),
