@@ -30,7 +30,8 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+	@echo "If no browser opens: paste the http://127.0.0.1:8888/lab?token=... address printed below and open notebooks/00_start_here.ipynb"
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/00_start_here.ipynb
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
