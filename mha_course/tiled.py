@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from ._checks import check_float, check_rank, check_same_dtype, check_tensor, shape_str
+from ._checks import check_qkv, shape_str
 
 
 def online_softmax_update(
@@ -65,23 +65,7 @@ def online_softmax_update(
 
 
 def _check_inputs(query, key, value, block_q, block_k) -> None:
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        check_tensor(name, t)
-        check_float(name, t)
-    check_rank("query", query, "(..., L, D)", min_rank=2)
-    check_rank("key", key, "(..., S, D)", rank=query.dim())
-    check_rank("value", value, "(..., S, Dv)", rank=query.dim())
-    check_same_dtype(("query", "key", "value"), (query, key, value))
-    if key.shape[-1] != query.shape[-1]:
-        raise ValueError(
-            f"key: expected shape (..., S, D) with D = {query.shape[-1]} (query's last size), "
-            f"got {shape_str(key)}"
-        )
-    if value.shape[:-1] != key.shape[:-1]:
-        raise ValueError(
-            f"value: expected shape (..., S, Dv) with the leading sizes and S of key "
-            f"{shape_str(key)}, got {shape_str(value)}"
-        )
+    check_qkv(query, key, value)
     if query.shape[:-2] != key.shape[:-2]:
         raise ValueError(
             f"key: expected the same leading (batch/head) sizes as query {shape_str(query)}, "
