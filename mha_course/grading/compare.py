@@ -6,6 +6,7 @@ mistake variants are computed here, in the grading process.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -164,8 +165,19 @@ def compare_output(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
     return WRONG_VALUES, f"max abs error {float(err.max()):.3g} (tolerance rtol={_tolerances(item, np.dtype(ref.dtype))[0]:g})"
 
 
+# The class grader judges students in several threads. References and mistake variants may
+# build torch modules, which draw from torch's global RNG; one lock keeps a seeded reference
+# (e.g. ch05's seeded model) from being interleaved with another thread's draws.
+_JUDGE_LOCK = threading.Lock()
+
+
 def judge(item: Item, cases: list[Case], child: dict[str, Any]) -> ItemResult:
     """Score one item from the child's report ``{"status", "message", "outputs": [[arrays]]}``."""
+    with _JUDGE_LOCK:
+        return _judge(item, cases, child)
+
+
+def _judge(item: Item, cases: list[Case], child: dict[str, Any]) -> ItemResult:
     status = child.get("status", CRASHED)
     if status != "ok":
         return ItemResult(item.id, item.function, 0.0, item.points, status,

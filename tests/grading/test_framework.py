@@ -164,3 +164,23 @@ def test_in_process_check_grades_a_namespace_and_restores_torch(capsys):
     assert F.scaled_dot_product_attention is original and torch.nn.MultiheadAttention.__module__.startswith("torch")
     out = capsys.readouterr().out
     assert "FAILED" in out and "score: 0/6" in out
+
+
+def test_judging_in_threads_keeps_seeded_references():
+    """`mha-course grade` judges students in threads; references that build seeded torch modules
+    (ex05's model) must not be disturbed by other threads drawing from torch's global RNG."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    by_id = {it.id: it for it in all_items()}
+    jobs = []
+    for item_id in ("ex05_greedy_generate", "ex07_gqa_forward", "ex06_cross_attention"):
+        if item_id not in by_id:
+            continue
+        item = by_id[item_id]
+        cases = item.cases(7)
+        refs = [as_arrays(item.reference(*to_framework(item, c))) for c in cases]
+        jobs.append((item, cases, {"status": "ok", "outputs": refs}))
+    assert jobs and jobs[0][0].id == "ex05_greedy_generate"
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda j: judge(*j), jobs * 12))
+    assert all(r.passed for r in results), [r.message for r in results if not r.passed][:3]
