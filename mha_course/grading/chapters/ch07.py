@@ -107,7 +107,7 @@ def _pool_cases(rng: np.random.Generator) -> list[dict]:
 
 def _grouped(weight, H, G):
     """(H*D, ...) -> (G, H/G, D, ...): contiguous groups of heads."""
-    return weight.reshape(G, H // G, weight.shape[0] // H, *weight.shape[1:])
+    return weight.reshape(G, H // G, weight.shape[0] // H, *weight.shape[1:])  # (H*D, ...) -> (G, H/G, D, ...)
 
 
 def _pool_strided(weight, H, G):

@@ -3,13 +3,11 @@ the arithmetic intensity of a fused attention forward, and a correctly synchroni
 
 from __future__ import annotations
 
-import time
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 import torch
 
 from ...benchmark.flops import attention_flops, io_bytes, kv_bytes_per_token
+from ...benchmark.simulated import SimulatedAsyncDevice
 from ..items import Dtype, Item, Mistake
 from .ch07 import H_INSTEAD_OF_G, NO_FACTOR_2
 
@@ -95,31 +93,6 @@ def _intensity_variant(mistake: str):
 
 
 # ---- ex08_time_call ---------------------------------------------------------------------------
-class SimulatedAsyncDevice:
-    """A SIMULATION of a GPU's asynchronous launch (a worker thread, ``time.sleep`` as the work):
-    ``launch()`` queues one kernel of ``kernel_ms`` and returns at once; ``synchronize()`` waits
-    for everything queued. The very first kernel also pays ``first_extra_ms`` of set-up."""
-
-    def __init__(self, kernel_ms: float, first_extra_ms: float = FIRST_CALL_EXTRA_MS) -> None:
-        self._worker = ThreadPoolExecutor(max_workers=1)
-        self._pending: list = []
-        self.kernel_s, self.first_extra_s, self.calls = kernel_ms / 1e3, first_extra_ms / 1e3, 0
-
-    def launch(self) -> None:
-        extra = self.first_extra_s if self.calls == 0 else 0.0
-        self.calls += 1
-        self._pending.append(self._worker.submit(time.sleep, self.kernel_s + extra))
-
-    def synchronize(self) -> None:
-        for job in self._pending:
-            job.result()
-        self._pending.clear()
-
-    def close(self) -> None:
-        self.synchronize()
-        self._worker.shutdown()
-
-
 def _timer_cases(rng: np.random.Generator) -> list[dict]:
     return [
         {"kernel_ms": float(rng.integers(10, 20)), "repeats": int(rng.integers(3, 6)), "warmup": 1},
@@ -133,13 +106,13 @@ def drive_timer(fn, kernel_ms, repeats, warmup):
     Returns (float64) [samples returned, calls made, every sample >= the kernel time (ms),
     first call's set-up kept out of the samples, samples look like seconds].
     """
-    device = SimulatedAsyncDevice(float(kernel_ms))
+    device = SimulatedAsyncDevice(float(kernel_ms), first_extra_ms=FIRST_CALL_EXTRA_MS)
     try:
         samples = fn(device.launch, device.synchronize, int(repeats), int(warmup))
         device.synchronize()
     finally:
         device.close()
-    s = np.asarray(torch.as_tensor(samples, dtype=torch.float64).reshape(-1))
+    s = np.asarray(torch.as_tensor(samples, dtype=torch.float64).reshape(-1))  # any shape -> (n,)
     if s.size == 0:
         return torch.tensor([0.0, device.calls, 0.0, 0.0, 0.0], dtype=torch.float64)
     at_least = bool(np.all(s >= 0.95 * kernel_ms))

@@ -83,7 +83,7 @@ def _tile_cases(rng: np.random.Generator) -> list[dict]:
 
 
 def _tile_scores(q, k, q_start, k_start, causal, scale=True, local=False, shift=0):
-    scores = q @ k.transpose(-2, -1)
+    scores = q @ k.transpose(-2, -1)  # (..., Lb, D) @ (..., D, Sb) -> (..., Lb, Sb)
     if scale:
         scores = scores / math.sqrt(q.shape[-1])
     if causal:
