@@ -30,6 +30,8 @@ def stable_softmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
     # Any m gives the same softmax, so m needs no gradient (detach: one less backward path).
     # m and total are small (one number per row); only the exp and the division touch every
     # score, which keeps this within ~1.2x of torch's fused softmax (benchmarks: `--targets`).
+    if scores.shape[dim] == 0:  # no keys at all (S = 0): nothing to normalise, as torch's SDPA
+        return scores.clone()
     m = scores.detach().amax(dim=dim, keepdim=True)
     m = m.masked_fill(m == float("-inf"), 0.0)  # fully masked row: exp(-inf - 0) = 0
     e = (scores - m).exp_()  # in place on the fresh difference: no extra copy of the scores

@@ -203,3 +203,20 @@ def test_stable_softmax_matches_torch_and_survives_large_scores(dtype):
     assert_close(stable_softmax(x, dim=0), torch.softmax(x, dim=0), **TOL[dtype])
     x[1] = float("-inf")
     assert torch.equal(stable_softmax(x)[1], torch.zeros(7, dtype=dtype))
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("variant", ["plain", "gqa", "weights"])
+def test_no_keys_s0_matches_torch(is_causal, variant):
+    """S = 0 (no keys at all): torch returns zeros of shape (..., L, Dv), so do we (not IndexError)."""
+    H, G = (4, 2) if variant == "gqa" else (None, None)
+    q, k, v = qkv((2,), 3, 0, 8, 5, torch.float64, H=H, G=G)
+    kw = {"is_causal": is_causal, "enable_gqa": variant == "gqa"}
+    want = F.scaled_dot_product_attention(q, k, v, **kw)
+    if variant == "weights":
+        got, w = scaled_dot_product_attention(q, k, v, return_weights=True, **kw)
+        assert w.shape == (*q.shape[:-1], 0)
+    else:
+        got = scaled_dot_product_attention(q, k, v, **kw)
+    assert got.shape == want.shape == (*q.shape[:-1], 5)
+    assert_close(got, want, **TOL[torch.float64])
