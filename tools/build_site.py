@@ -49,7 +49,8 @@ HREF = re.compile(r'(href|src)="([^"]*)"')
 EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//|#)", re.I)  # http:, data:, mailto:, //, #anchor
 NAV_STYLE = """.course-nav{font-family:system-ui,sans-serif;padding:.5rem 1rem;background:#f3f3f3;
 border-bottom:1px solid #ddd}.course-nav a{margin-right:1.5rem}
-.course-side{font-family:system-ui,sans-serif;font-size:.9rem;line-height:1.4;padding:.5rem 1rem}
+.course-side{font-family:system-ui,sans-serif;font-size:.9rem;line-height:1.4;padding:.5rem 1rem;
+overflow-wrap:anywhere}
 .course-side ul{list-style:none;padding-left:0;margin:.3rem 0}.course-side li.toc-3{padding-left:1rem}
 .course-side a{text-decoration:none}.course-side h2{font-size:.95rem;margin:.8rem 0 .2rem}
 .course-download{display:inline-block;margin:.3rem 0;padding:.2rem .5rem;border:1px solid #bbb;

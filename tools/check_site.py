@@ -70,10 +70,14 @@ def image_outputs(notebook: Path) -> int:
                if any(m in o.get("data", {}) for m in IMAGE_MIME))
 
 
-def check(site: Path) -> list[str]:
-    """The HTML checks (no browser): links, anchors, images, scripts from outside the site."""
+def check(site: Path, stats: dict | None = None) -> list[str]:
+    """The HTML checks (no browser): links, anchors, images, scripts from outside the site;
+    ``stats`` (if given) gets the number of links and images checked."""
     problems = []
     pages = {p: parse(p) for p in sorted(site.rglob("*.html"))}
+    if stats is not None:
+        stats["links"] = sum(len(p.links) for p in pages.values())
+        stats["images"] = sum(len(p.images) for p in pages.values())
     for path, page in pages.items():
         name = path.relative_to(site).as_posix()
         for link in page.links:
@@ -125,9 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     if not site.is_dir():
         print(f"check_site: no site at {site} (build it: python tools/build_site.py)")
         return 2
-    problems = check(site)
+    counts: dict[str, int] = {}
+    problems = check(site, counts)
     pages = sum(1 for _ in site.rglob("*.html"))
-    checks = "links, anchors, images, outside scripts"
+    checks = f"{counts['links']} links and anchors, {counts['images']} images, outside scripts"
     if not args.static_only:
         import site_render
 
@@ -136,8 +141,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"check_site: cannot render the pages: {missing}. Install it "
                   f"(apt-get install chromium; pip install playwright) or pass --static-only")
             return 2
-        problems += site_render.check_rendered(site, screenshots=args.screenshots)
-        checks += "; rendered in Chromium: maths, markdown, widgets, images, errors, requests"
+        stats: dict[str, int] = {}
+        problems += site_render.check_rendered(site, screenshots=args.screenshots, stats=stats)
+        checks += (f"; {stats.get('pages', 0)} rendered in Chromium offline: "
+                   f"{stats.get('maths', 0)} formulas typeset, {stats.get('widgets', 0)} widgets drawn")
     for problem in problems:
         print(f"check_site: {problem}")
     print(f"check_site: {pages} pages ({checks}), {len(problems)} problem(s)")

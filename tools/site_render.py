@@ -6,8 +6,9 @@ After the page has loaded, MathJax has finished and the widgets have been drawn,
 text is read (``innerText``, so what a reader sees, line by line) with code, program output and
 typeset maths taken out, and searched for what should have been rendered and was not.
 
-Chromium is the operating system's package (``apt-get install chromium``); Playwright only drives
-it, nothing downloads a browser. The launch flags are the browser test's (tests/browser/lab.py).
+Chromium is the operating system's package (``apt-get install chromium``), or a Chrome already on
+the machine; Playwright only drives it, nothing downloads a browser. The launch flags are the
+browser test's (tests/browser/lab.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ import tempfile
 import threading
 from pathlib import Path
 
-CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+# The OS's Chromium; else a Chrome already installed (as on GitHub's runners); $CHROMIUM wins.
+KNOWN_BROWSERS = ("/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+                  r"C:\Program Files\Google\Chrome\Application\chrome.exe")
+CHROMIUM = (os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+            or shutil.which("google-chrome") or next((b for b in KNOWN_BROWSERS if Path(b).is_file()),
+                                                     "/usr/bin/chromium"))
 CHROMIUM_ARGS = [  # without the networking flags Chromium keeps calling home
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -58,7 +64,7 @@ SETTLE_JS = """async (timeout) => {
   while (views().some(v => !drawn(v)) && Date.now() < end) await new Promise(r => setTimeout(r, 200));
   await Promise.all([...document.images].map(i => i.complete ? null
       : new Promise(r => { i.onload = i.onerror = r; })));
-  return views().filter(v => !drawn(v)).length;
+  return [views().length, views().filter(v => !drawn(v)).length];
 }"""
 # What is left to read once code, program output and typeset maths are taken out (destructive:
 # runs after the screenshot).
@@ -119,8 +125,8 @@ def serve(site: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
 
 
 def check_page(context, origin: str, name: str, screenshot: Path | None,
-               widget_timeout_ms: int = WIDGET_TIMEOUT_MS) -> list[str]:
-    """Every problem of one page, as rendered."""
+               widget_timeout_ms: int = WIDGET_TIMEOUT_MS, stats: dict | None = None) -> list[str]:
+    """Every problem of one page, as rendered; ``stats`` counts what was seen."""
     problems, blocked = [], []
     page = context.new_page()
     page.on("console", lambda m: m.type == "error" and problems.append(
@@ -134,7 +140,7 @@ def check_page(context, origin: str, name: str, screenshot: Path | None,
                else (blocked.append(route.request.url), route.abort("blockedbyclient")))
     try:
         page.goto(f"{origin}/{name}", wait_until="load", timeout=PAGE_TIMEOUT_MS)
-        undrawn = page.evaluate(SETTLE_JS, widget_timeout_ms)
+        views, undrawn = page.evaluate(SETTLE_JS, widget_timeout_ms)
         if screenshot is not None:
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot), full_page=True)
@@ -146,6 +152,9 @@ def check_page(context, origin: str, name: str, screenshot: Path | None,
     problems = [p for p in problems if "blockedbyclient" not in p.lower()
                 and "ERR_BLOCKED_BY_CLIENT" not in p]  # reported once below, by address
     problems += [f"{name}: requested {url[:120]} (outside the site; blocked)" for url in blocked]
+    if stats is not None:
+        for key, value in (("pages", 1), ("maths", seen["maths"]), ("widgets", views - undrawn)):
+            stats[key] = stats.get(key, 0) + value
     if undrawn:
         problems.append(f"{name}: {undrawn} widget(s) not drawn")
     if seen["brokenImages"]:
@@ -156,8 +165,9 @@ def check_page(context, origin: str, name: str, screenshot: Path | None,
 
 
 def check_rendered(site: Path, names: list[str] | None = None, screenshots: Path | None = None,
-                   widget_timeout_ms: int = WIDGET_TIMEOUT_MS) -> list[str]:
-    """Render each page of ``site`` (every .html, or ``names``) in Chromium; list the problems."""
+                   widget_timeout_ms: int = WIDGET_TIMEOUT_MS, stats: dict | None = None) -> list[str]:
+    """Render each page of ``site`` (every .html, or ``names``) in Chromium; list the problems.
+    ``stats`` (if given) gets the pages rendered, formulas typeset and widgets drawn."""
     from playwright.sync_api import sync_playwright
 
     site = site.resolve()
@@ -173,7 +183,7 @@ def check_rendered(site: Path, names: list[str] | None = None, screenshots: Path
             try:
                 for name in names:
                     shot = screenshots / (name.replace("/", "__") + ".png") if screenshots else None
-                    problems += check_page(context, origin, name, shot, widget_timeout_ms)
+                    problems += check_page(context, origin, name, shot, widget_timeout_ms, stats)
             finally:
                 context.close()
     finally:
