@@ -17,7 +17,7 @@ help:
 	@echo "make test   - set up (once) and run the whole suite (lint, package, grading, notebooks)"
 	@echo "make release - regenerate exercises/ from solutions/"
 	@echo "make browser - run every lecture notebook in JupyterLab in headless Chromium (needs chromium)"
-	@echo "make site   - build the static course into _site/ and check its links and images"
+	@echo "make site   - build the static course into _site/, check its links and render it in Chromium"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

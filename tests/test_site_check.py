@@ -1,14 +1,31 @@
-"""tools/check_site.py finds broken links, missing anchors and missing images (and passes a good site)."""
+"""tools/check_site.py finds broken links, missing anchors and missing images (and passes a good
+site); rendered in headless Chromium, it finds maths and markdown left raw, outside requests,
+maths errors and widgets not drawn, and passes the real chapter 11 page built offline."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("check_site", ROOT / "tools" / "check_site.py")
-check_site = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(check_site)
+sys.path.insert(0, str(ROOT / "tools"))  # the tools import each other (site_assets, site_render)
+
+
+def _load(name: str):
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+check_site = _load("check_site")
 
 PNG = "data:image/png;base64,iVBORw0KGgo="  # any non-empty payload
 
@@ -41,3 +58,128 @@ def test_percent_encoded_anchors_match_as_in_a_browser(tmp_path):
     site = _site(tmp_path, '<a href="notebooks/zz_chapter.html#A-%E2%80%94-B">a</a>',
                  '<h1 id="A-%E2%80%94-B">A — B</h1>')
     assert check_site.check(site) == []
+
+
+# ---- rendered in Chromium (tools/site_render.py) ------------------------------------------------
+site_render = _load("site_render")
+build_site = _load("build_site")
+MARKDOWN_CELL = '<div class="jp-RenderedHTMLCommon jp-RenderedMarkdown jp-MarkdownOutput">{}</div>'
+
+
+def _need_chromium() -> None:
+    """Skip where Chromium or Playwright is absent; on CI (CI=true, where .ci/run installs
+    Chromium) that is a failure, so these tests always run there."""
+    missing = site_render.browser_missing()
+    if missing:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"site rendering test required on CI: {missing}")
+        pytest.skip(f"needs headless Chromium: {missing} (apt-get install chromium)")
+
+
+def _page(tmp_path: Path, body: str, head: str = "") -> Path:
+    (tmp_path / "page.html").write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'>{head}"
+                                        f"</head><body>{body}</body></html>", encoding="utf-8")
+    return tmp_path
+
+
+def test_raw_text_rules_flag_raw_maths_and_markdown_but_not_prose():
+    assert site_render.raw_text_problems("It costs $5 and $10 a month; a | b is an or.") == []
+    assert site_render.raw_text_problems("1. A numbered heading", prose="") == []
+    for raw, what in [("the score $q \\cdot k$ grows", "maths left unrendered ($...$)"),
+                      ("inline \\(x\\) maths", "maths left unrendered"),
+                      ("$$\nA = B\n$$", "maths left unrendered ($$)"),
+                      ("| head | job |\n|---|---|", "markdown that did not render (a table row"),
+                      ("set **by hand**", "markdown that did not render ('**' emphasis)"),
+                      ("## A heading", "markdown that did not render (a '#' heading)"),
+                      ("see [chapter 1](01.ipynb)", "markdown that did not render (a [text](link))"),
+                      ("call `explore()`", "markdown that did not render (backtick code)")]:
+        found = "\n".join(site_render.raw_text_problems(raw))
+        assert what in found, (raw, found)
+
+
+@pytest.mark.chromium
+def test_rendered_check_fails_on_unrendered_maths(tmp_path):
+    """A page whose maths renderer never loads (a CDN, blocked) shows raw $...$: both reported."""
+    _need_chromium()
+    site = _page(tmp_path, MARKDOWN_CELL.format(r"<p>The score $q \cdot k$ and \(\sqrt{d_k}\).</p>"),
+                 head='<script src="https://cdn.invalid/mathjax/tex-chtml.js"></script>')
+    problems = "\n".join(site_render.check_rendered(site, ["page.html"]))
+    assert "page.html: requested https://cdn.invalid/mathjax/tex-chtml.js (outside the site; blocked)" in problems
+    assert "maths left unrendered ($...$): 'The score $q \\\\cdot k$" in problems
+    assert r"maths left unrendered (\( \) \[ \])" in problems
+    assert "loads 'https://cdn.invalid/mathjax/tex-chtml.js' from outside the site" in "\n".join(
+        check_site.check(site))  # the HTML check sees the outside script too
+
+
+@pytest.mark.chromium
+def test_rendered_check_fails_on_markdown_that_did_not_render(tmp_path):
+    """What nbconvert's markdown made of chapter 11's old table inside a list item (a paragraph
+    of pipes), plus raw emphasis and a raw heading."""
+    _need_chromium()
+    table = "<ul><li><p>Layer 1</p><p>| head | job |\n|---|---|\n| 0 | same word |</p></li></ul>"
+    site = _page(tmp_path, MARKDOWN_CELL.format(table + "<p>## Not a heading</p><p>set **by hand**</p>"))
+    problems = "\n".join(site_render.check_rendered(site, ["page.html"]))
+    # In the browser the paragraph's lines run into one: '| head | job | |---|---| | 0 | ...'
+    assert "markdown that did not render (a table row in pipes): '| head | job | |---|---|" in problems
+    assert "markdown that did not render (a '#' heading): '## Not a heading'" in problems
+    assert "markdown that did not render ('**' emphasis): 'set **by hand**'" in problems
+
+
+@pytest.mark.chromium
+def test_rendered_check_fails_on_a_maths_error_and_a_missing_widget(tmp_path):
+    """Maths the local MathJax cannot parse, and a saved widget view with no widget manager."""
+    _need_chromium()
+    site_assets = _load("site_assets")
+    site_assets.install(tmp_path / "_static")
+    view = ('<script type="application/vnd.jupyter.widget-view+json">'
+            '{"version_major": 2, "version_minor": 0, "model_id": "x"}</script>')
+    site = _page(tmp_path, MARKDOWN_CELL.format(r"<p>Broken: $\frac{1}$.</p>") + view,
+                 head=build_site.head_scripts(""))
+    problems = "\n".join(site_render.check_rendered(site, ["page.html"], widget_timeout_ms=1000))
+    assert "page.html: maths error:" in problems
+    assert "page.html: 1 widget(s) not drawn" in problems
+    assert "unrendered" not in problems  # the maths was typeset (as an error), not left raw
+
+
+# Chapter 11's model cell before the fix: the heads table indented inside a list item, which
+# nbconvert's markdown leaves as a paragraph of pipes.
+OLD_TABLE_IN_LIST = """## The model
+
+- **Layer 1** has four heads, each with one job:
+
+  | head | job |
+  |---|---|
+  | 0 | same word |
+  | 1 | previous token |
+
+- **Layer 2** is random.
+"""
+
+
+@pytest.mark.chromium
+@pytest.mark.slow
+def test_the_built_explorer_page_renders_offline(tmp_path):
+    """Chapter 11 as tools/build_site.py builds it (maths, the heads table, the saved explorer
+    widget) renders with every outside request blocked: no problem at all. The same page with
+    the table back inside a list item fails."""
+    import json
+
+    _need_chromium()
+    chapter = ROOT / "notebooks" / "11_attention_explorer.ipynb"
+    nb = json.loads(chapter.read_text(encoding="utf-8"))
+    nb["cells"][1]["source"] = OLD_TABLE_IN_LIST
+    old = tmp_path / "src" / "11_old_table.ipynb"
+    old.parent.mkdir()
+    old.write_text(json.dumps(nb), encoding="utf-8")
+    site = tmp_path / "site"
+    written = build_site.build(site, files=[chapter, old])
+    html = written[0].read_text(encoding="utf-8")
+    assert 'src="../_static/mathjax/es5/tex-chtml-full.js"' in html
+    assert 'href="11_attention_explorer.ipynb" download' in html  # the download link ...
+    assert '<a href="#Four-heads,-four-jobs">Four heads, four jobs</a>' in html  # ... and contents
+    assert (site / "notebooks" / "11_attention_explorer.ipynb").is_file()
+    assert [p for p in check_site.check(site) if "11_old_table" not in p] == []
+    problems = site_render.check_rendered(site, ["notebooks/11_attention_explorer.html",
+                                                 "notebooks/11_old_table.html"])
+    assert problems == ["notebooks/11_old_table.html: markdown that did not render (a table row in "
+                        "pipes): '| head | job | |---|---| | 0 | same word | | 1 | previous token |'"]

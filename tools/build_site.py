@@ -6,6 +6,13 @@
     _site/notebooks/NN_<topic>.html   each lecture with its committed outputs
     _site/exercises/exNN_<topic>.html each exercise (student copy: tasks and stubs, no solutions)
     _site/exercises/index.html        the exercise list (lectures link to ../exercises/)
+    _site/*/NN_<topic>.ipynb          each page's notebook, for its "Download the notebook" link
+    _site/_static/                    MathJax, require.js, the widget manager (tools/site_assets.py)
+
+The site needs no network to be read: the maths renderer and the widget manager are copied into
+_site/_static/ from pinned npm packages (see tools/site_assets.py), and the pages load them from
+there, not from a CDN. Each notebook page has a sidebar: the course contents link, a download link
+for its notebook and the page's contents (its headings).
 
 Links between notebooks (``.ipynb``) become links between pages (``.html``); other files a notebook
 links to (``.md``, ``.py``, data) are copied as they are, so every internal link works offline.
@@ -14,6 +21,12 @@ Why nbconvert and not Jupyter Book / MyST: nbconvert comes with JupyterLab, whic
 already installs, so ``make site`` needs no new dependency; it renders the committed outputs exactly
 as nbval checked them. Jupyter Book would add a large dependency tree (Sphinx, myst-nb, a theme)
 for features (cross-references, search, PDF) this course does not use yet.
+
+Left out on purpose (Jupyter Book / d2l features): full-text search (needs a search index and its
+JavaScript; the course is 12 chapters with a contents page), "launch in Binder/Colab" buttons (they
+need an outside service and this course runs in its own environment, `make lab`), a PDF book
+(needs LaTeX), cross-reference numbering of equations and figures (the chapters do not cite them),
+and a framework-wide tab/theme switcher (one light theme, the one JupyterLab shows).
 """
 
 from __future__ import annotations
@@ -23,7 +36,11 @@ import html
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import site_assets  # noqa: E402  (tools/ is not a package)
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ("notebooks", "exercises")  # rendered; solutions/ (the instructor sources) are not
@@ -31,7 +48,31 @@ GUIDES = ("docs/instructor_guide.md", "docs/grading.md", "classroom/README.md", 
 HREF = re.compile(r'(href|src)="([^"]*)"')
 EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//|#)", re.I)  # http:, data:, mailto:, //, #anchor
 NAV_STYLE = """.course-nav{font-family:system-ui,sans-serif;padding:.5rem 1rem;background:#f3f3f3;
-border-bottom:1px solid #ddd}.course-nav a{margin-right:1.5rem}"""
+border-bottom:1px solid #ddd}.course-nav a{margin-right:1.5rem}
+.course-side{font-family:system-ui,sans-serif;font-size:.9rem;line-height:1.4;padding:.5rem 1rem;
+overflow-wrap:anywhere}
+.course-side ul{list-style:none;padding-left:0;margin:.3rem 0}.course-side li.toc-3{padding-left:1rem}
+.course-side a{text-decoration:none}.course-side h2{font-size:.95rem;margin:.8rem 0 .2rem}
+.course-download{display:inline-block;margin:.3rem 0;padding:.2rem .5rem;border:1px solid #bbb;
+border-radius:4px}
+@media (min-width:70rem){.course-side{position:fixed;top:0;left:0;bottom:0;width:16rem;
+overflow-y:auto;border-right:1px solid #ddd;background:#fafafa}
+body.course-page>main,body.course-page>.course-nav,body.course-page>.course-body{margin-left:18rem}}"""
+# MathJax 3 with the settings nbconvert gives MathJax 2 ($...$ and \\(...\\) inline, AMS numbering).
+# The widget manager typesets widget labels with MathJax 2's call, MathJax.Hub.Queue(["Typeset",
+# MathJax.Hub, element]): the ready hook maps that one call onto MathJax 3's typesetPromise.
+MATHJAX_CONFIG = r"""<script>window.MathJax = {
+  tex: {inlineMath: [['$', '$'], ['\\(', '\\)']], displayMath: [['$$', '$$'], ['\\[', '\\]']],
+        processEscapes: true, processEnvironments: true, tags: 'ams'},
+  chtml: {displayAlign: 'center'},
+  startup: {ready: () => {
+    MathJax.startup.defaultReady();
+    MathJax.Hub = {Queue: (job) => Array.isArray(job) && job[0] === 'Typeset'
+      && MathJax.startup.promise.then(() => MathJax.typesetPromise(job[2] ? [job[2]] : undefined))};
+  }}
+};</script>"""
+HEADING = re.compile(r'<h([1-3]) id="([^"]+)">(.*?)<a class="anchor-link"', re.S)
+TAG = re.compile(r"<[^>]+>")
 STYLE = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;
 line-height:1.5}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3rem .6rem}"""
 
@@ -86,9 +127,8 @@ def nav_bar(index: int, files: list[Path]) -> str:
     return f'<nav class="course-nav">{"".join(links)}</nav>'
 
 
-def index_page(files: list[Path]) -> str:
+def index_page(files: list[Path], guides: list[str]) -> str:
     """The table of contents: one row per chapter with its exercise, then the guides."""
-    guides = [g for g in GUIDES if (ROOT / g).is_file()]
     exercises = {p.name[2:4]: p for p in files if p.parent.name == "exercises"}
     rows = []
     for p in (p for p in files if p.parent.name == "notebooks"):
@@ -116,6 +156,30 @@ def exercise_index(files: list[Path]) -> str:
             f"itself; see the lecture of the same number first.</p></body></html>")
 
 
+def head_scripts(depth: str) -> str:
+    """The local MathJax (with its configuration), for pages not made by nbconvert."""
+    return f'{MATHJAX_CONFIG}<script src="{depth}_static/{site_assets.MATHJAX}"></script>'
+
+
+def page_contents(body: str) -> list[tuple[int, str, str]]:
+    """(level, id, html) of the page's h2/h3 headings (h1 is the title), from nbconvert's HTML."""
+    return [(int(level), anchor, TAG.sub("", inner).strip())
+            for level, anchor, inner in HEADING.findall(body) if level != "1"]
+
+
+def sidebar(body: str, download: str | None, depth: str) -> str:
+    """Contents link, the notebook's download link and the page's headings, as an <aside>."""
+    items = "".join(f'<li class="toc-{level}"><a href="#{html.escape(anchor, quote=True)}">{text}</a>'
+                    f"</li>" for level, anchor, text in page_contents(body))
+    parts = [f'<a href="{depth}index.html">Course contents</a>']
+    if download:
+        parts.append(f'<br><a class="course-download" href="{html.escape(download, quote=True)}" '
+                     f'download>Download the notebook (.ipynb)</a>')
+    if items:
+        parts.append(f"<h2>On this page</h2><ul>{items}</ul>")
+    return f'<aside class="course-side" aria-label="Page contents">{"".join(parts)}</aside>'
+
+
 def render_guide(path: Path, out: Path, pages: set[Path]) -> Path:
     """A markdown guide (instructor guide, CONTRIBUTING, ...) as a plain HTML page."""
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
@@ -123,36 +187,64 @@ def render_guide(path: Path, out: Path, pages: set[Path]) -> Path:
     body = rewrite_links(markdown2html_mistune(path.read_text(encoding="utf-8")), path, out, pages)
     depth = "../" * (len(path.relative_to(ROOT).parts) - 1)
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{path.stem}</title>"
-            f"<style>{STYLE}</style></head><body><p><a href='{depth}index.html'>Contents</a></p>"
-            f"{body}</body></html>")
+            f"<style>{STYLE}{NAV_STYLE}</style>{head_scripts(depth)}</head>"
+            f"<body class='course-page'>{sidebar(body, None, depth)}"
+            f"<div class='course-body'>{body}</div></body></html>")
     target = out / path.relative_to(ROOT).with_suffix(".html")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(page, encoding="utf-8")
     return target
 
 
-def build(out: Path) -> list[Path]:
+# nbconvert's lab template, with MathJax 3 from the site instead of MathJax 2 from a CDN.
+SITE_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_mathjax -%}""" + MATHJAX_CONFIG + """
+<script src="{{ resources.site_static }}""" + site_assets.MATHJAX + """"></script>
+{%- endblock html_head_js_mathjax -%}
+"""
+
+
+def exporter(static: str):
+    """nbconvert's HTMLExporter (lab template) with every script taken from ``static``."""
+    from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
+    return HTMLExporter(
+        template_name="lab", template_file="site.html.j2",
+        extra_loaders=[DictLoader({"site.html.j2": SITE_TEMPLATE})],
+        require_js_url=static + site_assets.REQUIREJS,
+        widget_renderer_url=static + site_assets.WIDGETS,
+        mathjax_url=static + site_assets.MATHJAX)
+
+
+def build(out: Path, files: list[Path] | None = None) -> list[Path]:
+    """Build the site into ``out`` (all course notebooks and guides, or only ``files``)."""
     if out.exists():
         shutil.rmtree(out)
-    files = course_files()
-    guides = [ROOT / g for g in GUIDES if (ROOT / g).is_file()]
+    guides = [ROOT / g for g in GUIDES if (ROOT / g).is_file()] if files is None else []
+    files = course_files() if files is None else files
     pages = {p.resolve() for p in files} | set(guides)  # links to these become .html links
-    exporter = HTMLExporter(template_name="lab")
+    site_assets.install(out / "_static")
     written = []
     for i, path in enumerate(files):
-        body, _ = exporter.from_filename(str(path))
+        # a notebook from elsewhere (a test's) is placed as a lecture
+        relative = path.relative_to(ROOT) if ROOT in path.parents else Path("notebooks", path.name)
+        depth = "../" * (len(relative.parts) - 1)
+        body, _ = exporter(depth + "_static/").from_filename(
+            str(path), resources={"site_static": depth + "_static/"})
         body = rewrite_links(body, path, out, pages)
-        nav = nav_bar(i, files)
-        body = re.sub(r"(<body[^>]*>)", lambda m, nav=nav: m.group(1) + nav, body, count=1)
-        body = body.replace("</head>", f"<style>{NAV_STYLE}</style></head>", 1)
-        target = out / path.relative_to(ROOT).with_suffix(".html")
+        target = out / relative.with_suffix(".html")
         target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, out / relative)  # the download link's target
+        top = nav_bar(i, files) + sidebar(body, path.name, depth)
+        body = re.sub(r"<body([^>]*)>", lambda m, top=top: f"<body{m.group(1)}>" + top, body, count=1)
+        body = body.replace('<body class="jp-Notebook"', '<body class="jp-Notebook course-page"', 1)
+        body = body.replace("</head>", f"<style>{NAV_STYLE}</style></head>", 1)
         target.write_text(body, encoding="utf-8")
         written.append(target)
     written += [render_guide(guide, out, pages) for guide in guides]
-    (out / "index.html").write_text(index_page(files), encoding="utf-8")
+    guide_names = [g.relative_to(ROOT).as_posix() for g in guides]
+    (out / "index.html").write_text(index_page(files, guide_names), encoding="utf-8")
     (out / "exercises").mkdir(parents=True, exist_ok=True)
     (out / "exercises" / "index.html").write_text(exercise_index(files), encoding="utf-8")
     (out / ".nojekyll").write_text("")  # GitHub Pages: serve the files as they are
