@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
+import numpy as np
 import pytest
 import torch
 from torch.testing import assert_close
@@ -50,6 +51,7 @@ def test_a_few_steps_through_the_command(tmp_path):
     r = data["results"]["rope"]
     assert len(r["accuracy_by_position"][0]) == 4 * Config.train_len - 1
     assert all(0.0 <= a <= 1.0 for a in r["accuracy_at"]["2"])
+    assert all(0.0 <= a <= 1.0 for a in r["attention_beyond_training"][0])
 
 
 def test_training_is_deterministic():
@@ -64,6 +66,7 @@ def test_committed_results_match_the_code():
     assert data["config"] == json.loads(json.dumps(asdict(Config())))  # made with today's defaults
     for r in data["results"].values():
         assert len(r["accuracy_by_position"]) == len(Config.seeds)
+        assert np.array(r["attention_beyond_training"]).shape == (len(Config.seeds), Config.num_layers)
     for key in ("torch", "cpu_model", "threads", "date_utc"):
         assert key in data["stamp"]
 

@@ -90,11 +90,42 @@ def accuracy_by_position(model: PositionalTransformer, seq_len: int, cfg: Config
     return correct[:, 1:].double().mean(0)
 
 
+@torch.no_grad()
+def attention_beyond_training(model: PositionalTransformer, cfg: Config, seed: int = 4321) -> list[float]:
+    """Per layer: the mean attention weight that queries at positions >= 2L put on keys farther
+    away than any distance seen in training (distance >= L), on sequences of length 4L.
+
+    Each block's input is captured with a forward pre-hook and its attention re-run with
+    ``need_weights=True``; the model's own forward is unchanged.
+
+    Shape:
+        Returns a list of ``num_layers`` floats.
+    """
+    L, T = cfg.train_len, cfg.train_len * max(cfg.eval_factors)
+    inputs: list[torch.Tensor] = []
+    hooks = [b.register_forward_pre_hook(lambda mod, args: inputs.append(args[0]))
+             for b in model.blocks]
+    tokens, _ = previous_token_batch(cfg.eval_batch // 4, T, cfg.vocab_size,
+                                     torch.Generator().manual_seed(seed))
+    model(tokens)
+    for h in hooks:
+        h.remove()
+    t = torch.arange(T)
+    far = (t[:, None] - t[None, :]) >= L  # (T, T): key j at distance >= L from query i
+    shares = []
+    for block, x in zip(model.blocks, inputs):
+        w = block.attn(block.norm1(x), is_causal=True, need_weights=True)[1]  # (B, H, T, T)
+        share = (w * far).sum(-1)  # (B, H, T): weight on far keys per query
+        shares.append(round(float(share[..., 2 * L:].mean()), 4))
+    return shares
+
+
 def run(cfg: Config, schemes: tuple[str, ...] = POSITION_SCHEMES, log=print) -> dict:
     """Train every scheme once per seed and evaluate it; returns the results dictionary.
 
     ``results[scheme]["accuracy_at"][f]`` lists one mean accuracy per seed on sequences of
-    length ``f * L``; ``accuracy_by_position`` one curve per seed over positions 1 .. 4L - 1.
+    length ``f * L``; ``accuracy_by_position`` one curve per seed over positions 1 .. 4L - 1;
+    ``attention_beyond_training`` per seed, per layer, see :func:`attention_beyond_training`.
     """
     torch.set_num_threads(1)
     results, start = {}, time.perf_counter()
@@ -102,14 +133,16 @@ def run(cfg: Config, schemes: tuple[str, ...] = POSITION_SCHEMES, log=print) -> 
     for name in schemes:
         t0 = time.perf_counter()
         at: dict[str, list[float]] = {str(f): [] for f in cfg.eval_factors}
-        curves = []
+        curves, far = [], []
         for seed in cfg.seeds:
             model = train_one(name, cfg, seed)
+            far.append(attention_beyond_training(model, cfg))
             curves.append([round(a, 4) for a in accuracy_by_position(model, longest, cfg).tolist()])
             for f in cfg.eval_factors:
                 at[str(f)].append(float(accuracy_by_position(model, cfg.train_len * f, cfg).mean()))
         train_s = time.perf_counter() - t0
         results[name] = {"accuracy_at": at, "accuracy_by_position": curves,
+                         "attention_beyond_training": far,
                          "seconds": round(train_s, 1)}
         log(f"{name:>10}: mean accuracy at " + ", ".join(
             f"{f}L {sum(a) / len(a):.3f}" for f, a in at.items()) + f"  ({train_s:.0f} s)")
