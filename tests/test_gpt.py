@@ -39,8 +39,9 @@ def tiny(**kw) -> GPT:
 
 @pytest.mark.parametrize("kv", [None, 2, 1])
 @pytest.mark.parametrize("static", [False, True])
-def test_cached_decode_equals_full_forward(kv, static):
-    model = tiny(n_kv_head=kv)
+@pytest.mark.parametrize("positions", ["learned", "rope", "none"])
+def test_cached_decode_equals_full_forward(kv, static, positions):
+    model = tiny(n_kv_head=kv, positions=positions)
     ids = torch.randint(0, 11, (2, 12), generator=torch.Generator().manual_seed(1))
     full = model(ids)  # (B, T, V)
     caches = model.new_caches(static=static)
@@ -154,3 +155,52 @@ def test_resume_continues_exactly(tmp_path):
     resumed, _ = _tiny_train(tmp_path / "c", 6, resume=True)
     for p, q in zip(resumed.parameters(), straight.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-12)
+
+
+def test_head_scores_on_constructed_weights():
+    from mha_course.gpt.heads import (
+        delimiter_score,
+        first_token_score,
+        induction_score,
+        previous_token_score,
+    )
+
+    T, n = 8, 4
+    prev = torch.zeros(T, T)
+    prev[0, 0] = 1
+    prev[torch.arange(1, T), torch.arange(T - 1)] = 1  # every query on its previous key
+    first = torch.zeros(T, T)
+    first[:, 0] = 1
+    induction = first.clone()
+    for t in range(n, T):
+        induction[t] = 0
+        induction[t, t - n + 1] = 1
+    w = torch.stack([prev, first, induction])[None]  # (1, 3, T, T)
+    torch.testing.assert_close(previous_token_score(w), torch.tensor([1.0, 1 / 7, 1 / 7]))
+    torch.testing.assert_close(first_token_score(w), torch.tensor([1 / 7, 1.0, 3 / 7]))
+    torch.testing.assert_close(induction_score(w, n), torch.tensor([0.0, 0.0, 1.0]))
+    ids = torch.tensor([[5, 0, 5, 5, 0, 5, 5, 5]])
+    score, uniform = delimiter_score(w, ids, [0])
+    assert score[1] == 0 and score[0] == 2 / 8
+    assert 0 < uniform < 1
+
+
+def test_need_weights_returns_every_layer_and_same_logits():
+    model = tiny()
+    ids = torch.randint(0, 11, (2, 9))
+    logits, weights = model(ids, need_weights=True)
+    torch.testing.assert_close(logits, model(ids), rtol=1e-10, atol=1e-10)
+    assert len(weights) == 2 and weights[0].shape == (2, 4, 9, 9)
+    torch.testing.assert_close(weights[0].sum(-1), torch.ones(2, 4, 9, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("kv", [None, 1])
+def test_torch_reference_and_static_loop_agree_with_the_course_model(kv):
+    from mha_course.gpt.reference import static_decode, torch_reference
+
+    model = tiny(n_kv_head=kv)
+    ids = torch.randint(0, 11, (2, 12))
+    torch.testing.assert_close(torch_reference(model)(ids), model(ids), rtol=1e-10, atol=1e-10)
+    prompt = ids[:, :4]
+    torch.testing.assert_close(static_decode(model, prompt, 10),
+                               generate(model, prompt, 10, temperature=0.0), rtol=0, atol=0)

@@ -19,6 +19,7 @@ from torch import nn
 from .._checks import check_rank, check_tensor, shape_str
 from ..kv_cache import KVCache
 from ..mha import MultiHeadAttention
+from ..positions import LearnedPositionEmbedding
 from ..static_kv_cache import StaticKVCache
 from .config import GPTConfig
 
@@ -67,10 +68,13 @@ class Block(nn.Module):
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor, kv_cache: KVCache | None = None,
-                head_mask: torch.Tensor | None = None) -> torch.Tensor:
-        a, _ = self.attn(self.ln_1(x), is_causal=True, kv_cache=kv_cache, head_mask=head_mask)
+                head_mask: torch.Tensor | None = None, need_weights: bool = False):
+        """Returns x (B, L, E), or with ``need_weights`` (x, weights (B, H, L, S))."""
+        a, w = self.attn(self.ln_1(x), is_causal=True, kv_cache=kv_cache, head_mask=head_mask,
+                         need_weights=need_weights)
         x = x + self.resid_dropout(a)
-        return x + self.mlp(self.ln_2(x))
+        x = x + self.mlp(self.ln_2(x))
+        return (x, w) if need_weights else x
 
 
 class GPT(nn.Module):
@@ -91,7 +95,8 @@ class GPT(nn.Module):
         self.config = config
         E = config.n_embd
         self.wte = nn.Embedding(config.vocab_size, E)
-        self.wpe = nn.Embedding(config.block_size, E) if config.positions == "learned" else None
+        self.wpe = (LearnedPositionEmbedding(config.block_size, E)  # chapter 12
+                    if config.positions == "learned" else None)
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(E, bias=config.bias)
@@ -115,11 +120,14 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(self, ids: torch.Tensor, caches: Sequence[KVCache] | None = None,
-                head_mask: torch.Tensor | Sequence[torch.Tensor] | None = None) -> torch.Tensor:
+                head_mask: torch.Tensor | Sequence[torch.Tensor] | None = None,
+                need_weights: bool = False):
         """Logits for every position of ``ids`` (continuing after the cached positions).
 
+        With ``need_weights`` also every layer's attention weights (the eager path).
+
         Shape:
-            ids: (B, L). Returns (B, L, V).
+            ids: (B, L). Returns logits (B, L, V), or (logits, [weights (B, H, L, S)] * n_layer).
         """
         check_tensor("ids", ids)
         check_rank("ids", ids, "(B, L)", rank=2)
@@ -139,14 +147,20 @@ class GPT(nn.Module):
             positions = torch.arange(start, start + ids.shape[1], device=ids.device)  # (L,)
             x = x + self.wpe(positions)  # (B, L, E) + (L, E) -> (B, L, E)
         x = self.drop(x)
+        weights = []
         for i, block in enumerate(self.blocks):
             x = block(x, kv_cache=None if caches is None else caches[i],
-                      head_mask=None if head_mask is None else head_mask[i])
-        return self.lm_head(self.ln_f(x))  # (B, L, E) -> (B, L, V)
+                      head_mask=None if head_mask is None else head_mask[i],
+                      need_weights=need_weights)
+            if need_weights:
+                x, w = x
+                weights.append(w)
+        logits = self.lm_head(self.ln_f(x))  # (B, L, E) -> (B, L, V)
+        return (logits, weights) if need_weights else logits
 
 
 def _init_weights(module: nn.Module) -> None:
-    if isinstance(module, (nn.Linear, nn.Embedding)):
+    if isinstance(module, (nn.Linear, nn.Embedding, LearnedPositionEmbedding)):
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
