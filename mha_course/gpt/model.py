@@ -39,7 +39,8 @@ class MLP(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.proj(F.gelu(self.fc(x))))  # (B, T, E) -> (B, T, 4E) -> (B, T, E)
+        h = self.proj(F.gelu(self.fc(x)))  # (B, T, E) -> (B, T, 4E) -> (B, T, E)
+        return self.dropout(h) if self.training else h  # eval: dropout is the identity
 
 
 def make_attention(config: GPTConfig) -> MultiHeadAttention:
@@ -72,7 +73,7 @@ class Block(nn.Module):
         """Returns x (B, L, E), or with ``need_weights`` (x, weights (B, H, L, S))."""
         a, w = self.attn(self.ln_1(x), is_causal=True, kv_cache=kv_cache, head_mask=head_mask,
                          need_weights=need_weights)
-        x = x + self.resid_dropout(a)
+        x = x + (self.resid_dropout(a) if self.training else a)  # dropout: training only
         x = x + self.mlp(self.ln_2(x))
         return (x, w) if need_weights else x
 
@@ -144,9 +145,9 @@ class GPT(nn.Module):
                              f"positions in all, got {start} cached + {shape_str(ids)}")
         x = self.wte(ids)  # (B, L) -> (B, L, E)
         if self.wpe is not None:
-            positions = torch.arange(start, start + ids.shape[1], device=ids.device)  # (L,)
-            x = x + self.wpe(positions)  # (B, L, E) + (L, E) -> (B, L, E)
-        x = self.drop(x)
+            # rows start .. start+L-1 of chapter 12's table (the bound is checked above)
+            x = x + self.wpe.weight[start:start + ids.shape[1]]  # (B, L, E) + (L, E)
+        x = self.drop(x) if self.training else x
         weights = []
         for i, block in enumerate(self.blocks):
             x = block(x, kv_cache=None if caches is None else caches[i],
