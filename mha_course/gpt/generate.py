@@ -16,6 +16,29 @@ import torch
 from .model import GPT
 
 
+def sampling_distribution(logits: torch.Tensor, temperature: float = 1.0,
+                          top_k: int | None = None) -> torch.Tensor:
+    """The distribution one sampling step draws from: ``softmax(top_k(logits / temperature))``.
+
+    Dividing by a temperature below 1 sharpens the distribution, above 1 flattens it; top-k sets
+    every logit below the k-th largest to -inf (probability exactly 0).
+
+    Shape:
+        logits: (B, V). Returns (B, V) probabilities, each row summing to 1.
+    """
+    if logits.dim() != 2:
+        raise ValueError(f"logits: expected shape (B, V), got {tuple(logits.shape)}")
+    if temperature <= 0:
+        raise ValueError(f"temperature: expected > 0 (use argmax for greedy), got {temperature}")
+    logits = logits / temperature
+    if top_k is not None:
+        if top_k <= 0:
+            raise ValueError(f"top_k: expected a positive int or None, got {top_k}")
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))  # below the k-th: never drawn
+    return torch.softmax(logits, dim=-1)  # (B, V)
+
+
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                 generator: torch.Generator | None = None) -> torch.Tensor:
     """One sampling step. ``temperature == 0`` is greedy (argmax).
@@ -29,13 +52,7 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
         raise ValueError(f"temperature: expected >= 0, got {temperature}")
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
-    if top_k is not None:
-        if top_k <= 0:
-            raise ValueError(f"top_k: expected a positive int or None, got {top_k}")
-        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
-        logits = logits.masked_fill(logits < kth, float("-inf"))  # below the k-th: never drawn
-    probs = torch.softmax(logits.float(), dim=-1)  # (B, V)
+    probs = sampling_distribution(logits.float(), temperature, top_k)  # (B, V)
     return torch.multinomial(probs, 1, generator=generator)  # (B, 1)
 
 

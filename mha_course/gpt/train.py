@@ -109,6 +109,9 @@ def train(model_config: GPTConfig, train_config: TrainConfig, out: str | Path, *
         model = GPT(model_config)
     train_ids, val_ids = tokenizer.encode(corpus.train), tokenizer.encode(corpus.val)
     model.to(device=device, dtype=dtype).train()
+    if init_from is not None and rank == 0 and not resume:  # e.g. the converted model, untrained
+        source_meta["val_loss_at_start"] = round(evaluate(
+            model, val_ids, model_config.block_size, max_windows=train_config.final_eval_windows), 5)
     optimizer = make_optimizer(model, train_config)
     history = {"step": [], "train_loss": [], "val_step": [], "val_loss": []}
     start_step, wall_before = 0, 0.0
