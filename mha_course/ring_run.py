@@ -8,6 +8,7 @@ tensor memory. The same code runs under ``torchrun`` across machines; here it ne
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 
@@ -37,8 +38,8 @@ def _worker(rank, world_size, port, jobs, results, measure_memory):
             layout = job.get("layout", "contiguous")
             q, k, v = (shard(job[x], rank, world_size, layout) for x in ("query", "key", "value"))
             stats: dict = {}
-            run = lambda: ring_attention(q, k, v, is_causal=job.get("is_causal", False),  # noqa: E731
-                                         layout=layout, stats=stats)
+            run = functools.partial(ring_attention, q, k, v, is_causal=job.get("is_causal", False),
+                                    layout=layout, stats=stats)
             out = run()
             peak = peak_memory_bytes(run) if measure_memory else None
             # A NumPy copy travels by value (a torch tensor would travel as shared memory, freed
