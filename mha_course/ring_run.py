@@ -41,7 +41,7 @@ def _worker(rank, world_size, port, jobs, results, measure_memory):
             run = functools.partial(ring_attention, q, k, v, is_causal=job.get("is_causal", False),
                                     layout=layout, stats=stats)
             out = run()
-            peak = peak_memory_bytes(run) if measure_memory else None
+            peak = peak_memory_bytes(run) if job.get("measure_memory", measure_memory) else None
             # A NumPy copy travels by value (a torch tensor would travel as shared memory, freed
             # when this process ends, maybe before the parent reads it).
             results.put((n, rank, out.cpu().numpy(), stats, peak))
@@ -51,7 +51,7 @@ def _worker(rank, world_size, port, jobs, results, measure_memory):
 
 def run_ring(jobs: list[dict], world_size: int, measure_memory: bool = False) -> list[dict]:
     """Run each job (``query``, ``key``, ``value`` full tensors; optional ``is_causal``,
-    ``layout``) as ring attention over ``world_size`` spawned processes, all jobs in one start.
+    ``layout``, ``measure_memory``) as ring attention over ``world_size`` spawned processes, all jobs in one start.
 
     Returns, per job, ``out`` (the full output, reassembled in sequence order), and per rank
     ``bytes_sent`` and ``scores_computed`` (lists over steps) and ``peak_bytes`` (or None).
