@@ -6,7 +6,7 @@ forward and for dQ, one per (key block, batch·kv-head) for dK and dV. GQA: quer
 reads key/value head ``h // (H // G)``; the dK/dV program sums over the ``H // G`` query heads
 of its group, so no key/value head is ever repeated in memory.
 
-Triton is an optional extra (``pip install "mha-course[triton]"``). Without a CUDA device the
+Triton is an optional extra (``pip install -e ".[triton]"`` in the course folder). Without a CUDA device the
 kernels run in Triton's interpreter on CPU tensors: this module sets ``TRITON_INTERPRET=1`` when
 no CUDA device is present and the variable is unset (``@triton.jit`` reads it when it decorates
 a kernel, so it must be set before this module is imported — it is, here). Slow, but it runs the
@@ -32,8 +32,8 @@ try:
 except ImportError:  # the optional extra is missing
     triton = None
 
-INSTALL_HINT = ('Triton is not installed: pip install "mha-course[triton]" '
-                '(or pip install "triton>=3.0"); on a CUDA torch, torch already ships its own.')
+INSTALL_HINT = ('Triton is not installed: in the course folder, pip install -e ".[triton]" '
+                '(or pip install "triton>=3.0"); a CUDA build of torch already ships its own.')
 
 
 def triton_available() -> bool:

@@ -102,5 +102,5 @@ def test_bad_inputs_name_the_argument():
 def test_without_triton_says_what_to_install(monkeypatch):
     monkeypatch.setattr(tf, "triton", None)
     q, k, v, _ = _case(1, 1, 1, 4, 4, 4)
-    with pytest.raises(ImportError, match=r'pip install "mha-course\[triton\]"'):
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[triton\]"'):
         tf.triton_flash_attention(q, k, v)
