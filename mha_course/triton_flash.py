@@ -150,7 +150,10 @@ if triton is not None:
                 delta = tl.load(DELTA + bh * L + rows, mask=rows < L, other=0.0)
                 # The tile transposed, (BLOCK_N, BLOCK_M): keys along rows, as dK_j and dV_j.
                 p_t = tl.exp(tl.dot(k, tl.trans(q)) * scale - lse[None, :])
-                p_t = tl.where(tl.trans(_keep(rows, cols, L, S, IS_CAUSAL)), p_t, 0.0)
+                keep_t = (cols < S)[:, None] & (rows < L)[None, :]  # _keep, transposed
+                if IS_CAUSAL:
+                    keep_t = keep_t & (cols[:, None] <= rows[None, :])
+                p_t = tl.where(keep_t, p_t, 0.0)
                 dv += tl.dot(p_t.to(do.dtype), do)
                 dp_t = tl.dot(v, tl.trans(do))  # (BLOCK_N, BLOCK_M)
                 ds_t = p_t * (dp_t - delta[None, :])
