@@ -5,8 +5,8 @@ step a rank sends the block it holds to rank + 1 and receives one from rank - 1 
 ``irecv``, started *before* the step's compute so the transfer overlaps it), and folds the
 block it holds into its running maximum, sum and output with chapter 9's
 :func:`~mha_course.tiled.online_softmax_update`. After P steps every rank has seen every key and
-holds the exact attention output for its queries; no rank ever held more than two key/value
-blocks and one (T/P, T/P) tile of scores.
+holds the exact attention output for its queries; a rank holds two key/value blocks (the current
+one and the one arriving) and works on one tile of scores, at most (T/P, T/P), at a time.
 
 Causal attention with contiguous blocks is unbalanced: rank 0's queries see only block 0, the
 last rank's see all P. The *zig-zag* layout cuts the sequence into 2P chunks and gives rank r
