@@ -8,6 +8,8 @@ BIN := $(VENV)/bin
 # For a small CPU-only install elsewhere: make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_SPEC ?= torch>=2.5
 TORCH_INDEX ?=
+# Extras installed with the course: CI adds triton (chapter 17's kernels): EXTRAS=dev,triton
+EXTRAS ?= dev
 STAMP := $(VENV)/.installed
 
 .PHONY: lab test setup unit notebooks lint release exercises clean help browser site
@@ -23,7 +25,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/python -m pip install -e ".[dev]"
+	$(BIN)/python -m pip install -e ".[$(EXTRAS)]"
 	$(BIN)/python -m ipykernel install --user --name mha-course --display-name "Python (mha-course)"
 	touch $(STAMP)
 

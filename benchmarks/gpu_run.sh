@@ -25,5 +25,12 @@ if [[ "${QUICK:-0}" == "1" ]]; then mode=(--quick); suffix="_quick"; fi
 out="benchmarks/results/gpu_${name}_$(date -u +%Y%m%d)${suffix}.json"
 
 "$PY" -m mha_course.cli bench --device cuda ${mode[@]+"${mode[@]}"} --out "$out"
+
+# Chapter 17: the course's Triton FlashAttention-2 kernels, forward and forward+backward, against
+# torch's flash / cuDNN / memory-efficient SDPA backends and compiled FlexAttention (bf16, fp16;
+# D = 64, 128; L = 1K-16K), TFLOP/s and % of peak. NEVER RUN YET: written without a GPU, no
+# number from it is committed. Needs Triton (a CUDA torch ships it).
+kout="benchmarks/results/kernels_${name}_$(date -u +%Y%m%d)${suffix}.json"
+"$PY" benchmarks/kernels_gpu.py ${mode[@]+"${mode[@]}"} --out "$kout"
 echo
-echo "Done. Commit $out and ${out%.json}_*.png"
+echo "Done. Commit $out, ${out%.json}_*.png and $kout"

@@ -1,0 +1,145 @@
+"""Chapter 17 benchmark (GPU only): the course's Triton FlashAttention-2 kernels against torch.
+
+    .venv/bin/python benchmarks/kernels_gpu.py --out benchmarks/results/kernels_<gpu>_<date>.json
+    .venv/bin/python benchmarks/kernels_gpu.py --quick          # one small shape, a smoke run
+
+NEVER RUN YET: this course was written without a GPU; no number from this script has been
+committed. It times, forward and forward + backward, in bf16 and fp16, D = 64 and 128, L = S from
+1K to 16K (B · L = 16K tokens, H = 16 heads), causal and not:
+
+  course   - mha_course.triton_flash (compiled by Triton on the GPU; block sizes 128 x 64)
+  flash    - torch SDPA restricted to SDPBackend.FLASH_ATTENTION
+  cudnn    - torch SDPA restricted to SDPBackend.CUDNN_ATTENTION
+  mem_eff  - torch SDPA restricted to SDPBackend.EFFICIENT_ATTENTION
+  flex     - torch.compile(flex_attention) with a causal BlockMask (or none)
+
+Each variant's output is first checked against the flash backend (atol 2e-2), then the variants
+take turns (``mha_course.benchmark.timing.time_interleaved``: CUDA events, L2 flush, medians of
+interleaved rounds). TFLOP/s use 4·B·H·L·S·D for the forward (halved when causal) and 2.5x that for
+the backward (FlashAttention's convention); % of peak is against the datasheet dense peak of
+``mha_course.benchmark.peaks``. The issue's goal: course forward >= 50 % of flash at L >= 4K,
+D = 128 — printed as a verdict, not assumed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+import torch.nn.functional as F
+
+
+def _variants(q, k, v, causal, backward):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    import mha_course.triton_flash as tf
+
+    def sdpa_with(backend):
+        def run():
+            with sdpa_kernel([backend]):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return run
+
+    L = q.shape[-2]
+    mask = (create_block_mask(lambda b, h, i, j: i >= j, None, None, L, L, device="cuda")
+            if causal else None)
+    flex = torch.compile(flex_attention)
+    fwd = {
+        "course": lambda: tf.triton_flash_attention(q, k, v, is_causal=causal, block_m=128,
+                                                    block_n=64),
+        "flash": sdpa_with(SDPBackend.FLASH_ATTENTION),
+        "cudnn": sdpa_with(SDPBackend.CUDNN_ATTENTION),
+        "mem_eff": sdpa_with(SDPBackend.EFFICIENT_ATTENTION),
+        "flex": lambda: flex(q, k, v, block_mask=mask),
+    }
+    if not backward:
+        return fwd
+    d_out = torch.randn_like(q)
+
+    def with_backward(f):
+        def run():
+            out = f()
+            return torch.autograd.grad(out, (q, k, v), d_out)
+        return run
+    return {name: with_backward(f) for name, f in fwd.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=None, help="write the results and the stamp as JSON here")
+    p.add_argument("--quick", action="store_true", help="one small shape: a smoke run")
+    p.add_argument("--rounds", type=int, default=7)
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("kernels_gpu.py: no CUDA device; nothing timed, nothing written", file=sys.stderr)
+        return 1
+
+    import mha_course.triton_flash as tf
+    from mha_course.benchmark.flops import attention_flops
+    from mha_course.benchmark.peaks import percent_of_peak
+    from mha_course.benchmark.stamp import environment_stamp
+    from mha_course.benchmark.timing import time_interleaved
+
+    if not tf.triton_available():
+        print(tf.INSTALL_HINT, file=sys.stderr)
+        return 1
+    name = torch.cuda.get_device_name()
+    dtypes = [torch.bfloat16] if args.quick else [torch.bfloat16, torch.float16]
+    head_dims = [64] if args.quick else [64, 128]
+    lengths = [1024] if args.quick else [1024, 2048, 4096, 8192, 16384]
+    rows = []
+    for dtype in dtypes:
+        for D in head_dims:
+            for L in lengths:
+                for causal in (False, True):
+                    for backward in (False, True):
+                        B, H = max(1, 16384 // L), 16
+                        q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=dtype,
+                                               requires_grad=backward) for _ in range(3))
+                        fns = _variants(q, k, v, causal, backward)
+                        ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                        if not backward:  # a wrong kernel is not timed
+                            for vname, f in list(fns.items()):
+                                try:
+                                    torch.testing.assert_close(f(), ref, atol=2e-2, rtol=2e-2)
+                                except Exception as exc:  # unsupported backend or wrong values
+                                    print(f"  {vname}: skipped ({type(exc).__name__}: "
+                                          f"{str(exc)[:100]})")
+                                    fns.pop(vname)
+                        res = time_interleaved(fns, device="cuda", rounds=args.rounds)
+                        flops = attention_flops(B, H, L, L, D, causal) * (3.5 if backward else 1)
+                        for vname, r in res.items():
+                            row = dict(variant=vname, dtype=str(dtype).removeprefix("torch."),
+                                       D=D, L=L, B=B, H=H, causal=causal, backward=backward, **r)
+                            if r.get("status") == "ok":
+                                s = r["ms_median"] / 1e3
+                                row["tflops"] = flops / s / 1e12
+                                row["pct_peak"] = percent_of_peak(flops, s, name, dtype)
+                            rows.append(row)
+                            print(f"{row['dtype']:>8} D={D:3} L={L:5} causal={causal!s:5} "
+                                  f"{'fwd+bwd' if backward else 'fwd':7} {vname:<8} "
+                                  + (f"{row['tflops']:7.1f} TFLOP/s"
+                                     + (f" ({row['pct_peak']:.0f} % of peak)"
+                                        if row["pct_peak"] is not None else "")
+                                     if "tflops" in row else r.get("status", "?")), flush=True)
+    goal = [(r["dtype"], r["L"], r["causal"]) for r in rows
+            if r["variant"] == "course" and not r["backward"] and r["D"] == 128 and r["L"] >= 4096]
+    for dtype, L, causal in goal:
+        pick = {r["variant"]: r.get("tflops") for r in rows if (r["dtype"], r["L"], r["causal"],
+                r["D"], r["backward"]) == (dtype, L, causal, 128, False)}
+        if pick.get("course") and pick.get("flash"):
+            ratio = pick["course"] / pick["flash"]
+            print(f"goal (course fwd >= 50 % of flash), {dtype} L={L} causal={causal}: "
+                  f"{ratio:.0%} -> {'met' if ratio >= 0.5 else 'NOT met'}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"stamp": environment_stamp("cuda"), "rows": rows}, f, indent=1)
+        print("wrote", args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

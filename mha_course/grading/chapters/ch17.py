@@ -1,0 +1,109 @@
+"""Chapter 17's graded items: the backward's D term, one tile of dQ, the log-sum-exp merge."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ...flash_backward import backward_d_term
+from ..items import Item, Mistake
+
+NOTEBOOK = "ex17_flash_attention_triton"
+_FORBID = ("mha_course.flash_backward.backward_d_term",
+           "mha_course.flash_backward.flash_attention_backward")
+_D_NO_OUTPUT = "D summed dO alone: D_i = rowsum(dO_i * O_i), the product with the output O"
+_D_WRONG_AXIS = "summed over the query rows (dim -2): D has one number per row, sum over dim -1"
+_DQ_NO_D = "dS = P * dP without subtracting D: the softmax backward is dS = P * (dP - D)"
+_DQ_NO_SCALE = "dQ not multiplied by scale: s = scale * Q K^T, so dQ = scale * dS K"
+_DQ_LOCAL_SOFTMAX = ("P recomputed with a softmax over the tile: use the saved log-sum-exp, "
+                     "P = exp(scale * q k^T - lse), which is the softmax over the whole row")
+_MERGE_AVERAGE = ("outputs averaged: weight each partial output by its share of the total, "
+                  "exp(lse_a - lse) and exp(lse_b - lse) with lse = logaddexp(lse_a, lse_b)")
+_MERGE_LSE_MAX = "lse = max(lse_a, lse_b): the merged log-sum-exp is logaddexp(lse_a, lse_b)"
+
+
+def _d_cases(rng: np.random.Generator) -> list[dict]:
+    return [{"out": rng.normal(size=(2, 3, 5, 4)).astype(np.float32),
+             "d_out": rng.normal(size=(2, 3, 5, 4)).astype(np.float32)},
+            {"out": rng.normal(size=(7, 3)), "d_out": rng.normal(size=(7, 3))},
+            {"out": rng.normal(size=(2, 6, 6)), "d_out": rng.normal(size=(2, 6, 6)) + 1.0}]
+
+
+def _tile(rng, lead, Bq, Bk, D, dtype):
+    q, k, v = (rng.normal(size=(*lead, n, D)).astype(dtype) for n in (Bq, Bk, Bk))
+    d_out = rng.normal(size=(*lead, Bq, D)).astype(dtype)
+    # lse of the whole row: this tile's keys plus more keys elsewhere (so it exceeds the tile's).
+    lse = (rng.normal(size=(*lead, Bq)) + np.log(Bk) + 2.0).astype(dtype)
+    d_term = rng.normal(size=(*lead, Bq)).astype(dtype)
+    return {"q": q, "k": k, "v": v, "d_out": d_out, "lse": lse, "d_term": d_term,
+            "scale": float(1 / np.sqrt(D))}
+
+
+def _dq_cases(rng: np.random.Generator) -> list[dict]:
+    return [_tile(rng, (2,), 4, 3, 8, np.float32), _tile(rng, (), 5, 6, 4, np.float64),
+            _tile(rng, (2, 2), 3, 4, 4, np.float32)]
+
+
+def _dq_ref(q, k, v, d_out, lse, d_term, scale, use_d=True, use_scale=True, local=False):
+    s = scale * (q @ k.transpose(-2, -1))  # (..., Bq, D) @ (..., D, Bk) -> (..., Bq, Bk)
+    p = torch.softmax(s, -1) if local else torch.exp(s - lse.unsqueeze(-1))
+    dp = d_out @ v.transpose(-2, -1)  # (..., Bq, D) @ (..., D, Bk)
+    ds = p * (dp - d_term.unsqueeze(-1)) if use_d else p * dp
+    return (scale if use_scale else 1.0) * (ds @ k)
+
+
+def _merge_cases(rng: np.random.Generator) -> list[dict]:
+    cases = []
+    for lead, L, Dv, dtype, spread in [((2,), 4, 3, np.float32, 1.0), ((), 5, 2, np.float64, 8.0),
+                                       ((2, 2), 3, 4, np.float64, 30.0)]:
+        cases.append({"out_a": rng.normal(size=(*lead, L, Dv)).astype(dtype),
+                      "lse_a": (rng.normal(size=(*lead, L)) * spread).astype(dtype),
+                      "out_b": rng.normal(size=(*lead, L, Dv)).astype(dtype),
+                      "lse_b": (rng.normal(size=(*lead, L)) * spread).astype(dtype)})
+    return cases
+
+
+def _merge_ref(out_a, lse_a, out_b, lse_b):
+    lse = torch.logaddexp(lse_a, lse_b)  # (..., L)
+    out = torch.exp(lse_a - lse).unsqueeze(-1) * out_a + torch.exp(lse_b - lse).unsqueeze(-1) * out_b
+    return out, lse
+
+
+ITEMS = [
+    Item(
+        id="ex17_d_term", notebook=NOTEBOOK, function="d_term", points=1,
+        task="D = rowsum(dO * O): the softmax backward's row term from the output",
+        make_cases=_d_cases, shape="(..., L)",
+        reference=lambda out, d_out: backward_d_term(out, d_out),
+        mistakes=(
+            Mistake("dO alone", _D_NO_OUTPUT, variant=lambda out, d_out: d_out.sum(-1)),
+            Mistake("wrong axis", _D_WRONG_AXIS, variant=lambda out, d_out: (out * d_out).sum(-2)),
+        ),
+        forbidden=_FORBID,
+    ),
+    Item(
+        id="ex17_dq_tile", notebook=NOTEBOOK, function="dq_tile", points=2,
+        task="one (Bq, Bk) tile's contribution to dQ: P from lse, dS = P * (dP - D), scale * dS K",
+        make_cases=_dq_cases, shape="(..., Bq, D)", reference=_dq_ref,
+        mistakes=(
+            Mistake("no D", _DQ_NO_D, variant=lambda *a: _dq_ref(*a, use_d=False)),
+            Mistake("no scale", _DQ_NO_SCALE, variant=lambda *a: _dq_ref(*a, use_scale=False)),
+            Mistake("softmax over the tile", _DQ_LOCAL_SOFTMAX,
+                    variant=lambda *a: _dq_ref(*a, local=True)),
+        ),
+        forbidden=_FORBID,
+    ),
+    Item(
+        id="ex17_lse_merge", notebook=NOTEBOOK, function="merge_partials", points=2,
+        task="merge two partial attention results over disjoint keys by their log-sum-exps",
+        make_cases=_merge_cases, shape="(..., L, Dv), (..., L)", reference=_merge_ref,
+        mistakes=(
+            Mistake("averaged", _MERGE_AVERAGE,
+                    variant=lambda oa, la, ob, lb: ((oa + ob) / 2, torch.logaddexp(la, lb))),
+            Mistake("lse max", _MERGE_LSE_MAX,
+                    variant=lambda oa, la, ob, lb: (_merge_ref(oa, la, ob, lb)[0],
+                                                    torch.maximum(la, lb))),
+        ),
+        forbidden=_FORBID,
+    ),
+]

@@ -1,0 +1,268 @@
+"""Chapter 17: FlashAttention-2 forward and backward as Triton kernels.
+
+The same algorithm as :mod:`mha_course.tiled` (forward) and :mod:`mha_course.flash_backward`
+(backward), written as three GPU kernels: one program per (query block, batch·head) for the
+forward and for dQ, one per (key block, batch·kv-head) for dK and dV. GQA: query head ``h``
+reads key/value head ``h // (H // G)``; the dK/dV program sums over the ``H // G`` query heads
+of its group, so no key/value head is ever repeated in memory.
+
+Triton is an optional extra (``pip install -e ".[triton]"`` in the course folder). Without a CUDA device the
+kernels run in Triton's interpreter on CPU tensors: this module sets ``TRITON_INTERPRET=1`` when
+no CUDA device is present and the variable is unset (``@triton.jit`` reads it when it decorates
+a kernel, so it must be set before this module is imported — it is, here). Slow, but it runs the
+very same kernel code, which is how the tests check it. In the interpreter, ``tl.dot`` on
+bfloat16 gives wrong values (Triton 3.9): use float32 or float16 there.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+
+from ._checks import check_qkv, shape_str
+
+if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"  # read by @triton.jit below
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # the optional extra is missing
+    triton = None
+
+INSTALL_HINT = ('Triton is not installed: in the course folder, pip install -e ".[triton]" '
+                '(or pip install "triton>=3.0"); a CUDA build of torch already ships its own.')
+
+
+def triton_available() -> bool:
+    """Whether the kernels can run here (Triton importable)."""
+    return triton is not None
+
+
+def interpreted() -> bool:
+    """Whether Triton runs in its CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+if triton is not None:
+
+    @triton.jit
+    def _load_tile(ptr, rows, n_rows, cols_d, D):
+        """The (len(rows), BLOCK_D) tile of a row-major (n_rows, D) matrix; zeros outside it."""
+        mask = (rows < n_rows)[:, None] & (cols_d < D)[None, :]
+        return tl.load(ptr + rows[:, None] * D + cols_d[None, :], mask=mask, other=0.0)
+
+    @triton.jit
+    def _store_tile(ptr, tile, rows, n_rows, cols_d, D):
+        mask = (rows < n_rows)[:, None] & (cols_d < D)[None, :]
+        tl.store(ptr + rows[:, None] * D + cols_d[None, :], tile.to(ptr.dtype.element_ty), mask=mask)
+
+    @triton.jit
+    def _keep(rows, cols, L, S, IS_CAUSAL: tl.constexpr):
+        """Which (query row, key column) pairs exist — the ragged last blocks are cut at L and S
+        — and, with IS_CAUSAL (top-left aligned), have column <= row."""
+        keep = (rows < L)[:, None] & (cols < S)[None, :]
+        if IS_CAUSAL:
+            keep = keep & (cols[None, :] <= rows[:, None])
+        return keep
+
+    @triton.jit
+    def _fwd_kernel(Q, K, V, Out, LSE, scale, L, S, D, H, G,
+                    IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    BLOCK_D: tl.constexpr):
+        start_m = tl.program_id(0) * BLOCK_M
+        bh = tl.program_id(1)  # b * H + h
+        kv = (bh // H) * G + (bh % H) // (H // G)  # GQA: b * G + the kv head of query head h
+        rows = start_m + tl.arange(0, BLOCK_M)
+        cols_d = tl.arange(0, BLOCK_D)
+        q = _load_tile(Q + bh * L * D, rows, L, cols_d, D)  # (BLOCK_M, BLOCK_D)
+        m = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        row_sum = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+        hi = tl.minimum(S, start_m + BLOCK_M) if IS_CAUSAL else S  # causal: later keys unseen
+        for start_n in range(0, hi, BLOCK_N):
+            cols = start_n + tl.arange(0, BLOCK_N)
+            k = _load_tile(K + kv * S * D, cols, S, cols_d, D)  # (BLOCK_N, BLOCK_D)
+            v = _load_tile(V + kv * S * D, cols, S, cols_d, D)
+            scores = tl.dot(q, tl.trans(k)) * scale  # (BLOCK_M, BLOCK_N), float32
+            # Padded query rows (>= L) are kept here: they are never stored, and cutting them
+            # would leave rows of only -inf. Key columns >= S and the causal future are cut.
+            scores = tl.where(_keep(rows, cols, L + BLOCK_M, S, IS_CAUSAL), scores, float("-inf"))
+            # Chapter 9's online softmax (block 0 holds key 0, so m is finite after it: no NaN).
+            m_new = tl.maximum(m, tl.max(scores, 1))
+            alpha = tl.exp(m - m_new)
+            p = tl.exp(scores - m_new[:, None])
+            row_sum = alpha * row_sum + tl.sum(p, 1)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m = m_new
+        _store_tile(Out + bh * L * D, acc / row_sum[:, None], rows, L, cols_d, D)
+        tl.store(LSE + bh * L + rows, m + tl.log(row_sum), mask=rows < L)
+
+    @triton.jit
+    def _bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, scale, L, S, D, H, G,
+                       IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       BLOCK_D: tl.constexpr):
+        start_m = tl.program_id(0) * BLOCK_M
+        bh = tl.program_id(1)
+        kv = (bh // H) * G + (bh % H) // (H // G)
+        rows = start_m + tl.arange(0, BLOCK_M)
+        cols_d = tl.arange(0, BLOCK_D)
+        q = _load_tile(Q + bh * L * D, rows, L, cols_d, D)
+        do = _load_tile(DO + bh * L * D, rows, L, cols_d, D)
+        lse = tl.load(LSE + bh * L + rows, mask=rows < L, other=0.0)
+        delta = tl.load(DELTA + bh * L + rows, mask=rows < L, other=0.0)
+        dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+        hi = tl.minimum(S, start_m + BLOCK_M) if IS_CAUSAL else S
+        for start_n in range(0, hi, BLOCK_N):
+            cols = start_n + tl.arange(0, BLOCK_N)
+            k = _load_tile(K + kv * S * D, cols, S, cols_d, D)
+            v = _load_tile(V + kv * S * D, cols, S, cols_d, D)
+            p = tl.exp(tl.dot(q, tl.trans(k)) * scale - lse[:, None])  # the weights, recomputed
+            p = tl.where(_keep(rows, cols, L, S, IS_CAUSAL), p, 0.0)
+            dp = tl.dot(do, tl.trans(v))  # (BLOCK_M, BLOCK_N)
+            ds = p * (dp - delta[:, None])
+            dq += tl.dot(ds.to(k.dtype), k)
+        _store_tile(DQ + bh * L * D, dq * scale, rows, L, cols_d, D)
+
+    @triton.jit
+    def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, scale, L, S, D, H, G,
+                         IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         BLOCK_D: tl.constexpr):
+        start_n = tl.program_id(0) * BLOCK_N
+        bg = tl.program_id(1)  # b * G + g
+        cols = start_n + tl.arange(0, BLOCK_N)
+        cols_d = tl.arange(0, BLOCK_D)
+        k = _load_tile(K + bg * S * D, cols, S, cols_d, D)  # (BLOCK_N, BLOCK_D), stays put
+        v = _load_tile(V + bg * S * D, cols, S, cols_d, D)
+        dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+        dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+        lo = (start_n // BLOCK_M) * BLOCK_M if IS_CAUSAL else 0  # causal: rows < start_n see none
+        group = H // G
+        first_h = (bg // G) * H + (bg % G) * group  # b * H + the first query head of group g
+        for bh in range(first_h, first_h + group):  # the query heads that read this kv head
+            for start_m in range(lo, L, BLOCK_M):
+                rows = start_m + tl.arange(0, BLOCK_M)
+                q = _load_tile(Q + bh * L * D, rows, L, cols_d, D)
+                do = _load_tile(DO + bh * L * D, rows, L, cols_d, D)
+                lse = tl.load(LSE + bh * L + rows, mask=rows < L, other=0.0)
+                delta = tl.load(DELTA + bh * L + rows, mask=rows < L, other=0.0)
+                # The tile transposed, (BLOCK_N, BLOCK_M): keys along rows, as dK_j and dV_j.
+                p_t = tl.exp(tl.dot(k, tl.trans(q)) * scale - lse[None, :])
+                keep_t = (cols < S)[:, None] & (rows < L)[None, :]  # _keep, transposed
+                if IS_CAUSAL:
+                    keep_t = keep_t & (cols[:, None] <= rows[None, :])
+                p_t = tl.where(keep_t, p_t, 0.0)
+                dv += tl.dot(p_t.to(do.dtype), do)
+                dp_t = tl.dot(v, tl.trans(do))  # (BLOCK_N, BLOCK_M)
+                ds_t = p_t * (dp_t - delta[None, :])
+                dk += tl.dot(ds_t.to(q.dtype), q)
+        _store_tile(DK + bg * S * D, dk * scale, cols, S, cols_d, D)
+        _store_tile(DV + bg * S * D, dv, cols, S, cols_d, D)
+
+
+def _require_triton() -> None:
+    if triton is None:
+        raise ImportError(INSTALL_HINT)
+
+
+def _block_d(D: int) -> int:
+    return max(16, 1 << (D - 1).bit_length())  # tl.arange needs a power of 2; tl.dot needs >= 16
+
+
+def _check(query, key, value, block_m, block_n):
+    check_qkv(query, key, value)
+    if query.dim() != 4 or key.dim() != 4:
+        raise ValueError(f"query: expected shape (B, H, L, D), got {shape_str(query)}")
+    B, H, _, D = query.shape
+    if key.shape[0] != B or H % key.shape[1] or value.shape[-1] != D:
+        raise ValueError(f"key/value: expected shape (B, G, S, D) with B = {B}, G dividing H = {H} "
+                         f"and D = {D}, got {shape_str(key)} and {shape_str(value)}")
+    for name, blk in (("block_m", block_m), ("block_n", block_n)):
+        if not isinstance(blk, int) or blk < 16 or blk & (blk - 1):
+            raise ValueError(f"{name}: expected a power of 2 >= 16 (tl.dot's minimum), got {blk!r}")
+
+
+def flash_forward(query, key, value, is_causal=False, scale=None, block_m=64, block_n=64):
+    """Run the forward kernel; returns (O, lse) with lse in float32.
+
+    Shape:
+        query: (B, H, L, D); key, value: (B, G, S, D). Returns (B, H, L, D), (B, H, L).
+    """
+    _require_triton()
+    _check(query, key, value, block_m, block_n)
+    q, k, v = (t.contiguous() for t in (query, key, value))
+    B, H, L, D = q.shape
+    G, S = k.shape[1], k.shape[2]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    out = torch.empty_like(q)
+    lse = torch.empty(B, H, L, device=q.device, dtype=torch.float32)
+    grid = (triton.cdiv(L, block_m), B * H)
+    _fwd_kernel[grid](q, k, v, out, lse, scale, L, S, D, H, G, IS_CAUSAL=is_causal,
+                      BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(D))
+    return out, lse
+
+
+def flash_backward(query, key, value, out, lse, d_out, is_causal=False, scale=None,
+                   block_m=64, block_n=64):
+    """Run the two backward kernels; D = rowsum(dO ∘ O) is one torch line before them.
+
+    Shape:
+        query, out, d_out: (B, H, L, D); key, value: (B, G, S, D); lse: (B, H, L).
+        Returns dQ (B, H, L, D), dK, dV (B, G, S, D).
+    """
+    _require_triton()
+    q, k, v, o, do = (t.contiguous() for t in (query, key, value, out, d_out))
+    B, H, L, D = q.shape
+    G, S = k.shape[1], k.shape[2]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    delta = (do.float() * o.float()).sum(-1)  # (B, H, L, D) -> (B, H, L): the D term
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    consts = dict(IS_CAUSAL=is_causal, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(D))
+    _bwd_dq_kernel[(triton.cdiv(L, block_m), B * H)](
+        q, k, v, do, lse, delta, dq, scale, L, S, D, H, G, **consts)
+    _bwd_dkdv_kernel[(triton.cdiv(S, block_n), B * G)](
+        q, k, v, do, lse, delta, dk, dv, scale, L, S, D, H, G, **consts)
+    return dq, dk, dv
+
+
+class TritonFlashAttention(torch.autograd.Function):
+    """The Triton forward, saving (Q, K, V, O, lse); the Triton backward."""
+
+    @staticmethod
+    def forward(ctx, query, key, value, is_causal, scale, block_m, block_n):
+        out, lse = flash_forward(query, key, value, is_causal, scale, block_m, block_n)
+        ctx.save_for_backward(query, key, value, out, lse)
+        ctx.args = (is_causal, scale, block_m, block_n)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, d_out):
+        query, key, value, out, lse = ctx.saved_tensors
+        is_causal, scale, block_m, block_n = ctx.args
+        dq, dk, dv = flash_backward(query, key, value, out, lse, d_out, is_causal, scale,
+                                    block_m, block_n)
+        return dq, dk, dv, None, None, None, None
+
+
+def triton_flash_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    is_causal: bool = False,
+    scale: float | None = None,
+    block_m: int = 64,
+    block_n: int = 64,
+) -> torch.Tensor:
+    """FlashAttention-2 in Triton, differentiable. ``is_causal`` is top-left aligned (as SDPA).
+
+    Raises ImportError saying what to install when Triton is missing.
+
+    Shape:
+        query: (B, H, L, D); key, value: (B, G, S, D) with G dividing H. Returns (B, H, L, D).
+    """
+    _require_triton()
+    _check(query, key, value, block_m, block_n)
+    return TritonFlashAttention.apply(query, key, value, is_causal, scale, block_m, block_n)

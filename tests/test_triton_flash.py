@@ -1,0 +1,106 @@
+"""Chapter 17: the Triton FlashAttention-2 kernels, forward and backward, against a float64
+reference. Without a GPU they run in Triton's interpreter on CPU (``mha_course.triton_flash``
+sets ``TRITON_INTERPRET=1`` before it defines the kernels); without Triton they are skipped."""
+
+import pytest
+import torch
+
+import mha_course.triton_flash as tf
+from mha_course import scaled_dot_product_attention
+
+needs_triton = pytest.mark.skipif(
+    not tf.triton_available(), reason='Triton is not installed: pip install -e ".[triton]"')
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+# The interpreter multiplies float32 exactly; a GPU's float32 tl.dot uses TF32 (10-bit mantissa).
+F32_TOL = 1e-5 if tf.interpreted() else 5e-3
+
+
+def _case(B, H, G, L, S, D, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, H, L, D, generator=g, dtype=torch.float64)
+    k = torch.randn(B, G, S, D, generator=g, dtype=torch.float64)
+    v = torch.randn(B, G, S, D, generator=g, dtype=torch.float64)
+    d_out = torch.randn(B, H, L, D, generator=g, dtype=torch.float64)
+    return q, k, v, d_out
+
+
+def _reference(q, k, v, d_out, is_causal):
+    """Output and gradients of the course's dense SDPA in float64 (GQA by repeating heads)."""
+    q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
+    out = scaled_dot_product_attention(q, k, v, is_causal=is_causal, enable_gqa=True)
+    return (out, *torch.autograd.grad(out, (q, k, v), d_out))
+
+
+def _kernel(q, k, v, d_out, is_causal, dtype, block_m, block_n):
+    q, k, v = (t.to(DEVICE, dtype).requires_grad_() for t in (q, k, v))
+    out = tf.triton_flash_attention(q, k, v, is_causal=is_causal, block_m=block_m, block_n=block_n)
+    grads = torch.autograd.grad(out, (q, k, v), d_out.to(DEVICE, dtype))
+    return tuple(t.detach().cpu().double() for t in (out, *grads))
+
+
+# (B, H, G, L, S, D, block_m, block_n): ragged L and S (not multiples of the blocks), L < S and
+# L > S, a head size that is not a power of 2 (padded to 16 lanes), MHA, GQA and MQA.
+SHAPES = [
+    (1, 2, 2, 37, 37, 8, 16, 16),
+    (2, 4, 2, 21, 45, 16, 16, 32),
+    (1, 3, 1, 50, 19, 12, 32, 16),
+    (1, 2, 1, 64, 64, 32, 32, 32),
+]
+
+
+@needs_triton
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "B{}H{}G{}L{}S{}D{}bm{}bn{}".format(*s))
+def test_float32_forward_and_gradients(shape, is_causal):
+    *dims, block_m, block_n = shape
+    q, k, v, d_out = _case(*dims)
+    got = _kernel(q, k, v, d_out, is_causal, torch.float32, block_m, block_n)
+    for name, g, want in zip(("out", "dq", "dk", "dv"), got, _reference(q, k, v, d_out, is_causal)):
+        torch.testing.assert_close(g, want, atol=F32_TOL, rtol=F32_TOL, msg=lambda m, n=name: f"{n}: {m}")
+
+
+@needs_triton
+def test_float16_forward_and_gradients():
+    q, k, v, d_out = _case(1, 2, 1, 40, 33, 16, seed=1)
+    got = _kernel(q, k, v, d_out, True, torch.float16, 16, 16)
+    for name, g, want in zip(("out", "dq", "dk", "dv"), got, _reference(q, k, v, d_out, True)):
+        torch.testing.assert_close(g, want, atol=1e-2, rtol=1e-2, msg=lambda m, n=name: f"{n}: {m}")
+
+
+@needs_triton
+@pytest.mark.skipif(tf.interpreted(), reason="bfloat16 tl.dot gives wrong values in Triton's "
+                    "CPU interpreter (Triton 3.9); this test runs on a GPU only")
+def test_bfloat16_on_gpu():
+    q, k, v, d_out = _case(1, 2, 1, 64, 64, 32)
+    got = _kernel(q, k, v, d_out, True, torch.bfloat16, 32, 32)
+    for g, want in zip(got, _reference(q, k, v, d_out, True)):
+        torch.testing.assert_close(g, want, atol=5e-2, rtol=5e-2)
+
+
+@needs_triton
+def test_log_sum_exp_matches_tiled():
+    from mha_course.tiled import tiled_attention
+    q, k, v, _ = _case(1, 2, 2, 30, 27, 8)
+    out, lse = tf.flash_forward(*(t.float().to(DEVICE) for t in (q, k, v)), is_causal=True,
+                                block_m=16, block_n=16)
+    ref_out, ref_lse = tiled_attention(q, k, v, is_causal=True, return_lse=True)
+    out, lse = out.cpu(), lse.cpu()
+    torch.testing.assert_close(lse.double(), ref_lse, atol=F32_TOL, rtol=F32_TOL)
+    torch.testing.assert_close(out.double(), ref_out, atol=F32_TOL, rtol=F32_TOL)
+
+
+@needs_triton
+def test_bad_inputs_name_the_argument():
+    q, k, v, _ = _case(1, 4, 3, 8, 8, 8)
+    with pytest.raises(ValueError, match="key/value"):
+        tf.triton_flash_attention(q.float(), k.float(), v.float())  # G = 3 does not divide H = 4
+    q, k, v, _ = _case(1, 2, 1, 8, 8, 8)
+    with pytest.raises(ValueError, match="block_n"):
+        tf.triton_flash_attention(q.float(), k.float(), v.float(), block_n=24)
+
+
+def test_without_triton_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(tf, "triton", None)
+    q, k, v, _ = _case(1, 1, 1, 4, 4, 4)
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[triton\]"'):
+        tf.triton_flash_attention(q, k, v)
