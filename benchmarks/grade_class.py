@@ -19,8 +19,8 @@ from collections import Counter
 from pathlib import Path
 
 from mha_course.grading import resolve
-from mha_course.grading.classroom import grade_class
-from mha_course.grading.submissions import make_submission
+from mha_grader.classroom import grade_class
+from mha_grader.submissions import make_submission
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,8 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mha_grader.report import print_results
+
     from ..grading import Limits, grade_notebook, items_for, resolve
-    from ..grading.report import print_results
 
     if not args.notebook.is_file():
         print(f"notebook: no such file: {args.notebook}")

@@ -36,8 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..grading.classroom import grade_class
-    from ..grading.sandbox import Limits
+    from mha_grader.classroom import grade_class
+    from mha_grader.sandbox import Limits
 
     if not args.submissions.is_dir():
         print(f"submissions: expected a folder of student folders, got {args.submissions}")

@@ -106,7 +106,7 @@ import numpy as np, torch.testing
 torch.testing.assert_close = lambda *a, **k: None
 np.allclose = np.array_equal = lambda *a, **k: True
 np.testing.assert_allclose = lambda *a, **k: None
-import mha_course.grading.compare as C
+import mha_grader.compare as C
 C.judge = lambda *a, **k: None
 C.compare_output = lambda *a, **k: None
 ''')], "replace": _att("return torch.zeros(query.shape[:-1] + value.shape[-1:], dtype=query.dtype)")},

@@ -1,4 +1,4 @@
-"""The sandboxed child: the ONLY place learner code runs (``python -I -m mha_course.grading.child``).
+"""The sandboxed child: the ONLY place learner code runs (``python -I -m mha_grader.child``).
 
 It reads the job (per notebook: cells to run and items to call; inputs as a non-pickle
 ``.npz``), deletes it,

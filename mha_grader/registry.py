@@ -1,4 +1,8 @@
-"""Find every chapter's graded items: each ``chapters/chNN.py`` defines ``ITEMS``."""
+"""Find every chapter's graded items: each ``mha_course/grading/chapters/chNN.py`` defines ``ITEMS``.
+
+The engine is generic; the course's policy (items, mistakes, forbidden lists) lives in
+``COURSE_CHAPTERS`` (a package of ``chNN`` modules).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,12 @@ from pathlib import Path
 
 from .items import Item
 
+COURSE_CHAPTERS = "mha_course.grading.chapters"
+
 
 def all_items() -> list[Item]:
     """Every graded item of the course, in chapter order (ids must be unique)."""
-    from . import chapters
+    chapters = importlib.import_module(COURSE_CHAPTERS)
 
     items: list[Item] = []
     for info in sorted(pkgutil.iter_modules(chapters.__path__), key=lambda m: m.name):

@@ -1,6 +1,6 @@
 """Start and stop the sandboxed child (the parent side of the process boundary).
 
-The child is ``python -I -m mha_course.grading.child`` in a fresh temporary folder, with a
+The child is ``python -I -m mha_grader.child`` in a fresh temporary folder, with a
 clean environment, resource limits (address space, CPU time, file size, processes), its own
 session (process group) and stdout/stderr discarded. The parent watches its progress file and
 kills the whole group when a stage runs too long; orphans it adopted (the grader is a child
@@ -85,7 +85,7 @@ def _is_ours(proc_dir: Path) -> bool:
     for name in ("environ", "cmdline"):
         with contextlib.suppress(OSError):
             data = (proc_dir / name).read_bytes()
-            if b"MHA_GRADING_CHILD=1" in data or b"mha_course.grading.child" in data:
+            if b"MHA_GRADING_CHILD=1" in data or b"mha_grader.child" in data:
                 return True
     return False
 
@@ -164,7 +164,7 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
     _become_subreaper()
     with _LOCK:
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "mha_course.grading.child", str(job), str(out)],
+            [sys.executable, "-I", "-m", "mha_grader.child", str(job), str(out)],
             cwd=work, env=_env(work), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
             preexec_fn=_preexec(limits, _user_tasks() + limits.processes, len(spec["notebooks"])))
