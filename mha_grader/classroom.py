@@ -14,10 +14,20 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from . import compare as C
+from .keys import StudentInputs, fingerprint
 from .registry import all_items, notebooks
 from .report import write_gradebook, write_student
 from .runner import grade_submission
 from .sandbox import Limits
+
+_INPUT_KEYS = ("inputs", "key_fingerprint", "seed", "submission")
+
+
+def _inputs_meta(key: bytes | None, seed: int | None, submission: str) -> dict:
+    """What grading.json says about the inputs: never the key, only its fingerprint."""
+    if key is not None:
+        return {"inputs": "secret key", "key_fingerprint": fingerprint(key), "submission": submission}
+    return {"inputs": "public seed", "seed": seed}
 
 
 def students(submissions: Path, shard: tuple[int, int] = (1, 1)) -> list[str]:
@@ -29,11 +39,22 @@ def students(submissions: Path, shard: tuple[int, int] = (1, 1)) -> list[str]:
     return names[k - 1::n]
 
 
-def grade_class(submissions: Path, out: Path, *, workers: int = 2, seed: int = 0,
-                limits: Limits | None = None, shard: tuple[int, int] = (1, 1),
-                progress: bool = True) -> dict[str, dict[str, float]]:
-    """Grade every student of the shard; write ``OUT/<student>/`` files and ``OUT/grades.csv``."""
+def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | None = None,
+                seed: int | None = None, submission: str = "", limits: Limits | None = None,
+                shard: tuple[int, int] = (1, 1), progress: bool = True) -> dict[str, dict[str, float]]:
+    """Grade every student of the shard; write ``OUT/<student>/`` files and ``OUT/grades.csv``.
+
+    Inputs: with ``key`` (the secret run key, see ``keys.py``) each student gets their own inputs,
+    from HMAC(key, student, item, ``submission``); with only ``seed``, every student gets the same
+    PUBLIC inputs (for a student's own CI, where no secret can be kept).
+    """
     from tqdm.auto import tqdm
+
+    if (key is None) == (seed is None):
+        raise ValueError("grade_class: give exactly one of key (secret inputs) or seed (public inputs)")
+
+    def inputs(student: str):
+        return StudentInputs(key, student, submission) if key is not None else int(seed)
 
     limits = limits or Limits()
     out.mkdir(parents=True, exist_ok=True)
@@ -50,7 +71,7 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, seed: int = 0
                                                   C.MISSING_NOTEBOOK, f"no {stem}.ipynb handed in")
                                      for it in items], [])
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = {pool.submit(grade_submission, paths, books, seed, limits): (s, paths)
+        futures = {pool.submit(grade_submission, paths, books, inputs(s), limits): (s, paths)
                    for s, paths in jobs.items()}
         for fut in tqdm(as_completed(futures), total=len(futures), desc="grading",
                         unit="student", disable=not progress):
@@ -74,7 +95,8 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, seed: int = 0
     ids = [it.id for it in all_items()]
     write_gradebook(out, ids, rows)
     (out / "grading.json").write_text(json.dumps(
-        {"seed": seed, "shard": list(shard), "students": who, "items": ids}, indent=1),
+        {**_inputs_meta(key, seed, submission), "shard": list(shard), "students": who, "items": ids},
+        indent=1),
         encoding="utf-8")
     return rows
 
@@ -84,10 +106,10 @@ def merge(parts: list[Path], out: Path) -> dict[str, dict[str, float]]:
     out.mkdir(parents=True, exist_ok=True)
     rows: dict[str, dict[str, float]] = {}
     ids: list[str] = []
-    seeds = set()
+    inputs = set()
     for part in parts:
         meta = json.loads((part / "grading.json").read_text(encoding="utf-8"))
-        seeds.add(meta["seed"])
+        inputs.add(json.dumps({k: meta[k] for k in _INPUT_KEYS if k in meta}, sort_keys=True))
         ids = ids or meta["items"]
         if meta["items"] != ids:
             raise ValueError(f"{part}: graded other items than the first shard")
@@ -100,7 +122,8 @@ def merge(parts: list[Path], out: Path) -> dict[str, dict[str, float]]:
                 shutil.copytree(part / s, out / s, dirs_exist_ok=True)
     write_gradebook(out, ids, rows)
     (out / "grading.json").write_text(json.dumps(
-        {"seed": sorted(seeds)[0] if len(seeds) == 1 else sorted(seeds), "shard": [1, 1],
+        {**(json.loads(next(iter(inputs))) if len(inputs) == 1
+            else {"inputs": "mixed", "parts": [json.loads(i) for i in sorted(inputs)]}), "shard": [1, 1],
          "students": sorted(rows), "items": ids, "merged_from": [str(p) for p in parts]}, indent=1),
         encoding="utf-8")
     return rows

@@ -7,12 +7,13 @@ reference and the mistake variants are computed here, never in the learner's pro
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from .keys import PublicSeed
 
 # A case is one call: argument name -> value, passed POSITIONALLY in this order.
 # Values: np.ndarray (float/int/bool), int, float, bool, None, str, or Dtype("float32").
@@ -84,10 +85,12 @@ class Item:
     rtol: float = 1e-4
     atol: float = 1e-5
 
-    def cases(self, seed: int) -> list[Case]:
-        """The grading cases for ``seed`` (deterministic per item id and seed)."""
-        rng = np.random.default_rng([int(seed) % (2**32), zlib.crc32(self.id.encode())])
-        return self.make_cases(rng)
+    def cases(self, seed: int | Any) -> list[Case]:
+        """The cases for ``seed``: an int (public self-check seed, deterministic per item id and
+        seed) or a ``keys.StudentInputs`` (secret per-student grading inputs, see ``keys.py``)."""
+        if isinstance(seed, (int, np.integer)):
+            seed = PublicSeed(int(seed))
+        return self.make_cases(seed.rng(self.id))
 
     def child_spec(self) -> dict[str, Any]:
         """What the child needs to call the learner's code (never the reference)."""

@@ -17,6 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mha_grader.keys import PublicSeed
     from mha_grader.report import print_results
 
     from ..grading import Limits, grade_notebook, items_for, resolve
@@ -31,5 +32,5 @@ def run(args: argparse.Namespace) -> int:
         return 2
     limits = Limits(memory_gb=args.memory_gb, item_timeout=args.timeout)
     results, notes = grade_notebook(args.notebook, items, args.seed, limits)
-    print_results(results, notes, title=f"{resolve(args.notebook)}: {args.notebook}")
+    print_results(results, notes, title=f"{resolve(args.notebook)}: {args.notebook} ({PublicSeed(args.seed).describe()})")
     return 0 if all(r.passed for r in results) else 1

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from mha_grader.compare import ItemResult
 from mha_grader.items import Case, Dtype, Item, Mistake
+from mha_grader.keys import PublicSeed
 from mha_grader.registry import all_items, items_for, notebooks, resolve
 from mha_grader.report import print_results
 from mha_grader.runner import grade_notebook, grade_submission
@@ -46,5 +47,5 @@ def check(name: str | os.PathLike, namespace: dict | None = None, seed: int = 12
             namespace = vars(__main__)
         results, notes = grade_namespace(namespace, items, seed), []
     if not quiet:
-        print_results(results, notes, title=f"{resolve(name)} (seed {seed})")
+        print_results(results, notes, title=f"{resolve(name)} ({PublicSeed(seed).describe()})")
     return results

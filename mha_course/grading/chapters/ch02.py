@@ -31,7 +31,8 @@ def _scores_cases(rng: np.random.Generator) -> list[dict]:
 def _causal_cases(rng: np.random.Generator) -> list[dict]:
     L = int(rng.integers(4, 12))
     L2, S2 = (int(n) for n in rng.integers(2, 10, size=2))
-    return [{"L": L, "S": L}, {"L": 3, "S": 6}, {"L": 6, "S": 4}, {"L": L2, "S": S2}]
+    wide = [{"L": int(L), "S": int(S)} for L, S in rng.integers(2, 41, size=(3, 2))]  # rarely shared
+    return [{"L": L, "S": L}, {"L": 3, "S": 6}, {"L": 6, "S": 4}, {"L": L2, "S": S2}, *wide]
 
 
 def _additive_cases(rng: np.random.Generator) -> list[dict]:

@@ -46,9 +46,10 @@ def _head_variant(**kw):
 
 
 def _count_cases(rng: np.random.Generator) -> list[dict]:
-    E = int(rng.integers(3, 9)) * 16
+    E = int(rng.integers(3, 65)) * 16  # wide ranges: students' counts rarely coincide
+    E2 = int(rng.integers(8, 1025))
     return [{"E": E, "D": E // 4, "bias": True}, {"E": 64, "D": 16, "bias": False},
-            {"E": 12, "D": 5, "bias": True}]
+            {"E": E2, "D": int(rng.integers(2, E2)), "bias": True}]
 
 
 ITEMS = [

@@ -82,9 +82,10 @@ def _forward(x, W_Q, W_K, W_V, W_O, H):
 
 
 def _count_cases(rng: np.random.Generator) -> list[dict]:
-    E = int(rng.integers(2, 9)) * 32
+    E = int(rng.integers(2, 129)) * 32  # wide ranges: students' counts rarely coincide
+    H = int(rng.integers(2, 17))
     return [{"E": E, "num_heads": 8, "bias": True}, {"E": 64, "num_heads": 4, "bias": False},
-            {"E": 24, "num_heads": 3, "bias": True}]
+            {"E": H * int(rng.integers(2, 65)), "num_heads": H, "bias": True}]
 
 
 ITEMS = [

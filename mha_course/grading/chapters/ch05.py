@@ -32,8 +32,10 @@ NO_CHUNK_MASK = ("no causal mask inside the chunk: with several new tokens, new 
 
 # ---- task 1: the offset causal mask ----------------------------------------------------------
 def _mask_cases(rng: np.random.Generator) -> list[dict]:
+    wide = [{"L": int(L), "offset": int(o)} for L, o in zip(rng.integers(1, 21, size=3),
+                                                           rng.integers(0, 41, size=3))]  # rarely shared
     return [{"L": 3, "offset": int(rng.integers(4, 7))}, {"L": 1, "offset": 5},
-            {"L": int(rng.integers(4, 6)), "offset": 0}, {"L": 2, "offset": 1}]
+            {"L": int(rng.integers(4, 6)), "offset": 0}, {"L": 2, "offset": 1}, *wide]
 
 
 def _narrow(got: np.ndarray, case: dict) -> bool:

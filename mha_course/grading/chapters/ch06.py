@@ -36,7 +36,13 @@ def _pad_cases(rng: np.random.Generator) -> list[dict]:
         {"lengths": rng.integers(1, 6, size=3), "S": 7},
         {"lengths": np.array([4, int(rng.integers(1, 4))]), "S": 4},
         {"lengths": np.array([0, 2, 5]), "S": 6},
+        _wide_pad_case(rng),  # rarely shared by two students
     ]
+
+
+def _wide_pad_case(rng: np.random.Generator) -> dict:
+    S = int(rng.integers(8, 41))
+    return {"lengths": rng.integers(1, S, size=int(rng.integers(3, 7))), "S": S}
 
 
 def _s_ignored(got: np.ndarray, case: dict) -> bool:

@@ -96,8 +96,8 @@ def _intensity_variant(mistake: str):
 # ---- ex08_time_call ---------------------------------------------------------------------------
 def _timer_cases(rng: np.random.Generator) -> list[dict]:
     return [
-        {"kernel_ms": float(rng.integers(10, 20)), "repeats": int(rng.integers(3, 6)), "warmup": 1},
-        {"kernel_ms": 15.0, "repeats": 4, "warmup": int(rng.integers(2, 4))},
+        {"kernel_ms": round(float(rng.uniform(10, 20)), 3), "repeats": int(rng.integers(3, 6)), "warmup": 1},
+        {"kernel_ms": round(float(rng.uniform(12, 18)), 3), "repeats": 4, "warmup": int(rng.integers(2, 4))},
     ]
 
 
