@@ -17,6 +17,8 @@ import os
 import sys
 import traceback
 
+from mha_grader.feedback import exception_report, return_kind
+
 ALIASES = {  # more doors to the same forbidden room
     "torch.nn.functional.scaled_dot_product_attention": (
         "torch._C._nn.scaled_dot_product_attention",
@@ -147,20 +149,20 @@ def _to_array(x, np, torch):
         if t.dtype == torch.bfloat16:
             t = t.float()
         if t.is_complex() or t.numel() > MAX_ELEMENTS:
-            raise WrongType(f"a tensor of dtype {t.dtype} with {t.numel()} elements")
+            raise WrongType("complex tensor" if t.is_complex() else "too many elements")
         return np.array(t.numpy(), copy=True)
     if type(x) is np.ndarray or isinstance(x, np.generic) or type(x) in (int, float, bool):
         a = np.array(x, copy=True)
         if a.dtype.kind not in "biuf" or a.size > MAX_ELEMENTS:
-            raise WrongType(f"an array of dtype {a.dtype} with {a.size} elements")
+            raise WrongType("too many elements" if a.size > MAX_ELEMENTS else "object array")
         return a
-    raise WrongType(f"an object of type {type(x).__name__}")
+    raise WrongType(return_kind(x))
 
 
 def _outputs(out, np, torch) -> list:
     if type(out) in (tuple, list):
         if len(out) > 8:
-            raise WrongType(f"a {type(out).__name__} of {len(out)} things")
+            raise WrongType("too many outputs")
         return [_to_array(o, np, torch) for o in out]
     return [_to_array(out, np, torch)]
 
@@ -182,11 +184,9 @@ def _run_item(item: dict, ns: dict, arrays: dict, wires: Tripwires, np, torch) -
     """Call one item on its cases; returns (status json, arrays to save)."""
     fn = ns.get(item["function"])
     if fn is None:
-        return {"status": "missing function",
-                "message": f"no `{item['function']}` defined (was it renamed or deleted?)"}, {}
+        return {"status": "missing function"}, {}
     if item.get("static_forbidden"):
-        return {"status": "forbidden API",
-                "message": "uses " + ", ".join(item["static_forbidden"])}, {}
+        return {"status": "forbidden API", "forbidden": list(item["static_forbidden"])}, {}
     driver = None
     if item.get("driver"):
         mod, _, name = item["driver"].partition(":")
@@ -199,27 +199,26 @@ def _run_item(item: dict, ns: dict, arrays: dict, wires: Tripwires, np, torch) -
         try:
             out = driver(fn, *args) if driver else fn(*args)
         except ForbiddenCall as e:
-            return {"status": "forbidden API", "message": f"calls {e}"}, {}
-        except NotImplementedError as e:
-            return {"status": "not implemented", "message": str(e)[:300]}, {}
+            return {"status": "forbidden API", "forbidden": [str(e)]}, {}
+        except NotImplementedError:
+            return {"status": "not implemented"}, {}
         except MemoryError:
-            return {"status": "memory limit", "message": "ran out of memory (MemoryError)"}, {}
+            return {"status": "memory limit"}, {}
         except SystemExit as e:
-            return {"status": "error", "message": f"called sys.exit({e.code!r})"[:300]}, {}
+            return {"status": "error", **exception_report(e)}, {}
         except BaseException as e:
             tb = traceback.format_exception_only(type(e), e)[-1].strip()
             if "can't allocate memory" in tb or "not enough memory" in tb.lower():
-                return {"status": "memory limit", "message": tb[:300]}, {}
-            return {"status": "error", "message": tb[:500]}, {}
+                return {"status": "memory limit"}, {}
+            return {"status": "error", **exception_report(e)}, {}
         finally:
             wires.armed = set()
         if wires.hits:
-            return {"status": "forbidden API", "message": "calls " + ", ".join(sorted(wires.hits))}, {}
+            return {"status": "forbidden API", "forbidden": sorted(wires.hits)}, {}
         try:
             outs = _outputs(out, np, torch)
         except WrongType as e:
-            want = "a torch.Tensor" if item["framework"] == "torch" else "a NumPy array"
-            return {"status": "wrong type", "message": f"expected {want}, got {e}"}, {}
+            return {"status": "wrong type", "got": str(e)}, {}
         for j, a in enumerate(outs):
             saved[f"c{i}_o{j}"] = a
         shapes.append(len(outs))
@@ -259,8 +258,7 @@ def main() -> None:
             try:
                 exec(compile(cell["source"], f"<cell {cell['index']}>", "exec"), ns)
             except BaseException as e:  # noqa: BLE001 - a broken cell must not stop the others
-                err = traceback.format_exception_only(type(e), e)[-1].strip()[:300]
-                cell_errors.append({"index": cell["index"], "error": err})
+                cell_errors.append({"index": cell["index"], **exception_report(e)})
         wires.armed, wires.hits = set(), set()
         with open(os.path.join(out_dir, f"cells_{nb['name']}.json"), "w", encoding="utf-8") as f:
             json.dump(cell_errors, f)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from . import compare as C
+from .feedback import cell_note
 from .items import STATIC_FORBIDDEN, Case, Dtype, Item
 from .notebook import InvalidNotebook, code_cells
 from .sandbox import Limits, run_child
@@ -72,6 +73,7 @@ def _read_child_result(out: Path, item: Item) -> dict | None:
         status = json.loads(js.read_text(encoding="utf-8"))
         if not isinstance(status, dict):
             raise ValueError("not an object")
+        status.pop("parent_message", None)  # the child's words are never the parent's
         if status.get("status") == "ok":
             counts = [int(n) for n in status.get("n_outputs", [])]
             with np.load(npz, allow_pickle=False) as z:
@@ -79,7 +81,7 @@ def _read_child_result(out: Path, item: Item) -> dict | None:
                                      for i, n in enumerate(counts)]
         return status
     except Exception as e:  # a forged or truncated result file
-        return {"status": C.CRASHED, "message": f"unreadable result ({type(e).__name__})"}
+        return {"status": C.CRASHED, "parent_message": f"unreadable result ({type(e).__name__})"}
 
 
 def _why(killed: str | None, code: int | None) -> tuple[str, str]:
@@ -123,8 +125,10 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
         except InvalidNotebook as e:
             notes[name].append(str(e))
             for it in items[name]:
-                raw[it.id] = {"status": C.INVALID_NOTEBOOK, "message": str(e)}
+                raw[it.id] = {"status": C.INVALID_NOTEBOOK, "parent_message": str(e)}
     cases = {it.id: it.cases(seed) for name in notebooks for it in items[name]}
+    # cell index -> its number of lines: a line the child reports must be one of them
+    lines = {name: {c["index"]: c["source"].count("\n") + 1 for c in cs} for name, cs in cells.items()}
     banned = {name: static_forbidden(cells[name], {f for it in items[name] for f in it.forbidden})
               for name in cells}
     skip: set[tuple[str, int]] = set()
@@ -138,7 +142,7 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
             if time.monotonic() > deadline:
                 for its in todo.values():
                     for it in its:
-                        raw[it.id] = {"status": C.TIMEOUT, "message": "the submission ran out of time"}
+                        raw[it.id] = {"status": C.TIMEOUT, "parent_message": "the submission ran out of time"}
                 break
             arrays: dict[str, np.ndarray] = {}
             spec = {"needs_torch": any(it.framework == "torch" or it.forbidden
@@ -159,8 +163,8 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
                 with contextlib.suppress(Exception):
                     errs = json.loads((out / f"cells_{n}.json").read_text(encoding="utf-8"))[:50]
                     for e in errs:
-                        note = f"cell {int(e['index'])}: {str(e['error'])[:300]}"
-                        if note not in notes[n]:
+                        note = cell_note(e, lines[n])
+                        if note and note not in notes[n]:
                             notes[n].append(note)
             if stage == "done":
                 break
@@ -171,15 +175,16 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
                 skip.add((words[1], int(words[2])))
                 notes[words[1]].append(f"cell {words[2]}: {status} ({why}); skipped, grading went on without it")
             elif len(words) == 2 and words[0] == "item" and words[1] in cases and words[1] not in raw:
-                raw[words[1]] = {"status": status, "message": why}
+                raw[words[1]] = {"status": status, "parent_message": why}
             else:  # died before or outside any stage: nothing more can be learned
                 for its in todo.values():
                     for it in its:
-                        raw.setdefault(it.id, {"status": status, "message": f"{why} before grading"})
+                        raw.setdefault(it.id, {"status": status, "parent_message": f"{why} before grading"})
                 break
     graded = {}
     for name in notebooks:
-        results = [C.judge(it, cases[it.id], raw.get(it.id, {"status": C.CRASHED, "message": "no result"}))
+        results = [C.judge(it, cases[it.id], raw.get(it.id, {"status": C.CRASHED, "parent_message": "no result"}),
+                           lines.get(name))
                    for it in items[name]]
         graded[name] = (results, notes[name])
     return graded
