@@ -11,10 +11,10 @@ from mha_grader.items import Dtype, Item, Mistake
 from ...masks import causal_mask, to_additive
 from ...sdpa import scaled_dot_product_attention
 from .. import mistakes as M
+from ..forbidden import ATTENTION, NUMPY_ATTENTION
 
 NOTEBOOK = "ex02_scaled_dot_product_attention"
-_SDPA_FORBID = ("torch.nn.functional.scaled_dot_product_attention",
-                "mha_course.sdpa.scaled_dot_product_attention", "torch.nn.MultiheadAttention")
+_SDPA_FORBID = ATTENTION + NUMPY_ATTENTION
 
 
 def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:

@@ -11,10 +11,10 @@ from mha_grader.items import Item, Mistake
 from ...mha import merge_heads, split_heads
 from ...sdpa import scaled_dot_product_attention
 from .. import mistakes as M
+from ..forbidden import ATTENTION, COURSE_MHA, NUMPY_ATTENTION, TORCH_MHA
 
 NOTEBOOK = "ex04_multi_head_attention"
-_SDPA_FORBID = ("torch.nn.functional.scaled_dot_product_attention",
-                "mha_course.sdpa.scaled_dot_product_attention", "torch.nn.MultiheadAttention")
+_SDPA_FORBID = ATTENTION + NUMPY_ATTENTION
 
 MERGE_WITH_VIEW = ("heads merged with view/reshape only: (B, H, T, D) -> (B, T, H, D) needs a "
                    "transpose(1, 2) before the reshape to (B, T, E)")
@@ -135,5 +135,6 @@ ITEMS = [
             Mistake("W_O forgotten", PARAMS_NO_W_O, variant=lambda E, H, bias: 3 * E * E + (3 * E if bias else 0)),
             Mistake("bias forgotten", PARAMS_NO_BIAS, variant=lambda E, H, bias: 4 * E * E),
         ),
+        forbidden=(COURSE_MHA, *TORCH_MHA),  # build one and count its parameters: no work
     ),
 ]

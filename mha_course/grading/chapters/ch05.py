@@ -184,6 +184,9 @@ ITEMS = [
         task="append the new keys/values to the cache, then attend with the offset causal mask",
         make_cases=_step_cases, shape="output (B, H, L, D); caches (B, H, S_old + L, D)",
         reference=_step, mistakes=_STEP_MISTAKES,
+        # torch's SDPA is allowed (the task is the cache and the offset mask), the package's mask is not;
+        # KVCache and MultiHeadAttention can't be forbidden in ex05: the greedy loop's model needs them
+        forbidden=("mha_course.masks.causal_mask",),
     ),
     Item(
         id="ex05_greedy_generate", notebook=NOTEBOOK, function="greedy_generate", points=2,

@@ -14,10 +14,12 @@ from mha_grader.items import Item, Mistake
 from ...masks import padding_mask
 from ...mha import merge_heads, split_heads
 from .. import mistakes as M
+from ..forbidden import COURSE_MHA, OTHER_ATTENTION, TILED, TORCH_MHA
 
 NOTEBOOK = "ex06_cross_attention"
-_FORBID_MHA = ("torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward",
-               "mha_course.mha.MultiHeadAttention")
+# SDPA stays allowed: cross_attention's solution builds on it (and the static check is per notebook,
+# so it can't be forbidden for the weights item alone, though SDPA with value = I gives the weights)
+_FORBID_MHA = (*TORCH_MHA, COURSE_MHA, *TILED, *OTHER_ATTENTION)
 
 PAD_INVERTED = ("a key padding mask's True marks PADDING (keys to ignore) — the opposite of "
                 "attn_mask's True = may attend")

@@ -170,7 +170,7 @@ ITEMS = [
                     variant=lambda B, H, G, D, S, dt: _bytes_reference(B, H, G, D, S, torch.float32)),
         ),
         forbidden=("mha_course.benchmark.flops.kv_bytes_per_token",
-                   "mha_course.benchmark.flops.decode_step_bytes"),
+                   "mha_course.benchmark.flops.decode_step_bytes", "mha_course.gqa.kv_cache_bytes"),
     ),
     Item(
         id="ex08_attention_intensity", notebook=NOTEBOOK, function="attention_intensity", points=1,
@@ -186,7 +186,7 @@ ITEMS = [
                     variant=_intensity_variant("inverted")),
         ),
         forbidden=("mha_course.benchmark.flops.arithmetic_intensity",
-                   "mha_course.benchmark.flops.io_bytes"),
+                   "mha_course.benchmark.flops.io_bytes", "mha_course.benchmark.flops.attention_flops"),
     ),
     Item(
         id="ex08_time_call", notebook=NOTEBOOK, function="time_call", points=2,

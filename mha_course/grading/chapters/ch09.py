@@ -12,12 +12,11 @@ from mha_grader.items import Item, Mistake
 
 from ...tiled import online_softmax_update, tiled_attention
 from .. import mistakes as M
+from ..forbidden import ATTENTION, TILED
 
 NOTEBOOK = "ex09_flash_attention"
-_FORBID = ("mha_course.tiled.online_softmax_update", "mha_course.tiled.tiled_attention")
-_FORBID_ATTENTION = _FORBID + ("torch.nn.functional.scaled_dot_product_attention",
-                               "mha_course.sdpa.scaled_dot_product_attention",
-                               "torch.nn.MultiheadAttention")
+_FORBID = TILED
+_FORBID_ATTENTION = ATTENTION  # includes _FORBID
 _NO_RESCALE = ("running sum/output not rescaled: when the maximum grows from m to m_new, multiply "
                "the old row_sum and acc by alpha = exp(m - m_new) before adding the new block")
 _RESCALE_INVERTED = "rescaled by exp(m_new - m): the factor is alpha = exp(m - m_new) <= 1"

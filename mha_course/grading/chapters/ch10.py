@@ -142,6 +142,6 @@ ITEMS = [
             Mistake("interleaved groups", M.REPEAT_NOT_INTERLEAVE,
                     variant=lambda H, G, d: _groups_ref(H, G, d, interleaved=True)),
         ),
-        forbidden=_FORBID,
+        forbidden=(*_FORBID, "mha_course.gqa.kv_group_of_query_heads"),
     ),
 ]
