@@ -53,6 +53,16 @@ def array_name(item_id: str, case: int, output: int) -> str:
 
 # ---------------------------------------------------------------- child side (runs in the sandbox)
 
+def _create(path: str):
+    """A new file at ``path``: whatever the submission put there (a link...) is removed first."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    return os.fdopen(fd, "wb")
+
+
 def write_result(out_dir: str, item_id: str, status: dict, arrays: list[list[np.ndarray]]) -> None:
     """Write one item's status and arrays in the protocol's format (the child's only output)."""
     doc = {"status": status["status"], "message": str(status.get("message", ""))[:MAX_MESSAGE]}
@@ -61,10 +71,10 @@ def write_result(out_dir: str, item_id: str, status: dict, arrays: list[list[np.
                           for outs in arrays]
         for i, outs in enumerate(arrays):
             for j, a in enumerate(outs):
-                with open(os.path.join(out_dir, array_name(item_id, i, j)), "wb") as f:
-                    np.lib.format.write_array(f, np.ascontiguousarray(a), allow_pickle=False)
-    with open(os.path.join(out_dir, f"{item_id}.json"), "w", encoding="utf-8") as f:
-        json.dump(doc, f)
+                with _create(os.path.join(out_dir, array_name(item_id, i, j))) as f:
+                    np.lib.format.write_array(f, np.array(a, order="C", copy=True), allow_pickle=False)
+    with _create(os.path.join(out_dir, f"{item_id}.json")) as f:
+        f.write(json.dumps(doc).encode("utf-8"))
 
 
 # ---------------------------------------------------------------- parent side (trusts nothing)
