@@ -32,9 +32,11 @@ MEMORY = "memory limit"
 CRASHED = "crashed"
 INVALID_NOTEBOOK = "invalid notebook"
 MISSING_NOTEBOOK = "missing notebook"
+INVALID_RESULT = "invalid result"  # the child's result broke the protocol (mha_grader/protocol.py)
+REJECTED = "rejected"  # the class layout was refused (a symlinked folder, a hard-linked notebook...)
 # What a child may report (anything else is "crashed"), and what only the parent decides.
 CHILD_STATUSES = frozenset({NOT_IMPLEMENTED, MISSING_FUNCTION, ERROR, FORBIDDEN, MEMORY, WRONG_TYPE})
-PARENT_STATUSES = frozenset({TIMEOUT, CRASHED, INVALID_NOTEBOOK, MISSING_NOTEBOOK})
+PARENT_STATUSES = frozenset({TIMEOUT, CRASHED, INVALID_NOTEBOOK, MISSING_NOTEBOOK, INVALID_RESULT, REJECTED})
 
 
 @dataclass
@@ -208,6 +210,9 @@ def _judge(item: Item, cases: list[Case], child: dict[str, Any], cell_lines: dic
             status = CRASHED
         msg = render_child(status, child, function=item.function, forbidden=tuple(item.forbidden),
                            cell_lines=cell_lines)
+        if status == MEMORY and item.memory_mb:
+            msg += (f"; this item may use at most {item.memory_mb} MiB beyond start-up (the kernel "
+                    "enforces it): its large case's full (L, S) matrix does not fit, so the method matters")
         own = child.get("parent_message")
         if isinstance(own, str):
             msg = f"{msg}; {own}" if msg else own

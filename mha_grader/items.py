@@ -67,6 +67,11 @@ class Item:
             need set-up (build a module, load weights): ``driver(obj, *args) -> output``.
         dtype_must_match: the output dtype must equal the dtype of the first floating input.
         rtol, atol: tolerances for float32; float64 uses ``rtol * 1e-5``, ``atol * 1e-5``.
+        memory_mb: a memory bound the KERNEL enforces, for items where the method is the point
+            (e.g. "never build the (L, S) matrix"): the item runs in a child of its own whose hard
+            RLIMIT_AS is lowered to (address space after start-up + ``memory_mb`` MiB) before any
+            submission code runs, so nothing the submission does can lift it. Give it a case whose
+            naive answer cannot fit.
     """
 
     id: str
@@ -84,6 +89,7 @@ class Item:
     dtype_must_match: bool = True
     rtol: float = 1e-4
     atol: float = 1e-5
+    memory_mb: int | None = None
 
     def cases(self, seed: int | Any) -> list[Case]:
         """The cases for ``seed``: an int (public self-check seed, deterministic per item id and
@@ -100,6 +106,7 @@ class Item:
             "framework": self.framework,
             "forbidden": list(self.forbidden),
             "driver": self.driver,
+            "memory_mb": self.memory_mb,
         }
 
 

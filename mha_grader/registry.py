@@ -6,6 +6,7 @@ The engine is generic; the course's policy (items, mistakes, forbidden lists) li
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from pathlib import Path
@@ -27,7 +28,15 @@ def all_items() -> list[Item]:
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
         raise ValueError(f"grade ids must be unique; repeated: {sorted(dup)}")
+    _check_forbidden(tuple(sorted({f for it in items for f in it.forbidden})))
     return items
+
+
+@functools.lru_cache(maxsize=8)
+def _check_forbidden(names: tuple[str, ...]) -> None:
+    """Every forbidden name must resolve (a typo would otherwise forbid nothing)."""
+    from .stage import check_forbidden
+    check_forbidden(names)
 
 
 def notebooks() -> dict[str, list[Item]]:

@@ -47,5 +47,6 @@ def check(name: str | os.PathLike, namespace: dict | None = None, seed: int = 12
             namespace = vars(__main__)
         results, notes = grade_namespace(namespace, items, seed), []
     if not quiet:
-        print_results(results, notes, title=f"{resolve(name)} ({PublicSeed(seed).describe()})")
+        where = "" if path.suffix == ".ipynb" else ", in your kernel: not isolated"
+        print_results(results, notes, title=f"{resolve(name)} ({PublicSeed(seed).describe()}{where})")
     return results

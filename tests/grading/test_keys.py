@@ -82,16 +82,23 @@ def test_key_file_is_private_reused_and_checked(tmp_path):
 
 
 def test_the_key_never_reaches_the_sandbox(tmp_path, monkeypatch):
-    """What the parent hands the child (job spec, input arrays, environment, command line) holds
-    none of the key, its hex, or the per-item digests."""
-    seen = []
-    real = runner.run_child
+    """What the parent hands the child (job spec, input arrays, the sandbox's command line and
+    environment) holds none of the key, its hex, or the per-item digests."""
+    from mha_grader import sandbox
+
+    seen, launched = [], []
+    real_run, real_popen = runner.run_child, sandbox.subprocess.Popen
 
     def spy(root, spec, arrays, *a, **k):
         seen.append((json.dumps(spec), b"".join(np.ascontiguousarray(v).tobytes() for v in arrays.values())))
-        return real(root, spec, arrays, *a, **k)
+        return real_run(root, spec, arrays, *a, **k)
+
+    def popen(cmd, *a, env=None, **k):
+        launched.append(json.dumps([list(map(str, cmd)), env or {}]))
+        return real_popen(cmd, *a, env=env, **k)
 
     monkeypatch.setattr(runner, "run_child", spy)
+    monkeypatch.setattr(sandbox.subprocess, "Popen", popen)
     inputs = StudentInputs(KEY, "alice")
     nb = build("ex01", tmp_path / "alice" / "ex01.ipynb")
     items = items_for("ex01")
@@ -99,10 +106,9 @@ def test_the_key_never_reaches_the_sandbox(tmp_path, monkeypatch):
     assert all(r.passed for r in results), [r.message for r in results]
     secrets_ = [KEY, KEY.hex().encode()] + [inputs.digest(it.id) for it in items]
     secrets_ += [d.hex().encode() for d in secrets_[2:]]
-    assert seen
+    assert seen and launched
     for text, blob in seen:
         for s in secrets_:
             assert s not in text.encode() and s not in blob
-    from mha_grader import sandbox
-    env = sandbox._env(tmp_path)
-    assert not any(KEY.hex() in v for v in env.values())
+    for text in launched:
+        assert not any(s.hex() in text or s.decode(errors="ignore") in text for s in secrets_[:2])

@@ -1,0 +1,51 @@
+"""Honesty checks the student's code cannot reach (attack classes 7 and 8).
+
+ex09 ``blockwise_attention``: "never build the (L, S) matrix" is a memory bound the KERNEL
+enforces: the item runs in a child of its own whose hard RLIMIT_AS is lowered (address space
+after start-up + ``memory_mb``) before any submission code runs, and its large case's full
+(L, S) scores matrix (256 MiB) does not fit. One line of dense softmax attention — full marks
+before — now gets "memory limit"; the blockwise solution keeps full marks (test_solutions)."""
+
+from __future__ import annotations
+
+import pytest
+from grading_helpers import build, grade_many
+
+DENSE = '''
+def blockwise_attention(query, key, value, block_q, block_k, is_causal):
+    return torch.nn.functional.softmax(
+        (query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])).masked_fill(
+            torch.ones(query.shape[-2], key.shape[-2], dtype=torch.bool).triu(1) if is_causal
+            else torch.zeros(query.shape[-2], key.shape[-2], dtype=torch.bool), float("-inf")), -1) @ value
+'''
+LIFT = '''
+import resource
+def blockwise_attention(query, key, value, block_q, block_k, is_causal):
+    for lim in (resource.RLIMIT_AS, resource.RLIMIT_DATA):  # try to lift the bound from inside
+        try:
+            resource.setrlimit(lim, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        except (ValueError, OSError):
+            pass
+    return torch.nn.functional.softmax(
+        (query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])).masked_fill(
+            torch.ones(query.shape[-2], key.shape[-2], dtype=torch.bool).triu(1) if is_causal
+            else torch.zeros(query.shape[-2], key.shape[-2], dtype=torch.bool), float("-inf")), -1) @ value
+'''
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("honesty")
+    jobs = {name: (build("ex09", tmp / name / "sub.ipynb", replace={"ex09_tiled_attention": src}), "ex09")
+            for name, src in (("dense", DENSE), ("lift", LIFT))}
+    return grade_many(jobs)
+
+
+@pytest.mark.parametrize("name", ["dense", "lift"])
+def test_dense_attention_cannot_pass_the_blockwise_item(name, graded):
+    results, notes = graded[name]
+    r = results["ex09_tiled_attention"]
+    assert (r.points, r.status) == (0.0, "memory limit"), f"{r.status}: {r.message} {notes}"
+    assert "(L, S) matrix does not fit" in r.message
+    others = [f"{o.id}: {o.status}" for o in results.values() if o.id != "ex09_tiled_attention" and not o.passed]
+    assert not others, others
