@@ -72,6 +72,10 @@ class Item:
             RLIMIT_AS is lowered to (address space after start-up + ``memory_mb`` MiB) before any
             submission code runs, so nothing the submission does can lift it. Give it a case whose
             naive answer cannot fit.
+        separate: grade the item in the student's SECOND child (with every item that has
+            ``memory_mb`` or ``separate``), whose staged package lacks only the item's own forbidden
+            names: for items whose driver needs package code a sibling item forbids (ex05's model
+            needs ``causal_mask``, which the mask items forbid).
     """
 
     id: str
@@ -90,6 +94,7 @@ class Item:
     rtol: float = 1e-4
     atol: float = 1e-5
     memory_mb: int | None = None
+    separate: bool = False
 
     def cases(self, seed: int | Any) -> list[Case]:
         """The cases for ``seed``: an int (public self-check seed, deterministic per item id and

@@ -111,14 +111,18 @@ def _finished(stage: str, todo: dict[str, list[Item]]) -> set[str]:
 def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], seed: int,
                      limits: Limits | None = None, isolation_mode: str | None = None
                      ) -> dict[str, Graded]:
-    bounded = [(n, it) for n in notebooks for it in items[n] if it.memory_mb]
-    if not bounded:
+    def apart(it: Item) -> bool:
+        return bool(it.memory_mb or it.separate)
+
+    second = {n: [it for it in items[n] if apart(it)] for n in notebooks}
+    second = {n: its for n, its in second.items() if its}
+    if not second:
         return _grade(notebooks, items, seed, limits, isolation_mode, 0)
-    graded = _grade(notebooks, {n: [it for it in items[n] if not it.memory_mb] for n in notebooks},
+    graded = _grade(notebooks, {n: [it for it in items[n] if not apart(it)] for n in notebooks},
                     seed, limits, isolation_mode, 0)
-    for n, it in bounded:
-        (res, notes), = _grade({n: notebooks[n]}, {n: [it]}, seed, limits, isolation_mode,
-                               int(it.memory_mb)).values()
+    cap = min((int(it.memory_mb) for its in second.values() for it in its if it.memory_mb), default=0)
+    more = _grade({n: notebooks[n] for n in second}, second, seed, limits, isolation_mode, cap)
+    for n, (res, notes) in more.items():
         results, known = graded[n]
         graded[n] = (results + res, known + [x for x in notes if x not in known])
     order = {n: [it.id for it in items[n]] for n in notebooks}
@@ -130,8 +134,10 @@ def _grade(notebooks: dict[str, Path], items: dict[str, list[Item]], seed: int,
            ) -> dict[str, Graded]:
     """Grade several notebooks of one student: ``{name: path}``, ``{name: items}`` -> ``{name: graded}``.
 
-    Items with a ``memory_mb`` bound are graded afterwards, each in a child of its own whose
-    address space the kernel caps before any submission code runs (see ``Item.memory_mb``).
+    Items with a ``memory_mb`` bound or ``separate`` are graded afterwards in a second child,
+    whose address space the kernel caps before any submission code runs (the smallest
+    ``memory_mb`` among them; see ``Item.memory_mb``) and whose staged package is built from
+    those items' forbidden names only.
 
     ``isolation_mode``: ``"bwrap"``, ``"user"`` or ``"none"`` (default: the strongest available,
     or ``MHA_GRADER_ISOLATION``; "none" if nothing is, since this is also the self-check path).

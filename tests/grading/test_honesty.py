@@ -49,3 +49,45 @@ def test_dense_attention_cannot_pass_the_blockwise_item(name, graded):
     assert "(L, S) matrix does not fit" in r.message
     others = [f"{o.id}: {o.status}" for o in results.values() if o.id != "ex09_tiled_attention" and not o.passed]
     assert not others, others
+
+
+# ---- NOT yet out of reach (strict xfail: these flip to failures the day the hole is closed) ------
+# ex05's "the cache was used" is a forward hook on the model the student's code receives, and
+# ex08's simulated device lives in the student's process with its kernel time as an attribute.
+# Closing them needs the evidence outside the sandbox: the parent serving the model (counting the
+# tokens it is fed) and the simulated device (sleeping the secret kernel times itself) over pipes.
+NO_CACHE = '''
+def greedy_generate(model, prompt, n_new):
+    model.tok._forward_hooks.clear()  # the grader's token counter
+    ids = prompt
+    for _ in range(n_new):  # the uncached O(T^2) loop
+        ids = torch.cat([ids, model(ids)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return ids
+'''
+NO_TIMING = '''
+def time_call(fn, synchronize, repeats, warmup):
+    kernel_ms = fn.__self__.kernel_s * 1e3  # the simulated device's true kernel time
+    for _ in range(warmup + repeats):
+        fn()
+    synchronize()
+    return [kernel_ms] * repeats
+'''
+
+
+@pytest.fixture(scope="module")
+def in_reach(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("in_reach")
+    return grade_many({"ex05": (build("ex05", tmp / "ex05" / "sub.ipynb", replace={"ex05_greedy_generate": NO_CACHE}), "ex05"),
+                       "ex08": (build("ex08", tmp / "ex08" / "sub.ipynb", replace={"ex08_time_call": NO_TIMING}), "ex08")})
+
+
+@pytest.mark.xfail(strict=True, reason="ex05's cache counter is still inside the student's process")
+def test_clearing_the_cache_counter_does_not_pass(in_reach):
+    r = in_reach["ex05"][0]["ex05_greedy_generate"]
+    assert not r.passed, "the uncached loop with the counter cleared got full marks"
+
+
+@pytest.mark.xfail(strict=True, reason="ex08's simulated device is still inside the student's process")
+def test_reading_the_kernel_time_does_not_pass(in_reach):
+    r = in_reach["ex08"][0]["ex08_time_call"]
+    assert not r.passed, "returning the device's kernel time without timing got full marks"
