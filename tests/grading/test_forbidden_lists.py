@@ -41,7 +41,7 @@ alive[torch.as_tensor(drop, dtype=torch.long)] = False
 return torch.stack([alive[group == g].any() for g in range(num_kv_heads)])"""),
 }
 
-CALLERS = {"ex01_softmax": {"ex01_attend"}}
+CALLERS = {"ex01_softmax": {"ex01_attend"}, "ex07_repeat_kv": {"ex07_gqa_forward"}}
 
 
 def test_every_forbidden_name_resolves():
