@@ -254,14 +254,44 @@ def _use_course(path: str, base: list[str]) -> None:
     importlib.invalidate_caches()
 
 
+def _run_unit(nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu: float,
+              out_dir: str, np, torch) -> None:
+    """Run one unit (a notebook's cells, then the items that share its forbidden names)."""
+    from . import protocol
+
+    _use_course(nb["course"], job["_base"])
+    ns: dict = {"__name__": "__main__", "__builtins__": builtins}  # a fresh namespace
+    cell_errors = []
+    # Forbidden APIs fail in the cells too (no answers precomputed at top level); no penalty.
+    wires.armed = {n for it in nb["items"] for n in it["forbidden"]}
+    for cell in nb["cells"]:
+        mark(f"cell {nb['name']} {cell['index']}")
+        _arm_cpu(cpu)
+        try:
+            exec(compile(cell["source"], f"<cell {cell['index']}>", "exec"), ns)
+        except BaseException as e:  # noqa: BLE001 - a broken cell must not stop the others
+            err = traceback.format_exception_only(type(e), e)[-1].strip()[:300]
+            cell_errors.append({"index": cell["index"], "error": err})
+    wires.armed, wires.hits = set(), set()
+    with open(os.path.join(out_dir, f"cells_{nb['name']}.json"), "w", encoding="utf-8") as f:
+        json.dump(cell_errors, f)
+    for item in nb["items"]:
+        mark(f"item {item['id']}")
+        _arm_cpu(cpu)
+        status, saved = _run_item(item, ns, arrays, wires, np, torch)
+        outs = ([[saved[f"c{i}_o{j}"] for j in range(n)] for i, n in enumerate(status["n_outputs"])]
+                if status["status"] == "ok" else [])
+        protocol.write_result(out_dir, item["id"], status, outs)
+
+
 def main(job_dir: str, out_dir: str) -> None:
     with open(os.path.join(job_dir, "job.json"), encoding="utf-8") as f:
         job = json.load(f)
     base = [*sys.path, *job["sys_path"]]
     sys.path[:] = base
+    job["_base"] = base
     import numpy as np
 
-    from . import protocol
     with np.load(os.path.join(job_dir, "inputs.npz"), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     progress = os.open(os.path.join(out_dir, "progress"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -279,31 +309,24 @@ def main(job_dir: str, out_dir: str) -> None:
         for name in sorted({n for nb in job["notebooks"] for it in nb["items"]
                             for n in it["forbidden"] if not n.startswith("mha_course.")}):
             wires.install(name)
-    _block_processes()
     cpu = float(job.get("item_cpu", 0))
     for nb in job["notebooks"]:
-        _use_course(nb["course"], base)
-        ns: dict = {"__name__": "__main__", "__builtins__": builtins}  # one namespace per notebook
-        cell_errors = []
-        # Forbidden APIs fail in the cells too (no answers precomputed at top level); no penalty.
-        wires.armed = {n for it in nb["items"] for n in it["forbidden"]}
-        for cell in nb["cells"]:
-            mark(f"cell {nb['name']} {cell['index']}")
-            _arm_cpu(cpu)
+        # One process per unit, forked before any learner code: it imports ITS staged package.
+        pid = os.fork()
+        if pid == 0:
             try:
-                exec(compile(cell["source"], f"<cell {cell['index']}>", "exec"), ns)
-            except BaseException as e:  # noqa: BLE001 - a broken cell must not stop the others
-                err = traceback.format_exception_only(type(e), e)[-1].strip()[:300]
-                cell_errors.append({"index": cell["index"], "error": err})
-        wires.armed, wires.hits = set(), set()
-        with open(os.path.join(out_dir, f"cells_{nb['name']}.json"), "w", encoding="utf-8") as f:
-            json.dump(cell_errors, f)
-        for item in nb["items"]:
-            mark(f"item {item['id']}")
-            _arm_cpu(cpu)
-            status, saved = _run_item(item, ns, arrays, wires, np, torch)
-            outs = ([[saved[f"c{i}_o{j}"] for j in range(n)] for i, n in enumerate(status["n_outputs"])]
-                    if status["status"] == "ok" else [])
-            protocol.write_result(out_dir, item["id"], status, outs)
+                _block_processes()
+                _run_unit(nb, job, arrays, wires, mark, cpu, out_dir, np, torch)
+                mark(f"unit {nb['name']} end")
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):  # die the same way, so the parent knows which stage did it
+            os.kill(os.getpid(), os.WTERMSIG(status))
+            os._exit(1)
+        with open(os.path.join(out_dir, "progress"), "rb") as f:
+            last = f.read(101).decode("ascii", "replace").strip()
+        if os.WEXITSTATUS(status) != 0 or last != f"unit {nb['name']} end":
+            os._exit(os.WEXITSTATUS(status) or 3)  # it exited inside a stage (os._exit...)
     mark("done")
     os._exit(0)  # no atexit handlers, no lingering threads
