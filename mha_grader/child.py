@@ -12,6 +12,7 @@ matters: the parent discards stdout/stderr, checks every file and compares numbe
 from __future__ import annotations
 
 import builtins
+import contextlib
 import importlib
 import json
 import os
@@ -41,6 +42,7 @@ _PROCESS_CALLS = ("fork", "forkpty", "system", "popen", "posix_spawn", "posix_sp
                   "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe",
                   "kill", "killpg", "setsid", "setpgid")
 MAX_ELEMENTS = 20_000_000
+PRELOADABLE = frozenset({"matplotlib.pyplot"})  # imported before the units fork (see runner._preload)
 
 
 class WrongType(Exception):
@@ -304,6 +306,10 @@ def main(job_dir: str, out_dir: str) -> None:
     if job["needs_torch"]:
         import torch
         torch.set_num_threads(1)
+    for mod in job.get("preload", []):
+        if mod in PRELOADABLE:
+            with contextlib.suppress(Exception):
+                importlib.import_module(mod)
     wires = Tripwires()
     if torch is not None:  # course functions are absent from the staged package; torch's are wired
         for name in sorted({n for nb in job["notebooks"] for it in nb["items"]
