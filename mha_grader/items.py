@@ -68,14 +68,10 @@ class Item:
         dtype_must_match: the output dtype must equal the dtype of the first floating input.
         rtol, atol: tolerances for float32; float64 uses ``rtol * 1e-5``, ``atol * 1e-5``.
         memory_mb: a memory bound the KERNEL enforces, for items where the method is the point
-            (e.g. "never build the (L, S) matrix"): the item runs in a child of its own whose hard
-            RLIMIT_AS is lowered to (address space after start-up + ``memory_mb`` MiB) before any
-            submission code runs, so nothing the submission does can lift it. Give it a case whose
-            naive answer cannot fit.
-        separate: grade the item in the student's SECOND child (with every item that has
-            ``memory_mb`` or ``separate``), whose staged package lacks only the item's own forbidden
-            names: for items whose driver needs package code a sibling item forbids (ex05's model
-            needs ``causal_mask``, which the mask items forbid).
+            (e.g. "never build the (L, S) matrix"): the item's unit (its own forked process in the
+            sandbox) lowers its HARD RLIMIT_AS to (address space after start-up + ``memory_mb``
+            MiB) before any submission code runs, so nothing the submission does can lift it.
+            Give it a case whose naive answer cannot fit.
     """
 
     id: str
@@ -94,7 +90,6 @@ class Item:
     rtol: float = 1e-4
     atol: float = 1e-5
     memory_mb: int | None = None
-    separate: bool = False
 
     def cases(self, seed: int | Any) -> list[Case]:
         """The cases for ``seed``: an int (public self-check seed, deterministic per item id and

@@ -193,7 +193,6 @@ ITEMS = [
         task="greedy decoding with one KVCache per layer: prefill the prompt, then feed one token per step",
         make_cases=_generate_cases, shape="(B, P + n_new)", reference=_generate_reference,
         driver="mha_course.grading.chapters.ch05:drive_generate",
-        separate=True,  # its model needs masks.causal_mask, which the two items above forbid
         mistakes=(
             Mistake("whole sequence fed to the cache", "the whole sequence was fed while the caches "
                     "already hold its prefix, so its keys/values are appended twice: after the "
