@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import secrets
 import time
 from pathlib import Path
 
@@ -24,30 +23,68 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("submissions", type=Path, help="folder with one sub-folder per student")
     parser.add_argument("--out", type=Path, required=True, help="where the gradebook goes")
     parser.add_argument("--workers", type=int, default=2, help="notebooks graded at once")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="seed of the grading inputs (default: random, saved in OUT/grading.json)")
+    keys = parser.add_mutually_exclusive_group()
+    keys.add_argument("--key-file", type=Path, default=None,
+                      help="the secret run key each student's inputs derive from (created 0600 if "
+                           "missing; default OUT.key next to OUT). Keep it: the same key regrades "
+                           "identically. Never hand it out")
+    keys.add_argument("--seed", type=int, default=None,
+                      help="PUBLIC inputs, the same for every student (only where no secret can be "
+                           "kept, e.g. a student's own CI); not for grading a class")
+    parser.add_argument("--submission-id", default="",
+                        help="mixed into every student's inputs (e.g. Gradescope's submission id, so "
+                             "each resubmission gets fresh inputs)")
     parser.add_argument("--memory-gb", type=float, default=4.0, help="address-space limit per child")
     parser.add_argument("--timeout", type=float, default=20.0, help="wall seconds per item and cell")
     parser.add_argument("--notebook-timeout", type=float, default=180.0,
                         help="wall seconds per notebook, restarts included")
     parser.add_argument("--shard", type=_shard, default=(1, 1), metavar="K/N",
                         help="grade only the K-th of N deterministic slices of the class")
+    parser.add_argument("--student-timeout", type=float, default=300.0,
+                        help="wall seconds per student, all notebooks and restarts included")
+    parser.add_argument("--item-cpu", type=float, default=20.0, help="CPU seconds per item and cell")
+    parser.add_argument("--no-isolation", action="store_true",
+                        help="grade WITHOUT a sandbox where none is available (student code can then "
+                             "read and change what you can); every output then says 'not isolated'")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..grading.classroom import grade_class
-    from ..grading.sandbox import Limits
+    from mha_grader.classroom import grade_class
+    from mha_grader.errors import IsolationUnavailable
+    from mha_grader.keys import KeyFileError, default_key_path, load_or_create
+    from mha_grader.sandbox import Limits
 
     if not args.submissions.is_dir():
         print(f"submissions: expected a folder of student folders, got {args.submissions}")
         return 2
-    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    key, said = None, ""
+    if args.seed is None:
+        path = args.key_file or default_key_path(args.out)
+        try:
+            key, created = load_or_create(path)
+        except KeyFileError as e:
+            print(e)
+            return 2
+        said = (f"a NEW secret key in {path} (keep it to regrade identically; never hand it out)"
+                if created else f"the secret key in {path}")
     limits = Limits(memory_gb=args.memory_gb, item_timeout=args.timeout,
-                    notebook_timeout=args.notebook_timeout)
+                    notebook_timeout=args.notebook_timeout, student_timeout=args.student_timeout,
+                    item_cpu=args.item_cpu)
     start = time.perf_counter()
-    rows = grade_class(args.submissions, args.out, workers=args.workers, seed=seed, limits=limits,
-                       shard=args.shard, progress=not args.no_progress)
-    print(f"graded {len(rows)} student(s) with seed {seed} in {time.perf_counter() - start:.1f} s "
+    try:
+        rows = grade_class(args.submissions, args.out, workers=args.workers, key=key, seed=args.seed,
+                           submission=args.submission_id, limits=limits, shard=args.shard,
+                           progress=not args.no_progress, no_isolation=args.no_isolation)
+    except IsolationUnavailable as e:
+        print(f"grade: refusing to grade a class: {e}")
+        return 2
+    except ValueError as e:
+        print(f"grade: {e}")
+        return 2
+    if args.no_isolation:
+        print("NOT ISOLATED: graded without a sandbox (--no-isolation); the gradebook says so")
+    how = said or f"PUBLIC seed {args.seed} (every student got the same inputs)"
+    print(f"graded {len(rows)} student(s) with {how} in {time.perf_counter() - start:.1f} s "
           f"-> {args.out / 'grades.csv'}")
     return 0

@@ -42,7 +42,7 @@ def stub_source(source: str, task: str = "") -> str:
 
 def exercise_from_solution(solution: Path) -> str:
     """The exercise notebook's text for one solution notebook."""
-    from .registry import all_items
+    from mha_grader.registry import all_items
 
     tasks = {it.id: it.task for it in all_items()}
     nb = nbformat.read(solution, as_version=4)

@@ -4,8 +4,6 @@ other item of the notebook is graded normally. All run in the sandbox, two at a 
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 
 import pytest
@@ -43,7 +41,7 @@ CASES: dict[str, tuple[dict, dict[str, tuple[str, str]]]] = {
     "deleted_cell": ({"drop": (ADD,)}, {ADD: ("missing function", "additive_mask")}),
     "syntax_error": ({"replace": {CAUSAL: "def make_causal_mask(L, S)\n    return 1"}},
                      {CAUSAL: ("missing function", "")}),
-    "exception": ({"replace": _causal("raise ValueError('boom')")}, {CAUSAL: ("error", "ValueError: boom")}),
+    "exception": ({"replace": _causal("raise ValueError('boom')")}, {CAUSAL: ("error", "raised ValueError at line 2 of cell")}),
     "sys_exit_in_function": ({"replace": _causal("import sys\nsys.exit(0)")},
                              {CAUSAL: ("error", "sys.exit")}),
     "sys_exit_top_level": ({"extra": [(2, "import sys\nsys.exit('bye')")]}, {}),
@@ -70,7 +68,7 @@ class Anything(torch.Tensor):
         raise RuntimeError
 def attention(query, key, value, attn_mask=None):
     return torch.zeros(1).as_subclass(Anything)
-'''}}, {ATT: ("wrong type", "Anything")}),
+'''}}, {ATT: ("wrong type", "class from the notebook")}),
     "eq_always_true_plain_object": ({"replace": {ATT: '''
 class Yes:
     shape = dtype = None
@@ -78,7 +76,7 @@ class Yes:
         return True
 def attention(query, key, value, attn_mask=None):
     return Yes()
-'''}}, {ATT: ("wrong type", "Yes")}),
+'''}}, {ATT: ("wrong type", "class from the notebook")}),
     "megabytes_of_printing": ({"extra": [(2, "print('x' * 30_000_000)")],
                                "replace": _causal("print('y' * 5_000_000)\nreturn torch.ones(L, S, dtype=torch.bool).tril()")}, {}),
     "forged_output_and_files": ({"extra": [(2, '''
@@ -106,11 +104,11 @@ import numpy as np, torch.testing
 torch.testing.assert_close = lambda *a, **k: None
 np.allclose = np.array_equal = lambda *a, **k: True
 np.testing.assert_allclose = lambda *a, **k: None
-import mha_course.grading.compare as C
+import mha_grader.compare as C
 C.judge = lambda *a, **k: None
 C.compare_output = lambda *a, **k: None
 ''')], "replace": _att("return torch.zeros(query.shape[:-1] + value.shape[-1:], dtype=query.dtype)")},
-        {ATT: ("wrong values", "max abs error")}),
+        {ATT: ("wrong values", "values differ")}),
     "forbidden_sdpa": ({"replace": _att("return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask)")},
                        {ATT: ("forbidden API", "scaled_dot_product_attention")}),
     "forbidden_sdpa_obfuscated": ({"replace": _att(
@@ -206,11 +204,5 @@ def test_hostile_submission(name, graded):
 def test_at_least_twenty_hostile_submissions():
     assert len(NAMES) >= 20
 
-
-def test_escaped_process_was_killed(graded):
-    _, _, pidfile = graded
-    assert pidfile.exists(), "the test's escape did not run"
-    pid = int(pidfile.read_text())
-    time.sleep(0.2)
-    alive = os.path.exists(f"/proc/{pid}") and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
-    assert not alive, f"process {pid} started by a submission outlived grading"
+# Processes that outlive their submission: tests/grading/test_isolation.py
+# (test_nothing_a_submission_started_outlives_it) — in the sandbox the escape cannot even write its pidfile.

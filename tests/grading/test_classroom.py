@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import stat
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ import pytest
 from grading_helpers import EXERCISES, ROOT, SOLUTIONS, build
 
 from mha_course.grading import all_items
+from mha_grader.keys import fingerprint
 
 EX01, EX02 = "ex01_dot_product_attention.ipynb", "ex02_scaled_dot_product_attention.ipynb"
 
@@ -45,7 +47,7 @@ def gradebook(tmp_path_factory):
     outs = []
     for k in (1, 2):
         out = tmp / f"shard{k}"
-        _cli("grade", str(sub), "--out", str(out), "--seed", "11", "--workers", "2",
+        _cli("grade", str(sub), "--out", str(out), "--key-file", str(tmp / "run.key"), "--workers", "2",
              "--shard", f"{k}/2", "--no-progress", "--timeout", "8")
         outs.append(out)
     _cli("merge", *map(str, outs), "--out", str(tmp / "all"))
@@ -95,3 +97,15 @@ def test_nothing_a_submission_leaves_behind_reaches_the_output(gradebook):
     assert not (out / "carol" / "grades.csv").exists()
     assert sorted(p.name for p in (out / "carol").iterdir()) == ["feedback.md", "results.json"]
     assert sorted(p.name for p in (sub / "carol").iterdir()) == [EX02]
+
+
+def test_shards_share_one_private_key_that_no_output_holds(gradebook):
+    out, _, _ = gradebook
+    key_file = out.parent / "run.key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600  # created by the first shard, reused
+    key = bytes.fromhex(key_file.read_text().strip())
+    meta = json.loads((out / "grading.json").read_text())
+    assert meta["inputs"] == "secret key" and meta["key_fingerprint"] == fingerprint(key)
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert key.hex() not in f.read_text(errors="replace"), f

@@ -6,14 +6,15 @@ import math
 
 import numpy as np
 
+from mha_grader.items import Dtype, Item, Mistake
+
 from ...masks import causal_mask, to_additive
 from ...sdpa import scaled_dot_product_attention
 from .. import mistakes as M
-from ..items import Dtype, Item, Mistake
+from ..forbidden import ATTENTION, NUMPY_ATTENTION
 
 NOTEBOOK = "ex02_scaled_dot_product_attention"
-_SDPA_FORBID = ("torch.nn.functional.scaled_dot_product_attention",
-                "mha_course.sdpa.scaled_dot_product_attention", "torch.nn.MultiheadAttention")
+_SDPA_FORBID = ATTENTION + NUMPY_ATTENTION
 
 
 def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:
@@ -30,7 +31,8 @@ def _scores_cases(rng: np.random.Generator) -> list[dict]:
 def _causal_cases(rng: np.random.Generator) -> list[dict]:
     L = int(rng.integers(4, 12))
     L2, S2 = (int(n) for n in rng.integers(2, 10, size=2))
-    return [{"L": L, "S": L}, {"L": 3, "S": 6}, {"L": 6, "S": 4}, {"L": L2, "S": S2}]
+    wide = [{"L": int(L), "S": int(S)} for L, S in rng.integers(2, 41, size=(3, 2))]  # rarely shared
+    return [{"L": L, "S": L}, {"L": 3, "S": 6}, {"L": 6, "S": 4}, {"L": L2, "S": S2}, *wide]
 
 
 def _additive_cases(rng: np.random.Generator) -> list[dict]:

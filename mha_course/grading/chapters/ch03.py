@@ -6,13 +6,14 @@ import math
 
 import numpy as np
 
+from mha_grader.items import Item, Mistake
+
 from ...sdpa import scaled_dot_product_attention
 from .. import mistakes as M
-from ..items import Item, Mistake
+from ..forbidden import ATTENTION, NUMPY_ATTENTION
 
 NOTEBOOK = "ex03_self_attention"
-_SDPA_FORBID = ("torch.nn.functional.scaled_dot_product_attention",
-                "mha_course.sdpa.scaled_dot_product_attention", "torch.nn.MultiheadAttention")
+_SDPA_FORBID = ATTENTION + NUMPY_ATTENTION
 
 PARAMS_NO_BIAS = "bias forgotten: with bias=True each of W_Q, W_K, W_V also has D biases (+3·D)"
 PARAMS_WITH_W_O = "counted four matrices: a single head has W_Q, W_K, W_V only (3·E·D), no W_O"
@@ -45,9 +46,10 @@ def _head_variant(**kw):
 
 
 def _count_cases(rng: np.random.Generator) -> list[dict]:
-    E = int(rng.integers(3, 9)) * 16
+    E = int(rng.integers(3, 65)) * 16  # wide ranges: students' counts rarely coincide
+    E2 = int(rng.integers(8, 1025))
     return [{"E": E, "D": E // 4, "bias": True}, {"E": 64, "D": 16, "bias": False},
-            {"E": 12, "D": 5, "bias": True}]
+            {"E": E2, "D": int(rng.integers(2, E2)), "bias": True}]
 
 
 ITEMS = [
@@ -82,6 +84,7 @@ ITEMS = [
             Mistake("bias of size E", PARAMS_BIAS_E,
                     variant=lambda E, D, bias: 3 * E * D + (3 * E if bias else 0)),
         ),
+        forbidden=("mha_course.single_head.SelfAttentionHead",),  # build one and count: no work
     ),
 ]
 

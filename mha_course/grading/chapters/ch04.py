@@ -6,14 +6,15 @@ import math
 
 import numpy as np
 
+from mha_grader.items import Item, Mistake
+
 from ...mha import merge_heads, split_heads
 from ...sdpa import scaled_dot_product_attention
 from .. import mistakes as M
-from ..items import Item, Mistake
+from ..forbidden import ATTENTION, COURSE_MHA, NUMPY_ATTENTION, TORCH_MHA
 
 NOTEBOOK = "ex04_multi_head_attention"
-_SDPA_FORBID = ("torch.nn.functional.scaled_dot_product_attention",
-                "mha_course.sdpa.scaled_dot_product_attention", "torch.nn.MultiheadAttention")
+_SDPA_FORBID = ATTENTION + NUMPY_ATTENTION
 
 MERGE_WITH_VIEW = ("heads merged with view/reshape only: (B, H, T, D) -> (B, T, H, D) needs a "
                    "transpose(1, 2) before the reshape to (B, T, E)")
@@ -81,9 +82,10 @@ def _forward(x, W_Q, W_K, W_V, W_O, H):
 
 
 def _count_cases(rng: np.random.Generator) -> list[dict]:
-    E = int(rng.integers(2, 9)) * 32
+    E = int(rng.integers(2, 129)) * 32  # wide ranges: students' counts rarely coincide
+    H = int(rng.integers(2, 17))
     return [{"E": E, "num_heads": 8, "bias": True}, {"E": 64, "num_heads": 4, "bias": False},
-            {"E": 24, "num_heads": 3, "bias": True}]
+            {"E": H * int(rng.integers(2, 65)), "num_heads": H, "bias": True}]
 
 
 ITEMS = [
@@ -133,5 +135,6 @@ ITEMS = [
             Mistake("W_O forgotten", PARAMS_NO_W_O, variant=lambda E, H, bias: 3 * E * E + (3 * E if bias else 0)),
             Mistake("bias forgotten", PARAMS_NO_BIAS, variant=lambda E, H, bias: 4 * E * E),
         ),
+        forbidden=(COURSE_MHA, *TORCH_MHA),  # build one and count its parameters: no work
     ),
 ]

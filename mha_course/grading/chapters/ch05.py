@@ -8,11 +8,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mha_grader.items import Item, Mistake
+
 from ...kv_cache import KVCache
 from ...masks import causal_mask
 from ...tiny_lm import TinyCausalLM, greedy_generate_reference
 from .. import mistakes as M
-from ..items import Item, Mistake
 
 NOTEBOOK = "ex05_causal_attention_kv_cache"
 
@@ -31,8 +32,10 @@ NO_CHUNK_MASK = ("no causal mask inside the chunk: with several new tokens, new 
 
 # ---- task 1: the offset causal mask ----------------------------------------------------------
 def _mask_cases(rng: np.random.Generator) -> list[dict]:
+    wide = [{"L": int(L), "offset": int(o)} for L, o in zip(rng.integers(1, 21, size=3),
+                                                           rng.integers(0, 41, size=3))]  # rarely shared
     return [{"L": 3, "offset": int(rng.integers(4, 7))}, {"L": 1, "offset": 5},
-            {"L": int(rng.integers(4, 6)), "offset": 0}, {"L": 2, "offset": 1}]
+            {"L": int(rng.integers(4, 6)), "offset": 0}, {"L": 2, "offset": 1}, *wide]
 
 
 def _narrow(got: np.ndarray, case: dict) -> bool:
@@ -181,6 +184,9 @@ ITEMS = [
         task="append the new keys/values to the cache, then attend with the offset causal mask",
         make_cases=_step_cases, shape="output (B, H, L, D); caches (B, H, S_old + L, D)",
         reference=_step, mistakes=_STEP_MISTAKES,
+        # torch's SDPA is allowed (the task is the cache and the offset mask), the package's mask is not;
+        # KVCache and MultiHeadAttention can't be forbidden in ex05: the greedy loop's model needs them
+        forbidden=("mha_course.masks.causal_mask",),
     ),
     Item(
         id="ex05_greedy_generate", notebook=NOTEBOOK, function="greedy_generate", points=2,

@@ -9,14 +9,17 @@ import numpy as np
 import torch
 from torch import nn
 
+from mha_grader.items import Item, Mistake
+
 from ...masks import padding_mask
 from ...mha import merge_heads, split_heads
 from .. import mistakes as M
-from ..items import Item, Mistake
+from ..forbidden import COURSE_MHA, OTHER_ATTENTION, TILED, TORCH_MHA
 
 NOTEBOOK = "ex06_cross_attention"
-_FORBID_MHA = ("torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward",
-               "mha_course.mha.MultiHeadAttention")
+# SDPA stays allowed: cross_attention's solution builds on it (and the static check is per notebook,
+# so it can't be forbidden for the weights item alone, though SDPA with value = I gives the weights)
+_FORBID_MHA = (*TORCH_MHA, COURSE_MHA, *TILED, *OTHER_ATTENTION)
 
 PAD_INVERTED = ("a key padding mask's True marks PADDING (keys to ignore) — the opposite of "
                 "attn_mask's True = may attend")
@@ -35,7 +38,13 @@ def _pad_cases(rng: np.random.Generator) -> list[dict]:
         {"lengths": rng.integers(1, 6, size=3), "S": 7},
         {"lengths": np.array([4, int(rng.integers(1, 4))]), "S": 4},
         {"lengths": np.array([0, 2, 5]), "S": 6},
+        _wide_pad_case(rng),  # rarely shared by two students
     ]
+
+
+def _wide_pad_case(rng: np.random.Generator) -> dict:
+    S = int(rng.integers(8, 41))
+    return {"lengths": rng.integers(1, S, size=int(rng.integers(3, 7))), "S": S}
 
 
 def _s_ignored(got: np.ndarray, case: dict) -> bool:

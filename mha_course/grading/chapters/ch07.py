@@ -8,16 +8,16 @@ import math
 import numpy as np
 import torch
 
+from mha_grader.items import Dtype, Item, Mistake
+
 from ...gqa import kv_cache_bytes, mean_pool_heads
 from ...mha import MultiHeadAttention, merge_heads, split_heads
 from ...sdpa import repeat_kv
 from .. import mistakes as M
-from ..items import Dtype, Item, Mistake
+from ..forbidden import ATTENTION
 
 NOTEBOOK = "ex07_mqa_gqa"
-_ATTENTION_FORBID = ("torch.nn.functional.scaled_dot_product_attention",
-                     "mha_course.sdpa.scaled_dot_product_attention", "torch.nn.MultiheadAttention",
-                     "mha_course.mha.MultiHeadAttention")
+_ATTENTION_FORBID = (*ATTENTION, "mha_course.gqa.mha_to_gqa")
 
 H_INSTEAD_OF_G = ("counted the query heads H instead of the key/value heads G: only the G "
                   "key/value heads are cached — that is the point of GQA/MQA")
@@ -133,7 +133,7 @@ ITEMS = [
             Mistake("wrong axis", REPEAT_ON_SEQUENCE,
                     variant=lambda x, n: x.repeat_interleave(n, dim=-2)),
         ),
-        forbidden=("mha_course.sdpa.repeat_kv",),
+        forbidden=("mha_course.sdpa.repeat_kv", "mha_course.gqa.kv_group_of_query_heads"),
     ),
     Item(
         id="ex07_gqa_forward", notebook=NOTEBOOK, function="gqa_forward", points=3,
@@ -170,7 +170,8 @@ ITEMS = [
                     "(torch.empty((), dtype=dtype).element_size())",
                     variant=lambda *a: 8 * _bytes_reference(*a)),
         ),
-        forbidden=("mha_course.gqa.kv_cache_bytes",),
+        forbidden=("mha_course.gqa.kv_cache_bytes", "mha_course.benchmark.flops.kv_bytes_per_token",
+                   "mha_course.benchmark.flops.decode_step_bytes"),
     ),
     Item(
         id="ex07_mean_pool_kv", notebook=NOTEBOOK, function="mean_pool_kv", points=2,

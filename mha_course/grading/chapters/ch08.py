@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mha_grader.items import Dtype, Item, Mistake
+
 from ...benchmark.flops import attention_flops, io_bytes, kv_bytes_per_token
 from ...benchmark.simulated import SimulatedAsyncDevice
-from ..items import Dtype, Item, Mistake
 from .ch07 import H_INSTEAD_OF_G, NO_FACTOR_2
 
 NOTEBOOK = "ex08_gpu_timed_comparison"
@@ -95,8 +96,8 @@ def _intensity_variant(mistake: str):
 # ---- ex08_time_call ---------------------------------------------------------------------------
 def _timer_cases(rng: np.random.Generator) -> list[dict]:
     return [
-        {"kernel_ms": float(rng.integers(10, 20)), "repeats": int(rng.integers(3, 6)), "warmup": 1},
-        {"kernel_ms": 15.0, "repeats": 4, "warmup": int(rng.integers(2, 4))},
+        {"kernel_ms": round(float(rng.uniform(10, 20)), 3), "repeats": int(rng.integers(3, 6)), "warmup": 1},
+        {"kernel_ms": round(float(rng.uniform(12, 18)), 3), "repeats": 4, "warmup": int(rng.integers(2, 4))},
     ]
 
 
@@ -169,7 +170,7 @@ ITEMS = [
                     variant=lambda B, H, G, D, S, dt: _bytes_reference(B, H, G, D, S, torch.float32)),
         ),
         forbidden=("mha_course.benchmark.flops.kv_bytes_per_token",
-                   "mha_course.benchmark.flops.decode_step_bytes"),
+                   "mha_course.benchmark.flops.decode_step_bytes", "mha_course.gqa.kv_cache_bytes"),
     ),
     Item(
         id="ex08_attention_intensity", notebook=NOTEBOOK, function="attention_intensity", points=1,
@@ -185,7 +186,7 @@ ITEMS = [
                     variant=_intensity_variant("inverted")),
         ),
         forbidden=("mha_course.benchmark.flops.arithmetic_intensity",
-                   "mha_course.benchmark.flops.io_bytes"),
+                   "mha_course.benchmark.flops.io_bytes", "mha_course.benchmark.flops.attention_flops"),
     ),
     Item(
         id="ex08_time_call", notebook=NOTEBOOK, function="time_call", points=2,

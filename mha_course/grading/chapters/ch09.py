@@ -8,15 +8,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mha_grader.items import Item, Mistake
+
 from ...tiled import online_softmax_update, tiled_attention
 from .. import mistakes as M
-from ..items import Item, Mistake
+from ..forbidden import ATTENTION, TILED
 
 NOTEBOOK = "ex09_flash_attention"
-_FORBID = ("mha_course.tiled.online_softmax_update", "mha_course.tiled.tiled_attention")
-_FORBID_ATTENTION = _FORBID + ("torch.nn.functional.scaled_dot_product_attention",
-                               "mha_course.sdpa.scaled_dot_product_attention",
-                               "torch.nn.MultiheadAttention")
+_FORBID = TILED
+_FORBID_ATTENTION = ATTENTION  # includes _FORBID
 _NO_RESCALE = ("running sum/output not rescaled: when the maximum grows from m to m_new, multiply "
                "the old row_sum and acc by alpha = exp(m - m_new) before adding the new block")
 _RESCALE_INVERTED = "rescaled by exp(m_new - m): the factor is alpha = exp(m - m_new) <= 1"
@@ -111,10 +111,23 @@ def _tiled_cases(rng: np.random.Generator) -> list[dict]:
          "key": rng.normal(size=(1, 6, 4)).astype(np.float32),
          "value": rng.normal(size=(1, 6, 4)).astype(np.float32),
          "block_q": 16, "block_k": 16, "is_causal": True},
+        _large_case(rng),
     ]
 
 
+BIG_L = 8192  # one float32 (L, S) matrix is 256 MiB, beyond MEMORY_MB; a (512, 512) tile is 1 MiB
+MEMORY_MB = 160  # measured: the solution's cells + its blockwise pass on the large case add < 60 MiB
+
+
+def _large_case(rng: np.random.Generator) -> dict:
+    """Long enough that the full (L, S) scores cannot exist within ``MEMORY_MB`` (kernel-enforced)."""
+    q, k, v = (rng.normal(size=(1, BIG_L, 8)).astype(np.float32) for _ in range(3))
+    return {"query": q, "key": k, "value": v, "block_q": 512, "block_k": 512, "is_causal": True}
+
+
 def _tiled_ref(q, k, v, block_q, block_k, causal):
+    if q.shape[-2] >= BIG_L:  # the large case: torch's SDPA is the faster oracle (same causal convention)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     return tiled_attention(q, k, v, is_causal=causal, block_q=block_q, block_k=block_k)
 
 
@@ -161,5 +174,6 @@ ITEMS = [
                         _tile_scores(q, k, 0, 0, c, shift=-1), -1) @ v),
         ),
         forbidden=_FORBID_ATTENTION,
+        memory_mb=MEMORY_MB,  # "never build the (L, S) matrix", enforced by the kernel (RLIMIT_AS)
     ),
 ]

@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mha_grader.items import Item, Mistake
+
 from ...mha import MultiHeadAttention
 from ...pruning import prune_heads
 from .. import mistakes as M
-from ..items import Item, Mistake
 
 NOTEBOOK = "ex10_head_pruning"
 _FORBID = ("mha_course.pruning.prune_heads", "mha_course.pruning.gradient_importance",
@@ -141,6 +142,6 @@ ITEMS = [
             Mistake("interleaved groups", M.REPEAT_NOT_INTERLEAVE,
                     variant=lambda H, G, d: _groups_ref(H, G, d, interleaved=True)),
         ),
-        forbidden=_FORBID,
+        forbidden=(*_FORBID, "mha_course.gqa.kv_group_of_query_heads"),
     ),
 ]

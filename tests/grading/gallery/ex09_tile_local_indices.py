@@ -10,4 +10,4 @@ def tile_step(q_block, k_block, v_block, m, row_sum, acc, q_start, k_start, is_c
     return online_update(m, row_sum, acc, scores, v_block)
 '''}
 EXPECT = {"ex09_tile_step": ("wrong values", "local indices"),
-          "ex09_tiled_attention": ("wrong values", "max abs error")}
+          "ex09_tiled_attention": ("wrong values", "values differ")}

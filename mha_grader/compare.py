@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .feedback import relative_band, render_child
 from .items import Case, Dtype, Item
 
 # Statuses (the ``status`` word of a result; Gradescope gets passed/failed plus this in the output).
@@ -31,6 +32,11 @@ MEMORY = "memory limit"
 CRASHED = "crashed"
 INVALID_NOTEBOOK = "invalid notebook"
 MISSING_NOTEBOOK = "missing notebook"
+INVALID_RESULT = "invalid result"  # the child's result broke the protocol (mha_grader/protocol.py)
+REJECTED = "rejected"  # the class layout was refused (a symlinked folder, a hard-linked notebook...)
+# What a child may report (anything else is "crashed"), and what only the parent decides.
+CHILD_STATUSES = frozenset({NOT_IMPLEMENTED, MISSING_FUNCTION, ERROR, FORBIDDEN, MEMORY, WRONG_TYPE})
+PARENT_STATUSES = frozenset({TIMEOUT, CRASHED, INVALID_NOTEBOOK, MISSING_NOTEBOOK, INVALID_RESULT, REJECTED})
 
 
 @dataclass
@@ -155,14 +161,27 @@ def compare_output(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
     named = _named_mistake(item, case, j, got, ref)
     if named:
         return named[1] or WRONG_VALUES, named[0]
+    return WRONG_VALUES, values_differ(item, got, ref)
+
+
+def values_differ(item: Item, got: np.ndarray, ref: np.ndarray) -> str:
+    """How far off, WITHOUT the expected value: mismatched-element count and a relative-error band.
+
+    (A wrong answer of 0 on a scalar item gets "100 % or more", whatever the right value is.)
+    """
     if ref.dtype == np.bool_ or got.dtype == np.bool_:
-        return WRONG_VALUES, f"{int((got != ref).sum())} of {ref.size} entries differ"
-    with np.errstate(invalid="ignore"):
-        err = np.abs(got.astype(np.float64) - ref.astype(np.float64))
-        err = np.where(np.isnan(err), np.inf, err)
-        finite = np.isfinite(ref)
-        err = np.where(finite | (got != ref), err, 0.0)
-    return WRONG_VALUES, f"max abs error {float(err.max()):.3g} (tolerance rtol={_tolerances(item, np.dtype(ref.dtype))[0]:g})"
+        return f"{int((got != ref).sum())} of {ref.size} entries differ"
+    rtol, atol = _tolerances(item, np.dtype(ref.dtype))
+    g, r = got.astype(np.float64), ref.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad = ~np.isclose(g, r, rtol=rtol, atol=atol, equal_nan=True)
+        finite = np.isfinite(r) & np.isfinite(g)
+        num = float(np.linalg.norm(np.where(finite, g - r, 0.0)))
+        den = float(np.linalg.norm(np.where(finite, r, 0.0)))
+    rel = num / den if den > 0 else float("inf")
+    band = "100 % or more" if rel == float("inf") else relative_band(rel)
+    what = "the value differs" if ref.ndim == 0 else f"{int(bad.sum())} of {ref.size} values differ"
+    return f"{what} (relative error {band}; tolerance rtol={rtol:g}, atol={atol:g})"
 
 
 # The class grader judges students in several threads. References and mistake variants may
@@ -171,17 +190,33 @@ def compare_output(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
 _JUDGE_LOCK = threading.Lock()
 
 
-def judge(item: Item, cases: list[Case], child: dict[str, Any]) -> ItemResult:
-    """Score one item from the child's report ``{"status", "message", "outputs": [[arrays]]}``."""
+def judge(item: Item, cases: list[Case], child: dict[str, Any],
+          cell_lines: dict[int, int] | None = None) -> ItemResult:
+    """Score one item from the child's report ``{"status", ..., "outputs": [[arrays]]}``.
+
+    A non-"ok" report gets its message from the fixed vocabulary (``feedback.render_child``);
+    ``parent_message`` is the PARENT's own words (a timeout, a crash) and the only text kept.
+    ``cell_lines`` (cell index -> number of lines) lets a reported line be checked.
+    """
     with _JUDGE_LOCK:
-        return _judge(item, cases, child)
+        return _judge(item, cases, child, cell_lines)
 
 
-def _judge(item: Item, cases: list[Case], child: dict[str, Any]) -> ItemResult:
+def _judge(item: Item, cases: list[Case], child: dict[str, Any], cell_lines: dict[int, int] | None
+           ) -> ItemResult:
     status = child.get("status", CRASHED)
     if status != "ok":
-        return ItemResult(item.id, item.function, 0.0, item.points, status,
-                          str(child.get("message", ""))[:2000])
+        if status not in CHILD_STATUSES | PARENT_STATUSES:
+            status = CRASHED
+        msg = render_child(status, child, function=item.function, forbidden=tuple(item.forbidden),
+                           cell_lines=cell_lines)
+        if status == MEMORY and item.memory_mb:
+            msg += (f"; this item may use at most {item.memory_mb} MiB beyond start-up (the kernel "
+                    "enforces it): its large case's full (L, S) matrix does not fit, so the method matters")
+        own = child.get("parent_message")
+        if isinstance(own, str):
+            msg = f"{msg}; {own}" if msg else own
+        return ItemResult(item.id, item.function, 0.0, item.points, status, msg[:500])
     outputs = child.get("outputs") or []
     for i, case in enumerate(cases):
         refs = as_arrays(item.reference(*to_framework(item, case)))

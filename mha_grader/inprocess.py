@@ -30,7 +30,11 @@ def grade_namespace(namespace: dict, items: list[Item], seed: int) -> list[ItemR
             if status.get("status") == "ok":
                 status["outputs"] = [[saved[f"c{i}_o{j}"] for j in range(n)]
                                      for i, n in enumerate(status["n_outputs"])]
-            results.append(judge(it, cases, status))
+            r = judge(it, cases, status)
+            if it.memory_mb and r.passed:  # the kernel bound needs a child of its own
+                r.message += (f" (its {it.memory_mb} MiB memory bound is not enforced in your kernel: "
+                              "`mha-course check NOTEBOOK` enforces it, as grading does)")
+            results.append(r)
     finally:
         wires.uninstall()  # the learner's kernel gets its torch back untouched
     return results

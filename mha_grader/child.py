@@ -1,21 +1,31 @@
-"""The sandboxed child: the ONLY place learner code runs (``python -I -m mha_course.grading.child``).
+"""The sandboxed child: the ONLY place learner code runs (``python -I -S``, staged engine).
 
-It reads the job (per notebook: cells to run and items to call; inputs as a non-pickle
-``.npz``), deletes it,
-puts tripwires on forbidden APIs and on process creation, runs the cells, calls each item's
-function, and writes plain numeric arrays (``np.savez``, no pickle) and a small JSON status per
-item into the results folder. Progress goes to ``progress`` so the parent can time each stage.
-Nothing it prints matters: the parent discards stdout/stderr and compares numbers itself.
+It reads the job (per notebook: cells to run, items to call, and the staged course package to
+import, in which that notebook's forbidden course functions are absent; inputs as a non-pickle
+``.npz``), tripwires the forbidden names that live outside the course (torch's), runs the
+cells, calls each item's function, and writes what came back in the protocol's format
+(``protocol.py``: a status from a fixed set, raw ``.npy`` arrays). Before each stage it re-arms
+RLIMIT_CPU. Progress goes to ``progress`` so the parent can time each stage. Nothing it prints
+matters: the parent discards stdout/stderr, checks every file and compares numbers itself.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import importlib
 import json
 import os
 import sys
 import traceback
+
+from .errors import ForbiddenCall
+from .feedback import exception_report, return_kind
+
+try:
+    import resource
+except ImportError:  # Windows: only the in-process check uses this module there
+    resource = None
 
 ALIASES = {  # more doors to the same forbidden room
     "torch.nn.functional.scaled_dot_product_attention": (
@@ -33,10 +43,7 @@ _PROCESS_CALLS = ("fork", "forkpty", "system", "popen", "posix_spawn", "posix_sp
                   "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe",
                   "kill", "killpg", "setsid", "setpgid")
 MAX_ELEMENTS = 20_000_000
-
-
-class ForbiddenCall(BaseException):
-    """Raised by a tripwire (a BaseException, so ``except Exception`` does not swallow it)."""
+PRELOADABLE = frozenset({"matplotlib.pyplot"})  # imported before the units fork (see runner._preload)
 
 
 class WrongType(Exception):
@@ -147,20 +154,20 @@ def _to_array(x, np, torch):
         if t.dtype == torch.bfloat16:
             t = t.float()
         if t.is_complex() or t.numel() > MAX_ELEMENTS:
-            raise WrongType(f"a tensor of dtype {t.dtype} with {t.numel()} elements")
+            raise WrongType("complex tensor" if t.is_complex() else "too many elements")
         return np.array(t.numpy(), copy=True)
     if type(x) is np.ndarray or isinstance(x, np.generic) or type(x) in (int, float, bool):
         a = np.array(x, copy=True)
         if a.dtype.kind not in "biuf" or a.size > MAX_ELEMENTS:
-            raise WrongType(f"an array of dtype {a.dtype} with {a.size} elements")
+            raise WrongType("too many elements" if a.size > MAX_ELEMENTS else "object array")
         return a
-    raise WrongType(f"an object of type {type(x).__name__}")
+    raise WrongType(return_kind(x))
 
 
 def _outputs(out, np, torch) -> list:
     if type(out) in (tuple, list):
         if len(out) > 8:
-            raise WrongType(f"a {type(out).__name__} of {len(out)} things")
+            raise WrongType("too many outputs")
         return [_to_array(o, np, torch) for o in out]
     return [_to_array(out, np, torch)]
 
@@ -182,11 +189,9 @@ def _run_item(item: dict, ns: dict, arrays: dict, wires: Tripwires, np, torch) -
     """Call one item on its cases; returns (status json, arrays to save)."""
     fn = ns.get(item["function"])
     if fn is None:
-        return {"status": "missing function",
-                "message": f"no `{item['function']}` defined (was it renamed or deleted?)"}, {}
+        return {"status": "missing function"}, {}
     if item.get("static_forbidden"):
-        return {"status": "forbidden API",
-                "message": "uses " + ", ".join(item["static_forbidden"])}, {}
+        return {"status": "forbidden API", "forbidden": list(item["static_forbidden"])}, {}
     driver = None
     if item.get("driver"):
         mod, _, name = item["driver"].partition(":")
@@ -199,42 +204,114 @@ def _run_item(item: dict, ns: dict, arrays: dict, wires: Tripwires, np, torch) -
         try:
             out = driver(fn, *args) if driver else fn(*args)
         except ForbiddenCall as e:
-            return {"status": "forbidden API", "message": f"calls {e}"}, {}
-        except NotImplementedError as e:
-            return {"status": "not implemented", "message": str(e)[:300]}, {}
+            return {"status": "forbidden API", "forbidden": [str(e)]}, {}
+        except NotImplementedError:
+            return {"status": "not implemented"}, {}
         except MemoryError:
-            return {"status": "memory limit", "message": "ran out of memory (MemoryError)"}, {}
+            return {"status": "memory limit"}, {}
         except SystemExit as e:
-            return {"status": "error", "message": f"called sys.exit({e.code!r})"[:300]}, {}
+            return {"status": "error", **exception_report(e)}, {}
         except BaseException as e:
             tb = traceback.format_exception_only(type(e), e)[-1].strip()
             if "can't allocate memory" in tb or "not enough memory" in tb.lower():
-                return {"status": "memory limit", "message": tb[:300]}, {}
-            return {"status": "error", "message": tb[:500]}, {}
+                return {"status": "memory limit"}, {}
+            return {"status": "error", **exception_report(e)}, {}
         finally:
             wires.armed = set()
         if wires.hits:
-            return {"status": "forbidden API", "message": "calls " + ", ".join(sorted(wires.hits))}, {}
+            return {"status": "forbidden API", "forbidden": sorted(wires.hits)}, {}
         try:
             outs = _outputs(out, np, torch)
         except WrongType as e:
-            want = "a torch.Tensor" if item["framework"] == "torch" else "a NumPy array"
-            return {"status": "wrong type", "message": f"expected {want}, got {e}"}, {}
+            return {"status": "wrong type", "got": str(e)}, {}
         for j, a in enumerate(outs):
             saved[f"c{i}_o{j}"] = a
         shapes.append(len(outs))
     return {"status": "ok", "n_outputs": shapes}, saved
 
 
-def main() -> None:
-    job_dir, out_dir = sys.argv[1], sys.argv[2]
+def _arm_cpu(seconds: float) -> None:
+    """Soft RLIMIT_CPU = CPU used so far + ``seconds`` (SIGXCPU ends the stage); hard stays."""
+    if resource is None or not seconds:
+        return
+    try:
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        now = used.ru_utime + used.ru_stime
+        soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        want = int(now + seconds) + 1
+        if hard != resource.RLIM_INFINITY:
+            want = min(want, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (want, hard))
+    except (OSError, ValueError):
+        pass
+
+
+def _cap_memory(mb: int) -> bool:
+    """Lower the HARD address-space limit to (now + ``mb`` MiB), before any submission code runs:
+    an unprivileged process cannot raise a hard limit again, so the bound holds whatever the
+    submission does. False if it cannot be applied (the caller then fails the items closed)."""
+    if resource is None:
+        return False
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        cap = vm + mb * 2**20
+        if hard != resource.RLIM_INFINITY:
+            cap = min(cap, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        return resource.getrlimit(resource.RLIMIT_AS) == (cap, cap)
+    except (OSError, ValueError, StopIteration):
+        return False
+
+
+def _use_course(path: str, base: list[str]) -> None:
+    """Import ``mha_course`` from this notebook's staged copy from now on."""
+    for name in [m for m in sys.modules if m == "mha_course" or m.startswith("mha_course.")]:
+        del sys.modules[name]
+    sys.path[:] = [path, *base]
+    importlib.invalidate_caches()
+
+
+def _run_unit(nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu: float,
+              out_dir: str, np, torch) -> None:
+    """Run one unit (a notebook's cells, then the items that share its forbidden names)."""
+    from . import protocol
+
+    _use_course(nb["course"], job["_base"])
+    ns: dict = {"__name__": "__main__", "__builtins__": builtins}  # a fresh namespace
+    cell_errors = []
+    # Forbidden APIs fail in the cells too (no answers precomputed at top level); no penalty.
+    wires.armed = {n for it in nb["items"] for n in it["forbidden"]}
+    for cell in nb["cells"]:
+        mark(f"cell {nb['name']} {cell['index']}")
+        _arm_cpu(cpu)
+        try:
+            exec(compile(cell["source"], f"<cell {cell['index']}>", "exec"), ns)
+        except BaseException as e:  # noqa: BLE001 - a broken cell must not stop the others
+            cell_errors.append({"index": cell["index"], **exception_report(e)})
+    wires.armed, wires.hits = set(), set()
+    with open(os.path.join(out_dir, f"cells_{nb['name']}.json"), "w", encoding="utf-8") as f:
+        json.dump(cell_errors, f)
+    for item in nb["items"]:
+        mark(f"item {item['id']}")
+        _arm_cpu(cpu)
+        status, saved = _run_item(item, ns, arrays, wires, np, torch)
+        outs = ([[saved[f"c{i}_o{j}"] for j in range(n)] for i, n in enumerate(status["n_outputs"])]
+                if status["status"] == "ok" else [])
+        protocol.write_result(out_dir, item["id"], status, outs)
+
+
+def main(job_dir: str, out_dir: str) -> None:
     with open(os.path.join(job_dir, "job.json"), encoding="utf-8") as f:
         job = json.load(f)
+    base = [*sys.path, *job["sys_path"]]
+    sys.path[:] = base
+    job["_base"] = base
     import numpy as np
+
     with np.load(os.path.join(job_dir, "inputs.npz"), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    for name in ("job.json", "inputs.npz"):
-        os.remove(os.path.join(job_dir, name))
     progress = os.open(os.path.join(out_dir, "progress"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
 
     def mark(stage: str) -> None:
@@ -245,35 +322,40 @@ def main() -> None:
     if job["needs_torch"]:
         import torch
         torch.set_num_threads(1)
+    for mod in job.get("preload", []):
+        if mod in PRELOADABLE:
+            with contextlib.suppress(Exception):
+                importlib.import_module(mod)
     wires = Tripwires()
-    for name in sorted({n for nb in job["notebooks"] for it in nb["items"] for n in it["forbidden"]}):
-        wires.install(name)
-    _block_processes()
+    if torch is not None:  # course functions are absent from the staged package; torch's are wired
+        for name in sorted({n for nb in job["notebooks"] for it in nb["items"]
+                            for n in it["forbidden"] if not n.startswith("mha_course.")}):
+            wires.install(name)
+    cpu = float(job.get("item_cpu", 0))
     for nb in job["notebooks"]:
-        ns: dict = {"__name__": "__main__", "__builtins__": builtins}  # one namespace per notebook
-        cell_errors = []
-        # Forbidden APIs fail in the cells too (no answers precomputed at top level); no penalty.
-        wires.armed = {n for it in nb["items"] for n in it["forbidden"]}
-        for cell in nb["cells"]:
-            mark(f"cell {nb['name']} {cell['index']}")
+        # One process per unit, forked before any learner code: it imports ITS staged package.
+        pid = os.fork()
+        if pid == 0:
             try:
-                exec(compile(cell["source"], f"<cell {cell['index']}>", "exec"), ns)
-            except BaseException as e:  # noqa: BLE001 - a broken cell must not stop the others
-                err = traceback.format_exception_only(type(e), e)[-1].strip()[:300]
-                cell_errors.append({"index": cell["index"], "error": err})
-        wires.armed, wires.hits = set(), set()
-        with open(os.path.join(out_dir, f"cells_{nb['name']}.json"), "w", encoding="utf-8") as f:
-            json.dump(cell_errors, f)
-        for item in nb["items"]:
-            mark(f"item {item['id']}")
-            status, saved = _run_item(item, ns, arrays, wires, np, torch)
-            with open(os.path.join(out_dir, f"{item['id']}.npz"), "wb") as f:
-                np.savez(f, **saved)
-            with open(os.path.join(out_dir, f"{item['id']}.json"), "w", encoding="utf-8") as f:
-                json.dump(status, f)
+                cap = min((int(it["memory_mb"]) for it in nb["items"] if it.get("memory_mb")), default=0)
+                if cap and not _cap_memory(cap):  # the bound can't be enforced here: fail closed
+                    for item in nb["items"]:
+                        from . import protocol
+                        protocol.write_result(out_dir, item["id"], {"status": "memory limit"}, [])
+                    mark(f"unit {nb['name']} end")
+                    os._exit(0)
+                _block_processes()
+                _run_unit(nb, job, arrays, wires, mark, cpu, out_dir, np, torch)
+                mark(f"unit {nb['name']} end")
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):  # die the same way, so the parent knows which stage did it
+            os.kill(os.getpid(), os.WTERMSIG(status))
+            os._exit(1)
+        with open(os.path.join(out_dir, "progress"), "rb") as f:
+            last = f.read(101).decode("ascii", "replace").strip()
+        if os.WEXITSTATUS(status) != 0 or last != f"unit {nb['name']} end":
+            os._exit(os.WEXITSTATUS(status) or 3)  # it exited inside a stage (os._exit...)
     mark("done")
     os._exit(0)  # no atexit handlers, no lingering threads
-
-
-if __name__ == "__main__":
-    main()

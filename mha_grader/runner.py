@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+import os
 import signal
 import tempfile
 import time
@@ -19,9 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from . import compare as C
+from . import isolation, protocol
+from .feedback import cell_note
 from .items import STATIC_FORBIDDEN, Case, Dtype, Item
 from .notebook import InvalidNotebook, code_cells
-from .sandbox import Limits, run_child
+from .sandbox import Limits, run_child, stager
 
 Graded = tuple[list[C.ItemResult], list[str]]  # (results in item order, notes)
 
@@ -65,24 +68,26 @@ def encode_cases(item: Item, cases: list[Case], arrays: dict) -> list[list[dict]
 
 
 def _read_child_result(out: Path, item: Item) -> dict | None:
-    js, npz = out / f"{item.id}.json", out / f"{item.id}.npz"
-    if not js.exists() or js.stat().st_size > 100_000:
-        return None
+    """The item's result by the protocol; ``None`` if the child wrote none, ``invalid result``
+    if what it wrote breaks the protocol (forged, truncated, oversized, compressed, a link...)."""
     try:
-        status = json.loads(js.read_text(encoding="utf-8"))
-        if not isinstance(status, dict):
-            raise ValueError("not an object")
-        if status.get("status") == "ok":
-            counts = [int(n) for n in status.get("n_outputs", [])]
-            with np.load(npz, allow_pickle=False) as z:
-                status["outputs"] = [[np.asarray(z[f"c{i}_o{j}"]) for j in range(n)]
-                                     for i, n in enumerate(counts)]
-        return status
-    except Exception as e:  # a forged or truncated result file
-        return {"status": C.CRASHED, "message": f"unreadable result ({type(e).__name__})"}
+        return protocol.read_result(out, item.id)  # only the protocol's fields; no free text
+    except FileNotFoundError:
+        return None
+    except protocol.Invalid as e:
+        return {"status": C.INVALID_RESULT, "parent_message": f"the result breaks the protocol: {e}"[:300]}
+
+
+def _preload(cells: list[dict]) -> list[str]:
+    """Heavy modules the notebooks import anyway (the course package imports matplotlib): the
+    child imports them once, before forking its units, instead of once per unit."""
+    text = "\n".join(c["source"] for c in cells)
+    return ["matplotlib.pyplot"] if "mha_course" in text or "matplotlib" in text else []
 
 
 def _why(killed: str | None, code: int | None) -> tuple[str, str]:
+    if code is not None and code > 128:  # bubblewrap reports a signal as 128 + its number
+        code = -(code - 128)
     if killed or code == -signal.SIGXCPU:
         return C.TIMEOUT, ("took too long" if killed else "used too much CPU time")
     if code == -signal.SIGKILL:
@@ -111,9 +116,18 @@ def _finished(stage: str, todo: dict[str, list[Item]]) -> set[str]:
 
 
 def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], seed: int,
-                     limits: Limits | None = None) -> dict[str, Graded]:
-    """Grade several notebooks of one student: ``{name: path}``, ``{name: items}`` -> ``{name: graded}``."""
+                     limits: Limits | None = None, isolation_mode: str | None = None
+                     ) -> dict[str, Graded]:
+    """Grade several notebooks of one student: ``{name: path}``, ``{name: items}`` -> ``{name: graded}``.
+
+    A unit holding an item with a ``memory_mb`` bound gets its address space capped by the
+    kernel before any submission code runs (see ``Item.memory_mb`` and ``child._cap_memory``).
+
+    ``isolation_mode``: ``"bwrap"``, ``"user"`` or ``"none"`` (default: the strongest available,
+    or ``MHA_GRADER_ISOLATION``; "none" if nothing is, since this is also the self-check path).
+    """
     limits = limits or Limits()
+    mode = isolation_mode or isolation.choose(allow_none=True)
     notes: dict[str, list[str]] = {n: [] for n in notebooks}
     cells: dict[str, list[dict]] = {}
     raw: dict[str, dict] = {}
@@ -123,69 +137,94 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
         except InvalidNotebook as e:
             notes[name].append(str(e))
             for it in items[name]:
-                raw[it.id] = {"status": C.INVALID_NOTEBOOK, "message": str(e)}
+                raw[it.id] = {"status": C.INVALID_NOTEBOOK, "parent_message": str(e)}
     cases = {it.id: it.cases(seed) for name in notebooks for it in items[name]}
+    # cell index -> its number of lines: a line the child reports must be one of them
+    lines = {name: {c["index"]: c["source"].count("\n") + 1 for c in cs} for name, cs in cells.items()}
     banned = {name: static_forbidden(cells[name], {f for it in items[name] for f in it.forbidden})
               for name in cells}
     skip: set[tuple[str, int]] = set()
-    deadline = time.monotonic() + limits.notebook_timeout * max(1, len(cells))
+    # One wall deadline per student (restarts included): sleeping cannot stretch it.
+    deadline = time.monotonic() + min(limits.student_timeout,
+                                      limits.notebook_timeout * max(1, len(cells)))
+    # Units: the items of a notebook that forbid the same names. Each unit runs the notebook's
+    # cells in its own process with its own staged package (see child.py), so every item is
+    # graded with exactly its own forbidden functions absent.
+    units: dict[str, tuple[str, list[Item]]] = {}
+    for name in cells:
+        groups: dict[frozenset[str], list[Item]] = {}
+        for it in items[name]:
+            groups.setdefault(frozenset(it.forbidden), []).append(it)
+        for g, its in enumerate(groups.values()):
+            units[f"{name}~{g}"] = (name, its)
+    courses = {u: str(stager().course({f for it in its for f in it.forbidden}))
+               for u, (_, its) in units.items()}
     with tempfile.TemporaryDirectory(prefix="mha-grade-") as tmp:
-        for attempt in range(sum(len(c) + len(items[n]) for n, c in cells.items()) + 1):
-            todo = {n: [it for it in items[n] if it.id not in raw] for n in cells}
-            todo = {n: its for n, its in todo.items() if its}
+        os.chmod(tmp, 0o711)  # mode "user": the child's uid may pass through to its own run only
+        for attempt in range(sum(len(cells[n]) + len(its) for n, its in units.values()) + 1):
+            todo = {u: [it for it in its if it.id not in raw] for u, (_, its) in units.items()}
+            todo = {u: its for u, its in todo.items() if its}
             if not todo:
                 break
             if time.monotonic() > deadline:
                 for its in todo.values():
                     for it in its:
-                        raw[it.id] = {"status": C.TIMEOUT, "message": "the submission ran out of time"}
+                        raw[it.id] = {"status": C.TIMEOUT, "parent_message": "the submission ran out of time"}
                 break
             arrays: dict[str, np.ndarray] = {}
-            spec = {"needs_torch": any(it.framework == "torch" or it.forbidden
+            spec = {"needs_torch": any(it.framework == "torch" or any(
+                                           not f.startswith("mha_course.") for f in it.forbidden)
                                        for its in todo.values() for it in its),
-                    "notebooks": [{"name": n, "cells": [c for c in cells[n] if (n, c["index"]) not in skip],
+                    "preload": _preload([c for u in todo for c in cells[units[u][0]]]),
+                    "sys_path": isolation.site_packages(), "item_cpu": limits.item_cpu,
+                    "read_only": sorted({courses[n] for n in todo}),
+                    "notebooks": [{"name": u, "course": courses[u],
+                                   "cells": [c for c in cells[units[u][0]] if (units[u][0], c["index"]) not in skip],
                                    "items": [{**it.child_spec(), "cases": encode_cases(it, cases[it.id], arrays),
-                                              "static_forbidden": sorted(banned[n] & set(it.forbidden))}
+                                              "static_forbidden": sorted(banned[units[u][0]] & set(it.forbidden))}
                                              for it in its]}
-                                  for n, its in todo.items()]}
+                                  for u, its in todo.items()]}
             out = Path(tmp) / f"run{attempt}" / "out"
-            stage, killed, code = run_child(out.parent, spec, arrays, limits, deadline)
+            stage, killed, code = run_child(out.parent, spec, arrays, limits, deadline, mode)
             trusted = _finished(stage, todo)
-            for n, its in todo.items():
+            for u, its in todo.items():
+                n = units[u][0]
                 for it in its:
                     res = _read_child_result(out, it) if it.id in trusted else None
                     if res is not None:
                         raw[it.id] = res
                 with contextlib.suppress(Exception):
-                    errs = json.loads((out / f"cells_{n}.json").read_text(encoding="utf-8"))[:50]
+                    errs = json.loads((out / f"cells_{u}.json").read_text(encoding="utf-8"))[:50]
                     for e in errs:
-                        note = f"cell {int(e['index'])}: {str(e['error'])[:300]}"
-                        if note not in notes[n]:
+                        note = cell_note(e, lines[n])
+                        if note and note not in notes[n]:
                             notes[n].append(note)
             if stage == "done":
                 break
             status, why = _why(killed, code)
             words = stage.split()
             if len(words) == 3 and words[0] == "cell" and words[1] in todo and words[2].isdigit() \
-                    and (words[1], int(words[2])) not in skip:
-                skip.add((words[1], int(words[2])))
-                notes[words[1]].append(f"cell {words[2]}: {status} ({why}); skipped, grading went on without it")
+                    and (units[words[1]][0], int(words[2])) not in skip:
+                nb = units[words[1]][0]
+                skip.add((nb, int(words[2])))
+                notes[nb].append(f"cell {words[2]}: {status} ({why}); skipped, grading went on without it")
             elif len(words) == 2 and words[0] == "item" and words[1] in cases and words[1] not in raw:
-                raw[words[1]] = {"status": status, "message": why}
+                raw[words[1]] = {"status": status, "parent_message": why}
             else:  # died before or outside any stage: nothing more can be learned
                 for its in todo.values():
                     for it in its:
-                        raw.setdefault(it.id, {"status": status, "message": f"{why} before grading"})
+                        raw.setdefault(it.id, {"status": status, "parent_message": f"{why} before grading"})
                 break
     graded = {}
     for name in notebooks:
-        results = [C.judge(it, cases[it.id], raw.get(it.id, {"status": C.CRASHED, "message": "no result"}))
+        results = [C.judge(it, cases[it.id], raw.get(it.id, {"status": C.CRASHED, "parent_message": "no result"}),
+                           lines.get(name))
                    for it in items[name]]
         graded[name] = (results, notes[name])
     return graded
 
 
-def grade_notebook(path: str | Path, items: list[Item], seed: int, limits: Limits | None = None
-                   ) -> Graded:
-    """Grade ``items`` of one notebook in the sandbox; returns (results, notes)."""
-    return grade_submission({"nb": Path(path)}, {"nb": items}, seed, limits)["nb"]
+def grade_notebook(path: str | Path, items: list[Item], seed: int, limits: Limits | None = None,
+                   isolation_mode: str | None = None) -> Graded:
+    """Grade ``items`` of one notebook in a child; returns (results, notes)."""
+    return grade_submission({"nb": Path(path)}, {"nb": items}, seed, limits, isolation_mode)["nb"]

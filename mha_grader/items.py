@@ -7,12 +7,13 @@ reference and the mistake variants are computed here, never in the learner's pro
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from .keys import PublicSeed
 
 # A case is one call: argument name -> value, passed POSITIONALLY in this order.
 # Values: np.ndarray (float/int/bool), int, float, bool, None, str, or Dtype("float32").
@@ -66,6 +67,11 @@ class Item:
             need set-up (build a module, load weights): ``driver(obj, *args) -> output``.
         dtype_must_match: the output dtype must equal the dtype of the first floating input.
         rtol, atol: tolerances for float32; float64 uses ``rtol * 1e-5``, ``atol * 1e-5``.
+        memory_mb: a memory bound the KERNEL enforces, for items where the method is the point
+            (e.g. "never build the (L, S) matrix"): the item's unit (its own forked process in the
+            sandbox) lowers its HARD RLIMIT_AS to (address space after start-up + ``memory_mb``
+            MiB) before any submission code runs, so nothing the submission does can lift it.
+            Give it a case whose naive answer cannot fit.
     """
 
     id: str
@@ -83,11 +89,14 @@ class Item:
     dtype_must_match: bool = True
     rtol: float = 1e-4
     atol: float = 1e-5
+    memory_mb: int | None = None
 
-    def cases(self, seed: int) -> list[Case]:
-        """The grading cases for ``seed`` (deterministic per item id and seed)."""
-        rng = np.random.default_rng([int(seed) % (2**32), zlib.crc32(self.id.encode())])
-        return self.make_cases(rng)
+    def cases(self, seed: int | Any) -> list[Case]:
+        """The cases for ``seed``: an int (public self-check seed, deterministic per item id and
+        seed) or a ``keys.StudentInputs`` (secret per-student grading inputs, see ``keys.py``)."""
+        if isinstance(seed, (int, np.integer)):
+            seed = PublicSeed(int(seed))
+        return self.make_cases(seed.rng(self.id))
 
     def child_spec(self) -> dict[str, Any]:
         """What the child needs to call the learner's code (never the reference)."""
@@ -97,6 +106,7 @@ class Item:
             "framework": self.framework,
             "forbidden": list(self.forbidden),
             "driver": self.driver,
+            "memory_mb": self.memory_mb,
         }
 
 

@@ -1,0 +1,24 @@
+"""Forbidden lists shared by the chapters: every package or torch function that would COMPUTE an
+item's answer for the learner (reviewed per item; see each ``chNN.py`` for the item's own names).
+
+The class grader removes these from the staged package a sandbox sees and tripwires torch's; a
+name here must resolve (the engine checks). Never forbid something an item's own driver needs in
+the child (ex05's TinyCausalLM uses MultiHeadAttention and KVCache).
+"""
+
+from __future__ import annotations
+
+TORCH_SDPA = "torch.nn.functional.scaled_dot_product_attention"
+TORCH_MHA = ("torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward")
+COURSE_SDPA = "mha_course.sdpa.scaled_dot_product_attention"
+COURSE_MHA = "mha_course.mha.MultiHeadAttention"
+TILED = ("mha_course.tiled.tiled_attention", "mha_course.tiled.online_softmax_update")
+# Other package code that returns softmax(Q Kᵀ / sqrt(D)) V given Q, K, V (or a module doing it).
+OTHER_ATTENTION = ("mha_course.single_head.SelfAttentionHead", "mha_course.benchmark.variants.bare_attention",
+                   "mha_course.benchmark.variants.bare_sdpa_with_projections",
+                   "mha_course.benchmark.backends.forced_sdpa")
+
+# Items that ask for attention itself (a head, MHA, GQA, cross-attention, blockwise).
+ATTENTION = (TORCH_SDPA, COURSE_SDPA, *TORCH_MHA, COURSE_MHA, *TILED, *OTHER_ATTENTION)
+# NumPy attention of chapter 1 (it takes a scale, so it also answers chapter 2-4 items on arrays).
+NUMPY_ATTENTION = ("mha_course.numpy_attention.dot_product_attention",)

@@ -1,0 +1,119 @@
+"""Feedback from a fixed vocabulary: the parent writes every word a student reads.
+
+Nothing the child says is echoed. The child reports an exception as its TYPE (the nearest
+built-in class in its MRO, so ``class Leak(ValueError)`` is reported as ``ValueError``) and WHERE
+in the student's own cells it happened (cell index, line); a wrong return type as a kind from a
+fixed list; a forbidden call as the item's forbidden name. The parent checks each field against
+what it knows (the built-in exception names, the notebook's cells and their lengths, the item's
+forbidden list) and renders the sentence itself. Anything else the child sends is ignored, so a
+submission cannot use its feedback.md to carry out text (an environment, a peer's notebook).
+
+Numeric verdicts never print the expected value: they count mismatched elements and give a
+coarse relative-error band (see ``compare.py``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+from typing import Any
+
+CELL_FILE = re.compile(r"^<cell (\d{1,6})>$")
+BUILTIN_EXCEPTIONS = frozenset(n for n, v in vars(builtins).items()
+                               if isinstance(v, type) and issubclass(v, BaseException))
+# What a wrong return may be described as (the child picks one; built-in type names also pass).
+RETURN_KINDS = frozenset({"tensor subclass", "array subclass", "complex tensor", "complex array",
+                          "too many elements", "too many outputs", "object array", "class from the notebook",
+                          "torch.Tensor", "numpy.ndarray"})
+MAX_LINE = 100_000
+
+
+# ---- child side (runs in the sandbox; it only DESCRIBES, it never renders) ----------------------
+def exception_report(e: BaseException) -> dict[str, Any]:
+    """``{"exception": built-in type name, "cell": i, "line": n}`` for an exception in learner code."""
+    name = next((c.__name__ for c in type(e).__mro__ if c.__module__ == "builtins"), "BaseException")
+    out: dict[str, Any] = {"exception": name}
+    tb = e.__traceback__
+    while tb is not None:  # the innermost frame that is in one of the student's cells
+        m = CELL_FILE.match(tb.tb_frame.f_code.co_filename)
+        if m:
+            out["cell"], out["line"] = int(m.group(1)), int(tb.tb_lineno)
+        tb = tb.tb_next
+    return out
+
+
+def return_kind(x: Any) -> str:
+    """A wrong return value's kind, from ``RETURN_KINDS`` or a built-in type's name."""
+    t = type(x)
+    if t.__module__ == "builtins":
+        return t.__name__
+    mod = t.__module__.split(".")[0]
+    if mod == "torch":
+        return "tensor subclass"
+    if mod == "numpy":
+        return "array subclass"
+    return "class from the notebook"
+
+
+# ---- parent side (validates and renders) --------------------------------------------------------
+def exception_name(raw: Any) -> str:
+    return raw if isinstance(raw, str) and raw in BUILTIN_EXCEPTIONS else "an exception"
+
+
+def where(report: dict, cell_lines: dict[int, int] | None) -> str:
+    """`` at line 3 of cell 7`` when the child's (cell, line) is a real line of a real cell."""
+    cell, line = report.get("cell"), report.get("line")
+    if type(cell) is not int or type(line) is not int or not 0 < line <= MAX_LINE:
+        return ""
+    if cell_lines is not None and not 0 < line <= cell_lines.get(cell, 0):
+        return ""
+    return f" at line {line} of cell {cell}"
+
+
+def render_child(status: str, report: dict, *, function: str, forbidden: tuple[str, ...] | list[str],
+                 cell_lines: dict[int, int] | None = None) -> str:
+    """The message for a child's non-"ok" status, from the fixed vocabulary."""
+    if status == "missing function":
+        return f"no `{function}` defined (was it renamed or deleted?)"
+    if status == "not implemented":
+        return "raises NotImplementedError: the task is not done yet"
+    if status == "forbidden API":
+        names = report.get("forbidden")
+        names = [n for n in names if n in forbidden] if isinstance(names, list) else []
+        return ("uses " + ", ".join(sorted(set(names)))) if names else "uses an API this item forbids"
+    if status == "memory limit":
+        return "ran out of memory"
+    if status == "wrong type":
+        kind = report.get("got")
+        ok = isinstance(kind, str) and (kind in RETURN_KINDS or kind in _BUILTIN_TYPES)
+        return f"expected plain numbers (a tensor or array), got {kind if ok else 'something else'}"
+    if status == "error":
+        name = exception_name(report.get("exception"))
+        if name == "SystemExit":
+            return "called sys.exit()" + where(report, cell_lines)
+        return f"raised {name}{where(report, cell_lines)}"
+    return ""  # timeout, crashed, invalid result, ...: the parent's own words are added by the caller
+
+
+def cell_note(report: Any, cell_lines: dict[int, int] | None = None) -> str | None:
+    """``cell 7: raised KeyError at line 2`` for a failing cell, or None if the report is bogus."""
+    if not isinstance(report, dict) or type(report.get("index")) is not int:
+        return None
+    index = report["index"]
+    if cell_lines is not None and index not in cell_lines:
+        return None
+    loc = where({**report, "cell": index}, cell_lines)
+    return f"cell {index}: raised {exception_name(report.get('exception'))}{loc.replace(f' of cell {index}', '')}"
+
+
+_BUILTIN_TYPES = frozenset(n for n, v in vars(builtins).items() if isinstance(v, type)) | {"NoneType"}
+
+
+def relative_band(err: float) -> str:
+    """A coarse band for a relative error (never the expected value): decades from 0.1 % up."""
+    if err != err or err == float("inf"):
+        return "not finite"
+    for edge, text in ((1e-3, "under 0.1 %"), (1e-2, "0.1-1 %"), (1e-1, "1-10 %"), (1.0, "10-100 %")):
+        if err < edge:
+            return text
+    return "100 % or more"

@@ -1,0 +1,99 @@
+"""Feedback is written by the parent from a fixed vocabulary (attack class 11: feedback as a
+channel). A submission that stuffs its environment, the grader's environment or a peer's notebook
+into exception texts, exception class names, return types or sys.exit gets none of it into its
+feedback.md / results.json; a wrong answer of 0 on a scalar item does not reveal the right value."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from grading_helpers import TEST_LIMITS, build
+
+from mha_course.grading import all_items
+from mha_grader.classroom import grade_class
+from mha_grader.compare import as_arrays, judge, to_framework
+
+MARK = "LEAK-7f3a"
+EX02 = "ex02_scaled_dot_product_attention"
+
+GRAB = f'''
+import glob, os
+def _grab():
+    """Everything a submission might want to smuggle out, prefixed with the marker."""
+    text = "{MARK} " + repr(dict(os.environ))
+    for p in ("/proc/%d/environ" % os.getppid(), "/proc/%d/cmdline" % os.getppid()):
+        try:
+            text += open(p, "rb").read().decode(errors="replace")
+        except OSError:
+            pass
+    for nb in glob.glob("/proc/%d/cwd/**/peer/*.ipynb" % os.getppid(), recursive=True) + \\
+            glob.glob("/tmp/**/peer/*.ipynb", recursive=True):
+        try:
+            text += open(nb).read()[:5000]
+        except OSError:
+            pass
+    return text + " {MARK}"
+'''
+ATTACK = {  # each graded function of ex02 leaks through another door
+    "ex02_scaled_scores": GRAB + "def scaled_scores(query, key):\n    raise ValueError(_grab())\n",
+    "ex02_causal_mask": GRAB + (f"Leak = type('{MARK.replace('-', '_')}_' + 'x' * 50, (KeyError,), {{}})\n"
+                                "def make_causal_mask(L, S):\n    raise Leak(_grab())\n"),
+    "ex02_additive_mask": GRAB + "def additive_mask(mask, dtype):\n    raise NotImplementedError(_grab())\n",
+    "ex02_attention": GRAB + (f"class {MARK.replace('-', '_')}_Result:\n    pass\n"
+                              "def attention(query, key, value, attn_mask=None):\n"
+                              "    return globals()[[n for n in globals() if n.endswith('_Result')][0]]()\n"),
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("feedback")
+    sub = tmp / "submissions"
+    build("ex02", sub / "peer" / f"{EX02}.ipynb", extra=[(1, f"# {MARK} the peer's own code")])
+    build("ex02", sub / "mallory" / f"{EX02}.ipynb", replace=ATTACK,
+          extra=[(2, GRAB + "raise RuntimeError(_grab())"), (3, GRAB + "import sys\nsys.exit(_grab())")])
+    out = tmp / "out"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MHA_GRADER_SECRET_FOR_TEST", f"{MARK}-in-the-grader-environment")
+    try:
+        grade_class(sub, out, workers=2, key=bytes(range(32)), limits=TEST_LIMITS, progress=False)
+    finally:
+        mp.undo()
+    return out
+
+
+def test_no_child_text_reaches_the_feedback(graded):
+    for f in ("feedback.md", "results.json"):
+        text = (graded / "mallory" / f).read_text()
+        assert MARK not in text and MARK.replace("-", "_") not in text, f"{f} carries the child's text"
+        assert "PATH" not in text and "HOME" not in text
+    res = {t["name"]: t for t in json.loads((graded / "mallory" / "results.json").read_text())["tests"]}
+    assert res["ex02_scaled_scores"]["output"].startswith("error: raised ValueError at line ")
+    assert res["ex02_causal_mask"]["output"].startswith("error: raised KeyError at line ")  # its built-in base
+    assert res["ex02_additive_mask"]["output"] == "not implemented: raises NotImplementedError: the task is not done yet"
+    assert res["ex02_attention"]["output"].startswith("wrong type: ") and "class from the notebook" in res["ex02_attention"]["output"]
+    notes = json.loads((graded / "mallory" / "results.json").read_text())["output"]
+    assert "raised RuntimeError at line" in notes  # the failing top-level cell: type and line only
+    peer = (graded / "peer" / "feedback.md").read_text()
+    assert MARK not in peer and "Score: 6 / " in peer
+
+
+def _zero(item_id: str):
+    item = next(it for it in all_items() if it.id == item_id)
+    cases = item.cases(3)
+    refs = [as_arrays(item.reference(*to_framework(item, c))) for c in cases]
+    zeros = [[np.zeros_like(r) for r in rs] for rs in refs]
+    return judge(item, cases, {"status": "ok", "outputs": zeros}), refs
+
+
+@pytest.mark.parametrize("item_id", ["ex08_attention_flops", "ex07_kv_cache_bytes", "ex08_attention_intensity",
+                                     "ex04_mha_params", "ex03_head_params"])
+def test_a_wrong_zero_does_not_reveal_the_right_scalar(item_id):
+    r, refs = _zero(item_id)
+    assert not r.passed and r.status == "wrong values"
+    ref = float(refs[0][0])
+    for shown in {f"{ref:.3g}", f"{ref:.2g}", f"{ref:g}", f"{int(ref)}", f"{ref:.3e}", f"{ref:.1e}"}:
+        assert shown not in r.message, f"{r.message!r} reveals the expected value {shown}"
+    assert "100 % or more" in r.message

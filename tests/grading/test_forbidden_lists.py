@@ -1,0 +1,70 @@
+"""Package functions that compute an item's answer are on its forbidden list (attack class 1, part:
+"a package function not on the item's list"). Each shortcut below is a CORRECT answer made by
+calling the package (or torch) instead of doing the task; before the lists were reviewed each got
+full marks, now each is "forbidden API". Every forbidden name resolves."""
+
+from __future__ import annotations
+
+import pytest
+from grading_helpers import build, grade_many
+
+from mha_course.grading import all_items
+from mha_grader.child import _resolve
+
+
+def _fn(head: str, body: str) -> str:
+    return "import mha_course, torch\n" + head + "\n" + "\n".join("    " + ln for ln in body.strip().split("\n"))
+
+
+SHORTCUTS = {  # (exercise, item) -> the shortcut cell
+    ("ex01", "ex01_softmax"): _fn("def softmax(x):", "return mha_course.stable_softmax(torch.from_numpy(x), -1).numpy()"),
+    ("ex03", "ex03_head_forward"): _fn("def self_attention_head(x, W_Q, W_K, W_V):",
+                                       "return mha_course.tiled_attention(x @ W_Q, x @ W_K, x @ W_V)"),
+    ("ex04", "ex04_mha_forward"): _fn("def mha_forward(x, W_Q, W_K, W_V, W_O, num_heads):", """
+q, k, v = (mha_course.split_heads(x @ W, num_heads) for W in (W_Q, W_K, W_V))
+return mha_course.merge_heads(mha_course.tiled_attention(q, k, v)) @ W_O"""),
+    ("ex04", "ex04_mha_params"): _fn("def mha_param_count(E, num_heads, bias):",
+                                     "return sum(p.numel() for p in mha_course.MultiHeadAttention(E, num_heads, bias=bias).parameters())"),
+    ("ex05", "ex05_decode_step"): _fn("def decode_step(q_new, k_new, v_new, k_cache, v_cache):", """
+k, v = torch.cat([k_cache, k_new], -2), torch.cat([v_cache, v_new], -2)
+L, S = q_new.shape[-2], k.shape[-2]
+mask = mha_course.causal_mask(L, S, offset=S - L)
+return torch.nn.functional.scaled_dot_product_attention(q_new, k, v, attn_mask=mask), k, v"""),
+    ("ex07", "ex07_repeat_kv"): _fn("def repeat_kv_heads(x, n_rep):",
+                                    "return x[:, mha_course.kv_group_of_query_heads(x.shape[1] * n_rep, x.shape[1])]"),
+    ("ex08", "ex08_decode_kv_bytes"): _fn("def decode_kv_bytes(batch, num_heads, num_kv_heads, head_dim, context, dtype):",
+                                          "return mha_course.kv_cache_bytes(1, num_kv_heads, head_dim, seq_len=context, batch=batch, dtype=dtype)"),
+    ("ex10", "ex10_kv_groups_kept"): _fn("def kv_groups_kept(num_heads, num_kv_heads, drop):", """
+group = mha_course.kv_group_of_query_heads(num_heads, num_kv_heads)
+alive = torch.ones(num_heads, dtype=torch.bool)
+alive[torch.as_tensor(drop, dtype=torch.long)] = False
+return torch.stack([alive[group == g].any() for g in range(num_kv_heads)])"""),
+}
+
+CALLERS = {"ex01_softmax": {"ex01_attend"}, "ex07_repeat_kv": {"ex07_gqa_forward"}}
+
+
+def test_every_forbidden_name_resolves():
+    for it in all_items():
+        for name in it.forbidden:
+            _resolve(name)  # raises if a name is misspelled or moved
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("shortcuts")
+    return grade_many({item: (build(ex, tmp / item / "sub.ipynb", replace={item: src}), ex)
+                       for (ex, item), src in SHORTCUTS.items()})
+
+
+@pytest.mark.parametrize("ex,item", list(SHORTCUTS), ids=[i for _, i in SHORTCUTS])
+def test_a_package_shortcut_is_forbidden(ex, item, graded):
+    results, notes = graded[item]
+    r = results[item]
+    assert (r.points, r.status) == (0.0, "forbidden API"), f"{item}: {r.status}: {r.message} {notes}"
+    # items whose solution calls this one may lose their marks too, as "forbidden API" only (when
+    # they share the staged package, i.e. a unit, with it)
+    users = CALLERS.get(item, set())
+    assert all(results[u].passed or results[u].status == "forbidden API" for u in users)
+    others = [f"{o.id}: {o.status}" for o in results.values() if o.id not in {item, *users} and not o.passed]
+    assert not others, others  # the rest of the notebook is graded normally
