@@ -29,20 +29,17 @@ HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 _HINT = re.compile(r"^\s*# HINT:\s?(.*)$")
 
 
-def stub_source(source: str, task: str = "") -> str:
-    """Replace every solution block in one cell's source by hints + ``raise NotImplementedError``."""
+def _map_blocks(source: str, rewrite) -> str:
+    """Replace each ``### BEGIN SOLUTION`` ... ``### END SOLUTION`` block of ``source`` by
+    ``rewrite(indent, begin_line, body_lines, end_line) -> lines``."""
     out: list[str] = []
     block: list[str] | None = None
-    indent = ""
     for line in source.split("\n"):
         stripped = line.strip()
         if stripped == BEGIN:
-            block, indent = [], line[: len(line) - len(line.lstrip())]
+            block, begin = [], line
         elif stripped == END and block is not None:
-            hints = [m.group(1) for m in map(_HINT.match, block) if m]
-            out += [f"{indent}# HINT: {h}" for h in hints]
-            message = " ".join(hints) or task or "write this function"
-            out.append(f"{indent}raise NotImplementedError({message!r})")
+            out += rewrite(begin[: len(begin) - len(begin.lstrip())], begin, block, line)
             block = None
         elif block is not None:
             block.append(line)
@@ -51,29 +48,31 @@ def stub_source(source: str, task: str = "") -> str:
     if block is not None:
         raise ValueError(f"source: {BEGIN} without {END}")
     return "\n".join(out)
+
+
+def _hints(block: list[str]) -> list[str]:
+    return [m.group(1) for m in map(_HINT.match, block) if m]
+
+
+def stub_source(source: str, task: str = "") -> str:
+    """Replace every solution block in one cell's source by hints + ``raise NotImplementedError``."""
+    def stub(indent: str, begin: str, block: list[str], end: str) -> list[str]:
+        hints = _hints(block)
+        message = " ".join(hints) or task or "write this function"
+        return [f"{indent}# HINT: {h}" for h in hints] + [f"{indent}raise NotImplementedError({message!r})"]
+
+    return _map_blocks(source, stub)
 
 
 def hints_outside(source: str, task: str = "") -> str:
     """Move each solution block's ``# HINT:`` lines (or, with none, ``# TASK: <task>``) to just
     above its ``### BEGIN SOLUTION``, where nbgrader's stub keeps them."""
-    out: list[str] = []
-    block: list[str] | None = None
-    for line in source.split("\n"):
-        stripped = line.strip()
-        if stripped == BEGIN:
-            block, indent, begin = [], line[: len(line) - len(line.lstrip())], line
-        elif stripped == END and block is not None:
-            hints = [f"{indent}# HINT: {m.group(1)}" for m in map(_HINT.match, block) if m]
-            out += hints or ([f"{indent}# TASK: {task}"] if task else [])
-            out += [begin, *(b for b in block if not _HINT.match(b)), line]
-            block = None
-        elif block is not None:
-            block.append(line)
-        else:
-            out.append(line)
-    if block is not None:
-        raise ValueError(f"source: {BEGIN} without {END}")
-    return "\n".join(out)
+    def lift(indent: str, begin: str, block: list[str], end: str) -> list[str]:
+        hints = [f"{indent}# HINT: {h}" for h in _hints(block)]
+        hints = hints or ([f"{indent}# TASK: {task}"] if task else [])
+        return [*hints, begin, *(b for b in block if not _HINT.match(b)), end]
+
+    return _map_blocks(source, lift)
 
 
 def test_cell_source(item: Item, seed: int | None = None) -> str:
