@@ -1,15 +1,21 @@
 """Benchmark (not a test): grade a class of 100 generated submissions with 2 workers.
 
     .venv/bin/python benchmarks/grade_class.py [--students 100] [--workers 2] [--exercises 'ex*']
+                                               [--isolation bwrap|user|none] [--overhead 10]
 
 Each student hands in every exercise matching --exercises (default: all ten): a mix of solutions (40 %), untouched exercises (20 %)
 and the gallery's deliberately wrong implementations (40 %). Prints the wall time and the
-score distribution. Target: <= 5 minutes on 2 cores.
+score distribution. Target: <= 5 minutes on 2 cores, isolation on.
+
+``--overhead N`` first measures what the sandbox itself costs per child: N empty jobs (start the
+interpreter, import NumPy, stop) in the chosen mode and N without isolation, interleaved;
+medians and their difference are printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import runpy
 import shutil
@@ -19,8 +25,8 @@ from collections import Counter
 from pathlib import Path
 
 from mha_course.grading import resolve
-from mha_course.grading.classroom import grade_class
-from mha_course.grading.submissions import make_submission
+from mha_grader.classroom import grade_class
+from mha_grader.submissions import make_submission
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,23 +51,55 @@ def make_class(dest: Path, n: int, seed: int = 0, pattern: str = "ex*") -> None:
                 shutil.copy(ROOT / "solutions" / f"{stem}.ipynb", student / f"{stem}.ipynb")
 
 
+def sandbox_overhead(mode: str, n: int) -> tuple[float, float]:
+    """Median wall seconds of an empty child in ``mode`` and with no isolation (interleaved)."""
+    import statistics
+
+    from mha_grader.sandbox import Limits, run_child
+
+    times: dict[str, list[float]] = {mode: [], "none": []}
+    from mha_grader.isolation import site_packages
+    spec = {"needs_torch": False, "sys_path": site_packages(), "item_cpu": 5, "read_only": [],
+            "notebooks": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o711)
+        for i in range(n):
+            for m in (mode, "none"):
+                start = time.perf_counter()
+                stage, _, _ = run_child(Path(tmp) / f"{m}{i}", spec, {}, Limits(), time.monotonic() + 60, m)
+                times[m].append(time.perf_counter() - start)
+                assert stage == "done", (m, stage)
+    return statistics.median(times[mode]), statistics.median(times["none"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--students", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--keep", type=Path, help="keep the class and gradebook here")
     parser.add_argument("--exercises", default="ex*", help="glob of exercise stems, e.g. 'ex0[12]'")
+    parser.add_argument("--isolation", default=None, help="bwrap, user or none (default: strongest)")
+    parser.add_argument("--overhead", type=int, default=0, help="measure the sandbox's cost first (N runs)")
     args = parser.parse_args()
+    from mha_grader import isolation
+    mode = args.isolation or isolation.choose()
+    print(f"isolation: {mode}; load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    if args.overhead:
+        iso, plain = sandbox_overhead(mode, args.overhead)
+        print(f"empty child, median of {args.overhead}: {mode} {iso * 1000:.0f} ms, none {plain * 1000:.0f} ms "
+              f"-> sandbox overhead {(iso - plain) * 1000:.0f} ms per child")
     root = args.keep or Path(tempfile.mkdtemp(prefix="mha-bench-"))
     make_class(root / "submissions", args.students, pattern=args.exercises)
     start = time.perf_counter()
-    rows = grade_class(root / "submissions", root / "out", workers=args.workers, seed=2024)
+    rows = grade_class(root / "submissions", root / "out", workers=args.workers, seed=2024,
+                       no_isolation=mode == "none", isolation_mode=None if mode == "none" else mode)
     seconds = time.perf_counter() - start
     totals = Counter(sum(r.values()) for r in rows.values())
     notebooks = sum(1 for _ in (root / "submissions").glob("*/*.ipynb"))
     print(f"graded {len(rows)} students ({notebooks} notebooks) with {args.workers} workers "
           f"in {seconds:.1f} s ({seconds / 60:.2f} min)")
     print("score distribution:", dict(sorted(totals.items())))
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
 

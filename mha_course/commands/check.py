@@ -17,8 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mha_grader.report import print_results
+
     from ..grading import Limits, grade_notebook, items_for, resolve
-    from ..grading.report import print_results
 
     if not args.notebook.is_file():
         print(f"notebook: no such file: {args.notebook}")
@@ -28,7 +29,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(e)
         return 2
+    from mha_grader import isolation
+
     limits = Limits(memory_gb=args.memory_gb, item_timeout=args.timeout)
-    results, notes = grade_notebook(args.notebook, items, args.seed, limits)
-    print_results(results, notes, title=f"{resolve(args.notebook)}: {args.notebook}")
+    mode = isolation.choose(allow_none=True)
+    results, notes = grade_notebook(args.notebook, items, args.seed, limits, mode)
+    where = {"bwrap": "in a bubblewrap sandbox", "user": "as a dedicated unprivileged user",
+             "none": "NOT isolated (no sandbox here; fine for checking your own work)"}[mode]
+    print_results(results, notes, title=f"{resolve(args.notebook)}: {args.notebook} ({where})")
     return 0 if all(r.passed for r in results) else 1

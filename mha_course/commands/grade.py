@@ -32,22 +32,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="wall seconds per notebook, restarts included")
     parser.add_argument("--shard", type=_shard, default=(1, 1), metavar="K/N",
                         help="grade only the K-th of N deterministic slices of the class")
+    parser.add_argument("--student-timeout", type=float, default=300.0,
+                        help="wall seconds per student, all notebooks and restarts included")
+    parser.add_argument("--item-cpu", type=float, default=20.0, help="CPU seconds per item and cell")
+    parser.add_argument("--no-isolation", action="store_true",
+                        help="grade WITHOUT a sandbox where none is available (student code can then "
+                             "read and change what you can); every output then says 'not isolated'")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..grading.classroom import grade_class
-    from ..grading.sandbox import Limits
+    from mha_grader.classroom import grade_class
+    from mha_grader.errors import IsolationUnavailable
+    from mha_grader.sandbox import Limits
 
     if not args.submissions.is_dir():
         print(f"submissions: expected a folder of student folders, got {args.submissions}")
         return 2
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     limits = Limits(memory_gb=args.memory_gb, item_timeout=args.timeout,
-                    notebook_timeout=args.notebook_timeout)
+                    notebook_timeout=args.notebook_timeout, student_timeout=args.student_timeout,
+                    item_cpu=args.item_cpu)
     start = time.perf_counter()
-    rows = grade_class(args.submissions, args.out, workers=args.workers, seed=seed, limits=limits,
-                       shard=args.shard, progress=not args.no_progress)
+    try:
+        rows = grade_class(args.submissions, args.out, workers=args.workers, seed=seed,
+                           limits=limits, shard=args.shard, progress=not args.no_progress,
+                           no_isolation=args.no_isolation)
+    except IsolationUnavailable as e:
+        print(f"grade: refusing to grade a class: {e}")
+        return 2
+    except ValueError as e:
+        print(f"grade: {e}")
+        return 2
+    if args.no_isolation:
+        print("NOT ISOLATED: graded without a sandbox (--no-isolation); the gradebook says so")
     print(f"graded {len(rows)} student(s) with seed {seed} in {time.perf_counter() - start:.1f} s "
           f"-> {args.out / 'grades.csv'}")
     return 0

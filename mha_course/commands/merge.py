@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..grading.classroom import merge
+    from mha_grader.classroom import merge
 
     try:
         rows = merge(args.parts, args.out)

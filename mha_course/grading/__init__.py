@@ -1,8 +1,12 @@
-"""Autograding for the course's exercises (see docs/grading.md and docs/instructor_guide.md).
+"""The course's graded exercises: its items (``chapters/chNN.py``), mistakes and ``check``.
 
-- ``check("ex02")`` from a notebook cell: grades the functions defined in YOUR kernel, in-process.
+The grading ENGINE (sandbox, protocol, runner, comparison, reports) is the top-level package
+``mha_grader``; this package holds the course's policy and the learner's entry point:
+
+- ``check("ex02")`` from a notebook cell: grades the functions defined in YOUR kernel, in-process
+  (not isolated: your code runs in your own kernel, and says so).
 - ``check("exercises/ex02_scaled_dot_product_attention.ipynb")``: grades the saved notebook in
-  the isolated child, exactly like the instructor's grader (``mha-course check`` does this).
+  a child process, like the instructor's grader (``mha-course check`` does this).
 """
 
 from __future__ import annotations
@@ -10,12 +14,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .compare import ItemResult
-from .items import Case, Dtype, Item, Mistake
-from .registry import all_items, items_for, notebooks, resolve
-from .report import print_results
-from .runner import grade_notebook, grade_submission
-from .sandbox import Limits
+from mha_grader.compare import ItemResult
+from mha_grader.items import Case, Dtype, Item, Mistake
+from mha_grader.registry import all_items, items_for, notebooks, resolve
+from mha_grader.report import print_results
+from mha_grader.runner import grade_notebook, grade_submission
+from mha_grader.sandbox import Limits
 
 __all__ = ["Case", "Dtype", "Item", "ItemResult", "Limits", "Mistake", "all_items", "check",
            "grade_notebook", "grade_submission", "items_for", "notebooks", "resolve"]
@@ -25,7 +29,7 @@ def check(name: str | os.PathLike, namespace: dict | None = None, seed: int = 12
           quiet: bool = False) -> list[ItemResult]:
     """Check an exercise: prints each item's verdict, points and feedback; returns the results.
 
-    ``name`` ending in ``.ipynb`` (an existing file) -> the saved notebook, in the sandbox.
+    ``name`` ending in ``.ipynb`` (an existing file) -> the saved notebook, in a child process.
     Otherwise (``"ex02"``) -> the functions in ``namespace`` (default: the notebook's globals),
     in this process — convenient, but your code runs here, unlike in real grading.
     """
@@ -36,11 +40,12 @@ def check(name: str | os.PathLike, namespace: dict | None = None, seed: int = 12
     if path.suffix == ".ipynb" and path.exists():
         results, notes = grade_notebook(path, items, seed)
     else:
-        from .inprocess import grade_namespace
+        from mha_grader.inprocess import grade_namespace
         if namespace is None:
             import __main__
             namespace = vars(__main__)
         results, notes = grade_namespace(namespace, items, seed), []
     if not quiet:
-        print_results(results, notes, title=f"{resolve(name)} (seed {seed})")
+        where = "" if path.suffix == ".ipynb" else ", in your kernel: not isolated"
+        print_results(results, notes, title=f"{resolve(name)} (seed {seed}{where})")
     return results

@@ -27,9 +27,9 @@ def assert_item(item_id: str, seed: int = LEARNER_SEED, namespace: dict | None =
     with inputs from ``seed``; print one line; raise ``ItemFailed`` unless it passed.
 
     Returns nothing: a value shown by a test cell would be read by nbgrader as partial credit."""
-    from .inprocess import grade_namespace
-    from .registry import all_items
-    from .report import line
+    from mha_grader.inprocess import grade_namespace
+    from mha_grader.registry import all_items
+    from mha_grader.report import line
 
     items = [it for it in all_items() if it.id == item_id]
     if not items:

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import nbformat
 
-from .items import Item
+from mha_grader.items import Item
+
 from .nbgrader_tests import LEARNER_SEED  # the seed check() uses: inputs learners may see
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -125,7 +126,7 @@ def _with_test_cells(cells: list, items: dict[str, Item], seed: int | None) -> l
 
 
 def _read(solution: Path) -> tuple[nbformat.NotebookNode, dict[str, Item]]:
-    from .registry import all_items
+    from mha_grader.registry import all_items
 
     nb = nbformat.read(solution, as_version=4)
     items = {it.id: it for it in all_items() if it.notebook == solution.stem}
@@ -195,7 +196,7 @@ def release_nbgrader(solutions: Path, course: Path, assignment: str, seed: int,
     """Write ``COURSE/source/ASSIGNMENT/exNN_<topic>.ipynb`` (and a minimal
     ``nbgrader_config.py`` if the course has none). ``names``: exercise prefixes or stems to
     include (default: all). Returns the notebooks written."""
-    from .registry import resolve
+    from mha_grader.registry import resolve
 
     if not re.fullmatch(r"[A-Za-z0-9_\-]+", assignment):
         raise ValueError(f"assignment: expected a folder name of letters, digits, - and _, got {assignment!r}")

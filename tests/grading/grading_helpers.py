@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mha_course.grading import Limits, grade_submission, items_for, resolve
-from mha_course.grading.submissions import make_submission
+from mha_grader.submissions import make_submission
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"

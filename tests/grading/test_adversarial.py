@@ -4,8 +4,6 @@ other item of the notebook is graded normally. All run in the sandbox, two at a 
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 
 import pytest
@@ -106,7 +104,7 @@ import numpy as np, torch.testing
 torch.testing.assert_close = lambda *a, **k: None
 np.allclose = np.array_equal = lambda *a, **k: True
 np.testing.assert_allclose = lambda *a, **k: None
-import mha_course.grading.compare as C
+import mha_grader.compare as C
 C.judge = lambda *a, **k: None
 C.compare_output = lambda *a, **k: None
 ''')], "replace": _att("return torch.zeros(query.shape[:-1] + value.shape[-1:], dtype=query.dtype)")},
@@ -206,11 +204,5 @@ def test_hostile_submission(name, graded):
 def test_at_least_twenty_hostile_submissions():
     assert len(NAMES) >= 20
 
-
-def test_escaped_process_was_killed(graded):
-    _, _, pidfile = graded
-    assert pidfile.exists(), "the test's escape did not run"
-    pid = int(pidfile.read_text())
-    time.sleep(0.2)
-    alive = os.path.exists(f"/proc/{pid}") and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
-    assert not alive, f"process {pid} started by a submission outlived grading"
+# Processes that outlive their submission: tests/grading/test_isolation.py
+# (test_nothing_a_submission_started_outlives_it) — in the sandbox the escape cannot even write its pidfile.

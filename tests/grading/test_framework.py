@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from mha_course.grading import all_items, compare, notebooks, resolve
-from mha_course.grading.classroom import students
-from mha_course.grading.compare import as_arrays, judge, to_framework
-from mha_course.grading.notebook import InvalidNotebook, code_cells, strip_magics
+from mha_course.grading import all_items, notebooks, resolve
 from mha_course.grading.release import stub_source
-from mha_course.grading.runner import static_forbidden
+from mha_grader import compare
+from mha_grader.classroom import students
+from mha_grader.compare import as_arrays, judge, to_framework
+from mha_grader.notebook import InvalidNotebook, code_cells, strip_magics
+from mha_grader.runner import static_forbidden
 
 ITEMS = all_items()
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from mha_grader.items import Item, Mistake
+
 from ...numpy_attention import dot_product_attention, softmax
 from .. import mistakes as M
-from ..items import Item, Mistake
 
 NOTEBOOK = "ex01_dot_product_attention"
 _FORBID = ("mha_course.numpy_attention.softmax", "mha_course.numpy_attention.dot_product_attention")

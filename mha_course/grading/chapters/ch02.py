@@ -6,10 +6,11 @@ import math
 
 import numpy as np
 
+from mha_grader.items import Dtype, Item, Mistake
+
 from ...masks import causal_mask, to_additive
 from ...sdpa import scaled_dot_product_attention
 from .. import mistakes as M
-from ..items import Dtype, Item, Mistake
 
 NOTEBOOK = "ex02_scaled_dot_product_attention"
 _SDPA_FORBID = ("torch.nn.functional.scaled_dot_product_attention",

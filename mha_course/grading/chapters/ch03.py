@@ -6,9 +6,10 @@ import math
 
 import numpy as np
 
+from mha_grader.items import Item, Mistake
+
 from ...sdpa import scaled_dot_product_attention
 from .. import mistakes as M
-from ..items import Item, Mistake
 
 NOTEBOOK = "ex03_self_attention"
 _SDPA_FORBID = ("torch.nn.functional.scaled_dot_product_attention",

@@ -6,10 +6,11 @@ import math
 
 import numpy as np
 
+from mha_grader.items import Item, Mistake
+
 from ...mha import merge_heads, split_heads
 from ...sdpa import scaled_dot_product_attention
 from .. import mistakes as M
-from ..items import Item, Mistake
 
 NOTEBOOK = "ex04_multi_head_attention"
 _SDPA_FORBID = ("torch.nn.functional.scaled_dot_product_attention",

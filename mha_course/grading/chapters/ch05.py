@@ -8,11 +8,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mha_grader.items import Item, Mistake
+
 from ...kv_cache import KVCache
 from ...masks import causal_mask
 from ...tiny_lm import TinyCausalLM, greedy_generate_reference
 from .. import mistakes as M
-from ..items import Item, Mistake
 
 NOTEBOOK = "ex05_causal_attention_kv_cache"
 

@@ -9,10 +9,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from mha_grader.items import Item, Mistake
+
 from ...masks import padding_mask
 from ...mha import merge_heads, split_heads
 from .. import mistakes as M
-from ..items import Item, Mistake
 
 NOTEBOOK = "ex06_cross_attention"
 _FORBID_MHA = ("torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward",

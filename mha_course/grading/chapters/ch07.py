@@ -8,11 +8,12 @@ import math
 import numpy as np
 import torch
 
+from mha_grader.items import Dtype, Item, Mistake
+
 from ...gqa import kv_cache_bytes, mean_pool_heads
 from ...mha import MultiHeadAttention, merge_heads, split_heads
 from ...sdpa import repeat_kv
 from .. import mistakes as M
-from ..items import Dtype, Item, Mistake
 
 NOTEBOOK = "ex07_mqa_gqa"
 _ATTENTION_FORBID = ("torch.nn.functional.scaled_dot_product_attention",

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mha_grader.items import Dtype, Item, Mistake
+
 from ...benchmark.flops import attention_flops, io_bytes, kv_bytes_per_token
 from ...benchmark.simulated import SimulatedAsyncDevice
-from ..items import Dtype, Item, Mistake
 from .ch07 import H_INSTEAD_OF_G, NO_FACTOR_2
 
 NOTEBOOK = "ex08_gpu_timed_comparison"

@@ -8,9 +8,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mha_grader.items import Item, Mistake
+
 from ...tiled import online_softmax_update, tiled_attention
 from .. import mistakes as M
-from ..items import Item, Mistake
 
 NOTEBOOK = "ex09_flash_attention"
 _FORBID = ("mha_course.tiled.online_softmax_update", "mha_course.tiled.tiled_attention")

@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mha_grader.items import Item, Mistake
+
 from ...mha import MultiHeadAttention
 from ...pruning import prune_heads
 from .. import mistakes as M
-from ..items import Item, Mistake
 
 NOTEBOOK = "ex10_head_pruning"
 _FORBID = ("mha_course.pruning.prune_heads", "mha_course.pruning.gradient_importance",

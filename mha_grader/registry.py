@@ -1,17 +1,24 @@
-"""Find every chapter's graded items: each ``chapters/chNN.py`` defines ``ITEMS``."""
+"""Find every chapter's graded items: each ``mha_course/grading/chapters/chNN.py`` defines ``ITEMS``.
+
+The engine is generic; the course's policy (items, mistakes, forbidden lists) lives in
+``COURSE_CHAPTERS`` (a package of ``chNN`` modules).
+"""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from pathlib import Path
 
 from .items import Item
 
+COURSE_CHAPTERS = "mha_course.grading.chapters"
+
 
 def all_items() -> list[Item]:
     """Every graded item of the course, in chapter order (ids must be unique)."""
-    from . import chapters
+    chapters = importlib.import_module(COURSE_CHAPTERS)
 
     items: list[Item] = []
     for info in sorted(pkgutil.iter_modules(chapters.__path__), key=lambda m: m.name):
@@ -21,7 +28,15 @@ def all_items() -> list[Item]:
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
         raise ValueError(f"grade ids must be unique; repeated: {sorted(dup)}")
+    _check_forbidden(tuple(sorted({f for it in items for f in it.forbidden})))
     return items
+
+
+@functools.lru_cache(maxsize=8)
+def _check_forbidden(names: tuple[str, ...]) -> None:
+    """Every forbidden name must resolve (a typo would otherwise forbid nothing)."""
+    from .stage import check_forbidden
+    check_forbidden(names)
 
 
 def notebooks() -> dict[str, list[Item]]:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
 from pathlib import Path
 
 from .compare import ItemResult
+from .outputs import csv_cell, mkdir_new, write_new
 
 
 def line(r: ItemResult) -> str:
@@ -49,20 +52,36 @@ def feedback_md(student: str, results: list[ItemResult], notes: list[str] = ()) 
     return "\n".join(out) + "\n"
 
 
-def write_student(out_dir: Path, student: str, results: list[ItemResult], notes: list[str]) -> None:
+NOT_ISOLATED = "not isolated"
+
+
+def write_student(out_dir: Path, student: str, results: list[ItemResult], notes: list[str],
+                  isolation: str = "") -> None:
+    """``OUT/<student>/results.json`` and ``feedback.md``: new files in a new folder, no links
+    followed. ``isolation="none"`` stamps "not isolated" on both."""
+    if isolation == "none":
+        notes = [f"{NOT_ISOLATED}: graded with --no-isolation (no sandbox)", *notes]
     d = out_dir / student
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "results.json").write_text(json.dumps(gradescope(results, notes), indent=1), encoding="utf-8")
-    (d / "feedback.md").write_text(feedback_md(student, results, notes), encoding="utf-8")
+    mkdir_new(d)
+    write_new(d / "results.json", json.dumps(gradescope(results, notes), indent=1))
+    write_new(d / "feedback.md", feedback_md(student, results, notes))
 
 
-def write_gradebook(out_dir: Path, item_ids: list[str], rows: dict[str, dict[str, float]]) -> Path:
-    """``grades.csv``: student, total, one column per item (in course order)."""
+def write_gradebook(out_dir: Path, item_ids: list[str], rows: dict[str, dict[str, float]],
+                    isolation: str = "") -> Path:
+    """``grades.csv``: student, total, one column per item (in course order); cells that a
+    spreadsheet would read as formulas are escaped; ``isolation="none"`` adds a last column
+    saying "not isolated" on every row."""
     path = out_dir / "grades.csv"
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["student", "total", *item_ids])
-        for student in sorted(rows):
-            scores = rows[student]
-            w.writerow([student, f"{sum(scores.values()):g}", *(f"{scores.get(i, 0.0):g}" for i in item_ids)])
+    if os.path.lexists(path) and not os.path.islink(path) and path.is_file():
+        path.unlink()  # merge into an existing shard folder: replace, never write through a link
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    stamp = [NOT_ISOLATED] if isolation == "none" else []
+    w.writerow(["student", "total", *item_ids, *stamp])
+    for student in sorted(rows):
+        scores = rows[student]
+        w.writerow([csv_cell(student), f"{sum(scores.values()):g}",
+                    *(f"{scores.get(i, 0.0):g}" for i in item_ids), *stamp])
+    write_new(path, buf.getvalue())
     return path

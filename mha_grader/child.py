@@ -1,11 +1,12 @@
-"""The sandboxed child: the ONLY place learner code runs (``python -I -m mha_course.grading.child``).
+"""The sandboxed child: the ONLY place learner code runs (``python -I -S``, staged engine).
 
-It reads the job (per notebook: cells to run and items to call; inputs as a non-pickle
-``.npz``), deletes it,
-puts tripwires on forbidden APIs and on process creation, runs the cells, calls each item's
-function, and writes plain numeric arrays (``np.savez``, no pickle) and a small JSON status per
-item into the results folder. Progress goes to ``progress`` so the parent can time each stage.
-Nothing it prints matters: the parent discards stdout/stderr and compares numbers itself.
+It reads the job (per notebook: cells to run, items to call, and the staged course package to
+import, in which that notebook's forbidden course functions are absent; inputs as a non-pickle
+``.npz``), tripwires the forbidden names that live outside the course (torch's), runs the
+cells, calls each item's function, and writes what came back in the protocol's format
+(``protocol.py``: a status from a fixed set, raw ``.npy`` arrays). Before each stage it re-arms
+RLIMIT_CPU. Progress goes to ``progress`` so the parent can time each stage. Nothing it prints
+matters: the parent discards stdout/stderr, checks every file and compares numbers itself.
 """
 
 from __future__ import annotations
@@ -16,6 +17,13 @@ import json
 import os
 import sys
 import traceback
+
+from .errors import ForbiddenCall
+
+try:
+    import resource
+except ImportError:  # Windows: only the in-process check uses this module there
+    resource = None
 
 ALIASES = {  # more doors to the same forbidden room
     "torch.nn.functional.scaled_dot_product_attention": (
@@ -33,10 +41,6 @@ _PROCESS_CALLS = ("fork", "forkpty", "system", "popen", "posix_spawn", "posix_sp
                   "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe",
                   "kill", "killpg", "setsid", "setpgid")
 MAX_ELEMENTS = 20_000_000
-
-
-class ForbiddenCall(BaseException):
-    """Raised by a tripwire (a BaseException, so ``except Exception`` does not swallow it)."""
 
 
 class WrongType(Exception):
@@ -226,15 +230,40 @@ def _run_item(item: dict, ns: dict, arrays: dict, wires: Tripwires, np, torch) -
     return {"status": "ok", "n_outputs": shapes}, saved
 
 
-def main() -> None:
-    job_dir, out_dir = sys.argv[1], sys.argv[2]
+def _arm_cpu(seconds: float) -> None:
+    """Soft RLIMIT_CPU = CPU used so far + ``seconds`` (SIGXCPU ends the stage); hard stays."""
+    if resource is None or not seconds:
+        return
+    try:
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        now = used.ru_utime + used.ru_stime
+        soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        want = int(now + seconds) + 1
+        if hard != resource.RLIM_INFINITY:
+            want = min(want, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (want, hard))
+    except (OSError, ValueError):
+        pass
+
+
+def _use_course(path: str, base: list[str]) -> None:
+    """Import ``mha_course`` from this notebook's staged copy from now on."""
+    for name in [m for m in sys.modules if m == "mha_course" or m.startswith("mha_course.")]:
+        del sys.modules[name]
+    sys.path[:] = [path, *base]
+    importlib.invalidate_caches()
+
+
+def main(job_dir: str, out_dir: str) -> None:
     with open(os.path.join(job_dir, "job.json"), encoding="utf-8") as f:
         job = json.load(f)
+    base = [*sys.path, *job["sys_path"]]
+    sys.path[:] = base
     import numpy as np
+
+    from . import protocol
     with np.load(os.path.join(job_dir, "inputs.npz"), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    for name in ("job.json", "inputs.npz"):
-        os.remove(os.path.join(job_dir, name))
     progress = os.open(os.path.join(out_dir, "progress"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
 
     def mark(stage: str) -> None:
@@ -246,16 +275,21 @@ def main() -> None:
         import torch
         torch.set_num_threads(1)
     wires = Tripwires()
-    for name in sorted({n for nb in job["notebooks"] for it in nb["items"] for n in it["forbidden"]}):
-        wires.install(name)
+    if torch is not None:  # course functions are absent from the staged package; torch's are wired
+        for name in sorted({n for nb in job["notebooks"] for it in nb["items"]
+                            for n in it["forbidden"] if not n.startswith("mha_course.")}):
+            wires.install(name)
     _block_processes()
+    cpu = float(job.get("item_cpu", 0))
     for nb in job["notebooks"]:
+        _use_course(nb["course"], base)
         ns: dict = {"__name__": "__main__", "__builtins__": builtins}  # one namespace per notebook
         cell_errors = []
         # Forbidden APIs fail in the cells too (no answers precomputed at top level); no penalty.
         wires.armed = {n for it in nb["items"] for n in it["forbidden"]}
         for cell in nb["cells"]:
             mark(f"cell {nb['name']} {cell['index']}")
+            _arm_cpu(cpu)
             try:
                 exec(compile(cell["source"], f"<cell {cell['index']}>", "exec"), ns)
             except BaseException as e:  # noqa: BLE001 - a broken cell must not stop the others
@@ -266,14 +300,10 @@ def main() -> None:
             json.dump(cell_errors, f)
         for item in nb["items"]:
             mark(f"item {item['id']}")
+            _arm_cpu(cpu)
             status, saved = _run_item(item, ns, arrays, wires, np, torch)
-            with open(os.path.join(out_dir, f"{item['id']}.npz"), "wb") as f:
-                np.savez(f, **saved)
-            with open(os.path.join(out_dir, f"{item['id']}.json"), "w", encoding="utf-8") as f:
-                json.dump(status, f)
+            outs = ([[saved[f"c{i}_o{j}"] for j in range(n)] for i, n in enumerate(status["n_outputs"])]
+                    if status["status"] == "ok" else [])
+            protocol.write_result(out_dir, item["id"], status, outs)
     mark("done")
     os._exit(0)  # no atexit handlers, no lingering threads
-
-
-if __name__ == "__main__":
-    main()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+import os
 import signal
 import tempfile
 import time
@@ -19,9 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from . import compare as C
+from . import isolation, protocol
 from .items import STATIC_FORBIDDEN, Case, Dtype, Item
 from .notebook import InvalidNotebook, code_cells
-from .sandbox import Limits, run_child
+from .sandbox import Limits, run_child, stager
 
 Graded = tuple[list[C.ItemResult], list[str]]  # (results in item order, notes)
 
@@ -65,24 +67,19 @@ def encode_cases(item: Item, cases: list[Case], arrays: dict) -> list[list[dict]
 
 
 def _read_child_result(out: Path, item: Item) -> dict | None:
-    js, npz = out / f"{item.id}.json", out / f"{item.id}.npz"
-    if not js.exists() or js.stat().st_size > 100_000:
-        return None
+    """The item's result by the protocol; ``None`` if the child wrote none, ``invalid result``
+    if what it wrote breaks the protocol (forged, truncated, oversized, compressed, a link...)."""
     try:
-        status = json.loads(js.read_text(encoding="utf-8"))
-        if not isinstance(status, dict):
-            raise ValueError("not an object")
-        if status.get("status") == "ok":
-            counts = [int(n) for n in status.get("n_outputs", [])]
-            with np.load(npz, allow_pickle=False) as z:
-                status["outputs"] = [[np.asarray(z[f"c{i}_o{j}"]) for j in range(n)]
-                                     for i, n in enumerate(counts)]
-        return status
-    except Exception as e:  # a forged or truncated result file
-        return {"status": C.CRASHED, "message": f"unreadable result ({type(e).__name__})"}
+        return protocol.read_result(out, item.id)
+    except FileNotFoundError:
+        return None
+    except protocol.Invalid as e:
+        return {"status": C.INVALID_RESULT, "message": f"the result breaks the protocol: {e}"[:300]}
 
 
 def _why(killed: str | None, code: int | None) -> tuple[str, str]:
+    if code is not None and code > 128:  # bubblewrap reports a signal as 128 + its number
+        code = -(code - 128)
     if killed or code == -signal.SIGXCPU:
         return C.TIMEOUT, ("took too long" if killed else "used too much CPU time")
     if code == -signal.SIGKILL:
@@ -111,9 +108,15 @@ def _finished(stage: str, todo: dict[str, list[Item]]) -> set[str]:
 
 
 def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], seed: int,
-                     limits: Limits | None = None) -> dict[str, Graded]:
-    """Grade several notebooks of one student: ``{name: path}``, ``{name: items}`` -> ``{name: graded}``."""
+                     limits: Limits | None = None, isolation_mode: str | None = None
+                     ) -> dict[str, Graded]:
+    """Grade several notebooks of one student: ``{name: path}``, ``{name: items}`` -> ``{name: graded}``.
+
+    ``isolation_mode``: ``"bwrap"``, ``"user"`` or ``"none"`` (default: the strongest available,
+    or ``MHA_GRADER_ISOLATION``; "none" if nothing is, since this is also the self-check path).
+    """
     limits = limits or Limits()
+    mode = isolation_mode or isolation.choose(allow_none=True)
     notes: dict[str, list[str]] = {n: [] for n in notebooks}
     cells: dict[str, list[dict]] = {}
     raw: dict[str, dict] = {}
@@ -128,8 +131,12 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
     banned = {name: static_forbidden(cells[name], {f for it in items[name] for f in it.forbidden})
               for name in cells}
     skip: set[tuple[str, int]] = set()
-    deadline = time.monotonic() + limits.notebook_timeout * max(1, len(cells))
+    # One wall deadline per student (restarts included): sleeping cannot stretch it.
+    deadline = time.monotonic() + min(limits.student_timeout,
+                                      limits.notebook_timeout * max(1, len(cells)))
+    courses = {n: str(stager().course({f for it in items[n] for f in it.forbidden})) for n in cells}
     with tempfile.TemporaryDirectory(prefix="mha-grade-") as tmp:
+        os.chmod(tmp, 0o711)  # mode "user": the child's uid may pass through to its own run only
         for attempt in range(sum(len(c) + len(items[n]) for n, c in cells.items()) + 1):
             todo = {n: [it for it in items[n] if it.id not in raw] for n in cells}
             todo = {n: its for n, its in todo.items() if its}
@@ -141,15 +148,18 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
                         raw[it.id] = {"status": C.TIMEOUT, "message": "the submission ran out of time"}
                 break
             arrays: dict[str, np.ndarray] = {}
-            spec = {"needs_torch": any(it.framework == "torch" or it.forbidden
+            spec = {"needs_torch": any(it.framework == "torch" or any(
+                                           not f.startswith("mha_course.") for f in it.forbidden)
                                        for its in todo.values() for it in its),
-                    "notebooks": [{"name": n, "cells": [c for c in cells[n] if (n, c["index"]) not in skip],
+                    "sys_path": isolation.site_packages(), "item_cpu": limits.item_cpu,
+                    "read_only": sorted({courses[n] for n in todo}),
+                    "notebooks": [{"name": n, "course": courses[n], "cells": [c for c in cells[n] if (n, c["index"]) not in skip],
                                    "items": [{**it.child_spec(), "cases": encode_cases(it, cases[it.id], arrays),
                                               "static_forbidden": sorted(banned[n] & set(it.forbidden))}
                                              for it in its]}
                                   for n, its in todo.items()]}
             out = Path(tmp) / f"run{attempt}" / "out"
-            stage, killed, code = run_child(out.parent, spec, arrays, limits, deadline)
+            stage, killed, code = run_child(out.parent, spec, arrays, limits, deadline, mode)
             trusted = _finished(stage, todo)
             for n, its in todo.items():
                 for it in its:
@@ -185,7 +195,7 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
     return graded
 
 
-def grade_notebook(path: str | Path, items: list[Item], seed: int, limits: Limits | None = None
-                   ) -> Graded:
-    """Grade ``items`` of one notebook in the sandbox; returns (results, notes)."""
-    return grade_submission({"nb": Path(path)}, {"nb": items}, seed, limits)["nb"]
+def grade_notebook(path: str | Path, items: list[Item], seed: int, limits: Limits | None = None,
+                   isolation_mode: str | None = None) -> Graded:
+    """Grade ``items`` of one notebook in a child; returns (results, notes)."""
+    return grade_submission({"nb": Path(path)}, {"nb": items}, seed, limits, isolation_mode)["nb"]

@@ -31,6 +31,8 @@ MEMORY = "memory limit"
 CRASHED = "crashed"
 INVALID_NOTEBOOK = "invalid notebook"
 MISSING_NOTEBOOK = "missing notebook"
+INVALID_RESULT = "invalid result"  # the child's result broke the protocol (mha_grader/protocol.py)
+REJECTED = "rejected"  # the class layout was refused (a symlinked folder, a hard-linked notebook...)
 
 
 @dataclass

@@ -1,0 +1,243 @@
+"""How a child is isolated: ``bwrap`` (bubblewrap namespaces), ``user`` (a dedicated uid), ``none``.
+
+- ``bwrap``: new user, PID, mount, network, IPC, UTS and cgroup namespaces (``--unshare-all``),
+  ``--die-with-parent``, ``--new-session``, uid 65534 inside; the file system is a private tmpfs
+  plus read-only binds of ONLY the Python runtime, its site-packages (editable-install finders
+  hidden), the staged packages and that child's job; its results folder is the one writable bind.
+  The parent, other students, the gradebook, ``solutions/``, ``tests/`` and home folders are not
+  in it. Killing the namespace's first process kills everything the submission started.
+- ``user`` (fallback where bubblewrap cannot make namespaces but the grader is root, e.g. in a
+  container): the child runs as a dedicated unprivileged uid (``UID_BASE`` + worker slot, not in
+  ``/etc/passwd``), in its own session, writing only where that uid may (its temp folder);
+  afterwards every process of that uid is killed with ``kill(-1, SIGKILL)`` from that uid.
+- ``none``: a same-user child (self-checks; class grading only with ``--no-isolation``).
+
+``MHA_GRADER_ISOLATION=bwrap|user|none`` forces a mode (tests use it); the default is the
+strongest that works here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import signal
+import site
+import stat
+import subprocess
+import sys
+import sysconfig
+import threading
+from pathlib import Path
+
+from .errors import IsolationUnavailable
+
+ENV_VAR = "MHA_GRADER_ISOLATION"
+MODES = ("bwrap", "user", "none")
+UID_BASE = int(os.environ.get("MHA_GRADER_UID_BASE", "64000"))
+SANDBOX_UID = 65534
+HOW_TO = (
+    "class grading runs each submission in an OS sandbox, and none is available here ({why}). "
+    "Get one of: (1) Linux with bubblewrap: `sudo apt-get install bubblewrap` (Debian/Ubuntu) or "
+    "`sudo dnf install bubblewrap` (Fedora), with unprivileged user namespaces allowed "
+    "(`sysctl kernel.unprivileged_userns_clone=1`; on Ubuntu 24.04 also "
+    "`sysctl kernel.apparmor_restrict_unprivileged_userns=0`); (2) run the grader as root in a "
+    "Linux container (e.g. `docker run --rm -it -v $PWD:/course python:3.11 bash`): each child "
+    "then runs as a dedicated unprivileged user. On macOS or Windows, grade inside such a "
+    "container or a Linux VM. To grade anyway WITHOUT isolation (student code can then read and "
+    "change anything you can): `--no-isolation`; the gradebook then says \"not isolated\"."
+)
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_problem() -> str | None:
+    """``None`` if bubblewrap can make the namespaces here, else why not."""
+    if not sys.platform.startswith("linux"):
+        return f"bubblewrap needs Linux, this is {sys.platform}"
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return "bubblewrap (`bwrap`) is not installed"
+    try:
+        proc = subprocess.run([exe, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent",
+                               "--new-session", "--uid", str(SANDBOX_UID), "--gid",
+                               str(SANDBOX_UID), "--proc", "/proc", "--dev", "/dev", "true"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"bwrap did not start: {type(e).__name__}: {e}"
+    if proc.returncode != 0:
+        return f"bwrap cannot create namespaces: {proc.stderr.strip()[:200]}"
+    return None
+
+
+def user_problem() -> str | None:
+    """``None`` if a dedicated unprivileged user can be used (the grader is root on POSIX)."""
+    if os.name != "posix" or not sys.platform.startswith("linux"):
+        return "the dedicated-user fallback needs Linux"
+    if os.geteuid() != 0:
+        return "the dedicated-user fallback needs the grader to run as root"
+    return None
+
+
+def choose(requested: str | None = None, allow_none: bool = False) -> str:
+    """The isolation mode to use; ``IsolationUnavailable`` (saying how to get one) if none fits."""
+    req = requested or os.environ.get(ENV_VAR) or "auto"
+    if req not in (*MODES, "auto"):
+        raise ValueError(f"{ENV_VAR}: expected one of bwrap, user, none, auto; got {req!r}")
+    if req == "none" or (req == "auto" and allow_none and bwrap_problem() and user_problem()):
+        if not allow_none:
+            raise IsolationUnavailable("isolation 'none' was asked for, but class grading "
+                                       "needs --no-isolation to run without a sandbox")
+        return "none"
+    if req in ("bwrap", "auto") and bwrap_problem() is None:
+        return "bwrap"
+    if req == "bwrap":
+        raise IsolationUnavailable(HOW_TO.format(why=bwrap_problem()))
+    if user_problem() is None:
+        return "user"
+    raise IsolationUnavailable(HOW_TO.format(why=f"{bwrap_problem()}; {user_problem()}"))
+
+
+# ------------------------------------------------------------------------- the runtime to expose
+
+def site_packages() -> list[str]:
+    """Site-packages folders the child imports from (numpy, torch...), no .pth processing."""
+    out = []
+    for p in [*site.getsitepackages(), sysconfig.get_paths()["purelib"]]:
+        if os.path.isdir(p) and p not in out:
+            out.append(p)
+    return out
+
+
+def _traversable(path: Path) -> bool:
+    """Can a uid that owns nothing read ``path`` (every folder above it o+x, the file o+r)?"""
+    path = Path(os.path.realpath(path))
+    for parent in path.parents:
+        if not os.stat(parent).st_mode & stat.S_IXOTH:
+            return False
+    return bool(os.stat(path).st_mode & stat.S_IROTH)
+
+
+def interpreter(mode: str) -> str:
+    """The Python binary the child runs (the real one, not the venv's symlink)."""
+    exe = os.path.realpath(sys.executable)
+    if mode != "user" or _traversable(Path(exe)):
+        return exe
+    ver = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    for cand in (f"/usr/bin/{ver}", f"/usr/local/bin/{ver}", f"/opt/python/bin/{ver}"):
+        if os.path.exists(cand) and _traversable(Path(cand)):
+            return os.path.realpath(cand)
+    raise IsolationUnavailable(
+        f"the dedicated grading user cannot read the Python runtime {exe} (a folder above it is "
+        f"not world-readable) and no world-readable {ver} was found in /usr/bin or /usr/local/bin; "
+        "install the course in a world-readable place (e.g. /opt) for the fallback")
+
+
+def check_readable_by_user(paths: list[str]) -> None:
+    bad = [p for p in paths if not _traversable(Path(p))]
+    if bad:
+        raise IsolationUnavailable(f"the dedicated grading user cannot read {bad}; install the "
+                                   "course and its packages in a world-readable place (e.g. /opt)")
+
+
+def _system_binds() -> list[str]:
+    args: list[str] = ["--ro-bind", "/usr", "/usr"]
+    for p in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+        if os.path.islink(p):
+            args += ["--symlink", os.readlink(p), p]
+        elif os.path.isdir(p):
+            args += ["--ro-bind", p, p]
+    for f in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime"):
+        if os.path.exists(f):
+            args += ["--ro-bind", f, f]
+    return args
+
+
+def bwrap_argv(python: str, read_only: list[str], writable: list[str], env: dict[str, str],
+               info_fd: int) -> list[str]:
+    """The bubblewrap command line, up to (not including) the command to run inside."""
+    args = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent",
+            "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--hostname", "grading", "--clearenv", "--info-fd", str(info_fd),
+            *_system_binds(), "--proc", "/proc", "--dev", "/dev",
+            "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    runtime = [sys.base_prefix, sys.prefix] if sys.prefix != sys.base_prefix else [sys.prefix]
+    seen = set()
+    for p in [*runtime, os.path.dirname(os.path.dirname(python)), *read_only]:
+        p = os.path.realpath(p)
+        if p not in seen and os.path.exists(p) and not p.startswith("/usr/"):
+            seen.add(p)
+            args += ["--ro-bind", p, p]
+    for sp in site_packages():  # hide editable-install finders: they point into the repository
+        for f in Path(sp).glob("__editable__*"):
+            args += ["--ro-bind", "/dev/null", str(f)]
+    for p in writable:
+        args += ["--bind", p, p]
+    for k, v in env.items():
+        args += ["--setenv", k, v]
+    return [*args, "--chdir", "/tmp", "--"]
+
+
+# ------------------------------------------------------------------------- the dedicated user
+
+class UidPool:
+    """One dedicated uid per concurrently running child (so killing 'all of uid X' is safe)."""
+
+    def __init__(self, base: int = UID_BASE, size: int = 64) -> None:
+        self._free = list(range(base, base + size))
+        self._cond = threading.Condition()
+
+    @contextlib.contextmanager
+    def lease(self):
+        with self._cond:
+            while not self._free:
+                self._cond.wait()
+            uid = self._free.pop(0)
+        try:
+            kill_user(uid)
+            yield uid
+        finally:
+            kill_user(uid)
+            with self._cond:
+                self._free.append(uid)
+                self._cond.notify()
+
+
+UIDS = UidPool()
+
+
+def _uid_running(uid: int) -> bool:
+    for p in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            for line in (p / "status").read_text().splitlines():
+                if line.startswith("Uid:"):
+                    if str(uid) in line.split()[1:]:
+                        return True
+                    break
+    return False
+
+
+def kill_user(uid: int) -> None:
+    """Kill every process of ``uid``: a helper becomes ``uid`` and calls ``kill(-1, SIGKILL)``,
+    which the kernel applies to all of that uid's processes at once (no fork race)."""
+    for _ in range(20):
+        if not _uid_running(uid):
+            return
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the helper
+            try:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+    raise RuntimeError(f"processes of the grading uid {uid} would not die")
+
+
+def become(uid: int) -> None:
+    """In a preexec: drop to ``uid`` (no supplementary groups) for good."""
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)

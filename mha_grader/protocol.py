@@ -1,0 +1,199 @@
+"""The one format a child may send back to the parent, and the parent's reader that trusts nothing.
+
+Per item the child writes, into its results folder:
+
+- ``<item id>.json`` (at most ``MAX_STATUS_BYTES``)::
+
+      {"status": "ok" | "missing function" | "forbidden API" | "not implemented" | "error"
+                 | "memory limit" | "wrong type",
+       "message": "<text, at most MAX_MESSAGE chars>",
+       "outputs": [[{"dtype": "float32", "shape": [2, 5, 8]}, ...], ...]}   # per case, per output
+
+  ``outputs`` is present only (and then required) when the status is ``"ok"``.
+- ``<item id>__c<case>_o<output>.npy``: each declared array as a raw, uncompressed ``.npy`` file
+  (format 1.0/2.0/3.0, C order, no pickle). Nothing compressed, so nothing can inflate: the file
+  size must equal the header plus exactly ``prod(shape) * itemsize`` bytes.
+
+The parent checks the schema and the declared shapes and dtypes BEFORE reading any array, caps
+each array (``MAX_ARRAY_BYTES``) and their total (``MAX_TOTAL_BYTES``), opens files without
+following links, and reads them only after the sandbox is gone. Anything else -> ``Invalid``,
+which the runner reports as ``"invalid result"`` for that item only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+from pathlib import Path
+
+import numpy as np
+
+CHILD_STATUSES = frozenset({"ok", "missing function", "forbidden API", "not implemented", "error",
+                            "memory limit", "wrong type"})
+DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32",
+                    "float64"})
+MAX_STATUS_BYTES = 64 * 1024
+MAX_MESSAGE = 500
+MAX_CASES, MAX_OUTPUTS, MAX_NDIM = 64, 8, 8
+MAX_ARRAY_BYTES = 160 * 2**20
+MAX_TOTAL_BYTES = 512 * 2**20
+_ID = re.compile(r"^[A-Za-z0-9_]{1,80}$")
+
+
+class Invalid(ValueError):
+    """The child's result breaks the protocol (the item gets ``"invalid result"``)."""
+
+
+def array_name(item_id: str, case: int, output: int) -> str:
+    return f"{item_id}__c{case}_o{output}.npy"
+
+
+# ---------------------------------------------------------------- child side (runs in the sandbox)
+
+def _create(path: str):
+    """A new file at ``path``: whatever the submission put there (a link...) is removed first."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    return os.fdopen(fd, "wb")
+
+
+def write_result(out_dir: str, item_id: str, status: dict, arrays: list[list[np.ndarray]]) -> None:
+    """Write one item's status and arrays in the protocol's format (the child's only output)."""
+    doc = {"status": status["status"], "message": str(status.get("message", ""))[:MAX_MESSAGE]}
+    if status["status"] == "ok":
+        doc["outputs"] = [[{"dtype": a.dtype.name, "shape": list(a.shape)} for a in outs]
+                          for outs in arrays]
+        for i, outs in enumerate(arrays):
+            for j, a in enumerate(outs):
+                with _create(os.path.join(out_dir, array_name(item_id, i, j))) as f:
+                    np.lib.format.write_array(f, np.array(a, order="C", copy=True), allow_pickle=False)
+    with _create(os.path.join(out_dir, f"{item_id}.json")) as f:
+        f.write(json.dumps(doc).encode("utf-8"))
+
+
+# ---------------------------------------------------------------- parent side (trusts nothing)
+
+def _read_capped(path: Path, cap: int) -> bytes:
+    """Bytes of a regular file opened without following a link; ``Invalid`` if larger than ``cap``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise Invalid(f"cannot open {path.name} ({type(e).__name__})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Invalid(f"{path.name} is not a regular file")
+        if st.st_size > cap:
+            raise Invalid(f"{path.name} is larger than {cap} bytes")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(cap + 1)
+        if len(data) > cap:
+            raise Invalid(f"{path.name} is larger than {cap} bytes")
+        return data
+    finally:
+        os.close(fd)
+
+
+def parse_status(raw: bytes) -> dict:
+    """Schema check of an item's status JSON; returns it with ``outputs`` as (dtype, shape) pairs."""
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise Invalid("status is not JSON") from None
+    if not isinstance(doc, dict) or set(doc) - {"status", "message", "outputs"}:
+        raise Invalid("status: unexpected fields")
+    status, message = doc.get("status"), doc.get("message", "")
+    if status not in CHILD_STATUSES:
+        raise Invalid("status: not one of the protocol's statuses")
+    if not isinstance(message, str) or len(message) > MAX_MESSAGE:
+        raise Invalid("message: not a short text")
+    out = {"status": status, "message": message}
+    if status != "ok":
+        if "outputs" in doc:
+            raise Invalid("outputs given with a failure status")
+        return out
+    cases = doc.get("outputs")
+    if not isinstance(cases, list) or not 0 < len(cases) <= MAX_CASES:
+        raise Invalid("outputs: expected a list per case")
+    decl, total = [], 0
+    for outs in cases:
+        if not isinstance(outs, list) or not 0 < len(outs) <= MAX_OUTPUTS:
+            raise Invalid("outputs: expected 1 to 8 arrays per case")
+        row = []
+        for a in outs:
+            if not isinstance(a, dict) or set(a) != {"dtype", "shape"} or a["dtype"] not in DTYPES:
+                raise Invalid("outputs: each array needs a known dtype and a shape")
+            shape = a["shape"]
+            if (not isinstance(shape, list) or len(shape) > MAX_NDIM
+                    or not all(type(n) is int and 0 <= n <= 2**31 for n in shape)):
+                raise Invalid("outputs: a shape is a short list of non-negative ints")
+            nbytes = math.prod(shape) * np.dtype(a["dtype"]).itemsize
+            if nbytes > MAX_ARRAY_BYTES:
+                raise Invalid(f"an array declares {nbytes} bytes (limit {MAX_ARRAY_BYTES})")
+            total += nbytes
+            row.append((np.dtype(a["dtype"]), tuple(shape)))
+        decl.append(row)
+    if total > MAX_TOTAL_BYTES:
+        raise Invalid(f"the arrays declare {total} bytes in all (limit {MAX_TOTAL_BYTES})")
+    out["outputs"] = decl
+    return out
+
+
+def read_array(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """A raw ``.npy`` whose header must say exactly ``dtype``/``shape``, C order, no extra bytes."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    data = _read_capped(path, nbytes + 65536 + 16)
+    if data[:6] != b"\x93NUMPY" or len(data) < 10:
+        raise Invalid(f"{path.name}: not an .npy file")
+    major = data[6]
+    if major == 1:
+        hlen, start = int.from_bytes(data[8:10], "little"), 10
+    elif major in (2, 3):
+        hlen, start = int.from_bytes(data[8:12], "little"), 12
+    else:
+        raise Invalid(f"{path.name}: unknown .npy version")
+    if hlen > 65536 or start + hlen > len(data):
+        raise Invalid(f"{path.name}: bad header")
+    try:
+        header = data[start:start + hlen].decode("latin1" if major < 3 else "utf-8")
+        import ast
+        meta = ast.literal_eval(header.strip())
+    except Exception:
+        raise Invalid(f"{path.name}: unreadable header") from None
+    if (not isinstance(meta, dict) or set(meta) != {"descr", "fortran_order", "shape"}
+            or meta["fortran_order"] is not False or not isinstance(meta["descr"], str)):
+        raise Invalid(f"{path.name}: unexpected header")
+    try:
+        got = np.dtype(meta["descr"])
+    except TypeError:
+        raise Invalid(f"{path.name}: unknown dtype") from None
+    if got != dtype or got.hasobject or tuple(meta["shape"]) != shape:
+        raise Invalid(f"{path.name}: header differs from the declared dtype/shape")
+    body = data[start + hlen:]
+    if len(body) != nbytes:
+        raise Invalid(f"{path.name}: {len(body)} data bytes, expected {nbytes}")
+    return np.frombuffer(body, dtype=got).reshape(shape).copy()
+
+
+def read_result(out_dir: Path, item_id: str) -> dict:
+    """An item's result as ``{"status", "message", "outputs": [[arrays]]}``; ``Invalid`` if broken.
+
+    Raises ``FileNotFoundError`` when the child wrote nothing for the item.
+    """
+    if not _ID.match(item_id):
+        raise ValueError(f"item_id: expected letters, digits and _, got {item_id!r}")
+    js = out_dir / f"{item_id}.json"
+    if not os.path.lexists(js):
+        raise FileNotFoundError(js)
+    doc = parse_status(_read_capped(js, MAX_STATUS_BYTES))
+    if doc["status"] == "ok":
+        doc["outputs"] = [[read_array(out_dir / array_name(item_id, i, j), dt, shape)
+                           for j, (dt, shape) in enumerate(outs)]
+                          for i, outs in enumerate(doc["outputs"])]
+    return doc

@@ -1,0 +1,292 @@
+"""Start and stop one sandboxed child (the parent side of the process boundary).
+
+The child is ``python -I -S`` running the STAGED engine (``mha_grader.child``), isolated as
+``isolation.py`` describes (bubblewrap, a dedicated user, or - only when asked - nothing), with
+resource limits (address space, CPU time, file size, processes), a clean environment and
+stdout/stderr discarded. The parent watches its progress file, kills it when a stage runs past
+its wall limit or the student's deadline, and returns only when every process the submission
+started is gone; only then are its results read (``protocol.py``). What to run and how to score
+it is ``runner.py``'s job.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import isolation
+from .stage import Stager
+
+try:
+    import resource  # POSIX only: the child's resource limits
+except ImportError:  # Windows: check("exNN") in a notebook still works; isolation needs POSIX
+    resource = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one child; ``memory_gb`` is the address-space limit.
+
+    Wall time: ``item_timeout`` per stage (a cell, or an item with all its cases), and one
+    deadline per student, ``min(student_timeout, notebook_timeout * notebooks)``, restarts
+    included, that no amount of sleeping stretches. CPU time: ``item_cpu`` seconds per stage
+    (RLIMIT_CPU, re-armed by the harness before each stage) within ``cpu_seconds`` per notebook.
+    """
+
+    memory_gb: float = 4.0
+    item_timeout: float = 20.0
+    notebook_timeout: float = 120.0
+    cpu_seconds: int = 120
+    file_mb: int = 64
+    processes: int = 64
+    item_cpu: float = 20.0
+    student_timeout: float = 300.0
+
+
+_DEBUG = bool(os.environ.get("MHA_GRADER_DEBUG"))  # show the child's stderr (for maintainers)
+_STAGE_LOCK = threading.Lock()
+_STAGER: Stager | None = None
+
+
+def stager() -> Stager:
+    """The process-wide cache of staged packages (a world-readable temp folder, removed at exit)."""
+    global _STAGER
+    with _STAGE_LOCK:
+        if _STAGER is None:
+            root = Path(tempfile.mkdtemp(prefix="mha-stage-"))
+            os.chmod(root, 0o755)
+            atexit.register(shutil.rmtree, root, True)
+            _STAGER = Stager(root)
+        return _STAGER
+
+
+def _user_tasks() -> int:
+    """Threads + processes this user already runs (RLIMIT_NPROC counts them all)."""
+    n, uid = 0, os.getuid()
+    for p in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if p.stat().st_uid == uid:
+                n += len(list((p / "task").iterdir()))
+    return n
+
+
+def _preexec(limits: Limits, nproc: int, notebooks: int, uid: int | None):
+    cpu = int(limits.cpu_seconds * max(1, notebooks))
+
+    def apply() -> None:
+        mem = int(limits.memory_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+        size = limits.file_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if sys.platform.startswith("linux"):  # die with the grader, even if it is killed
+            with contextlib.suppress(Exception):
+                import ctypes
+                ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if uid is not None:
+            isolation.become(uid)
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    return apply
+
+
+def _progress(out: Path) -> str:
+    try:
+        fd = os.open(out / "progress", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        return os.read(fd, 101).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+
+
+def _env(home: str) -> dict[str, str]:
+    env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
+           "MPLBACKEND": "Agg", "MPLCONFIGDIR": home, "MHA_GRADING_CHILD": "1"}
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[var] = "1"
+    return env
+
+
+_BOOT = ("import sys; sys.path[:0] = [sys.argv[1]]; import mha_grader.child as c; "
+         "c.main(sys.argv[2], sys.argv[3])")
+
+
+def _read_info(fd: int, timeout: float = 30.0) -> int | None:
+    """bwrap's --info-fd JSON: the pid (in our namespace) of the sandbox's first process."""
+    data, end = b"", time.monotonic() + timeout
+    os.set_blocking(fd, False)
+    while time.monotonic() < end:
+        try:
+            chunk = os.read(fd, 4096)
+        except BlockingIOError:
+            chunk = None
+        if chunk:
+            data += chunk
+            with contextlib.suppress(ValueError):
+                return int(json.loads(data.decode())["child-pid"])
+        elif chunk == b"":
+            break
+        time.sleep(0.005)
+    return None
+
+
+def _gone(pid: int | None, timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while pid and os.path.exists(f"/proc/{pid}") and time.monotonic() < end:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("Z", "X"):
+            return
+        time.sleep(0.01)
+
+
+def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Limits,
+              deadline: float, mode: str) -> tuple[str, str | None, int | None]:
+    """Run one child on ``spec`` in ``root/{job,out}``; returns (last stage, killed, code).
+
+    ``killed`` is ``"timeout"`` when we stopped a stage that ran past ``limits.item_timeout``
+    (start-up gets 30 s more) or the ``deadline``. When this returns, every process of the
+    child is dead (its PID namespace, or every process of its uid, is gone).
+    """
+    if resource is None or os.name != "posix":
+        raise RuntimeError("grading a saved notebook needs Linux or macOS (resource limits and "
+                           "process groups); on Windows use WSL, or check('exNN') in the notebook")
+    job, out, home = root / "job", root / "out", root / "home"
+    for d in (job, out, home):
+        d.mkdir(parents=True)
+    os.chmod(root, 0o700)
+    os.chmod(job, 0o755)
+    (job / "job.json").write_text(json.dumps(spec), encoding="utf-8")
+    with open(job / "inputs.npz", "wb") as f:
+        np.savez(f, **arrays)
+    for p in job.iterdir():
+        os.chmod(p, 0o644)
+    python = isolation.interpreter(mode)
+    engine = str(stager().engine())
+    cmd = [python, "-I", "-S", "-c", _BOOT, engine, str(job), str(out)]
+    lease = isolation.UIDS.lease() if mode == "user" else contextlib.nullcontext(None)
+    with lease as uid:
+        info_r = info_w = None
+        if mode == "bwrap":
+            info_r, info_w = os.pipe()
+            ro = [engine, str(job), *spec["read_only"], *isolation.site_packages()]
+            cmd = [*isolation.bwrap_argv(python, ro, [str(out)], _env("/tmp"), info_w), *cmd]
+            env = {}
+            nproc = _user_tasks() + limits.processes
+        elif mode == "user":
+            isolation.check_readable_by_user([python, engine, *spec["read_only"],
+                                              *isolation.site_packages()])
+            os.chown(root, 0, uid)  # only this uid (as group) may enter this run's folder
+            os.chmod(root, 0o750)
+            for d in (out, home):
+                os.chown(d, uid, uid)
+                os.chmod(d, 0o700)
+            env, nproc = _env(str(home)), limits.processes
+        else:
+            env, nproc = _env(str(home)), _user_tasks() + limits.processes
+        if mode == "none":
+            _become_subreaper()
+        with _LOCK:
+            proc = subprocess.Popen(
+                cmd, cwd=home if mode != "bwrap" else None, env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=None if _DEBUG else subprocess.DEVNULL,
+                start_new_session=True,
+            close_fds=True, pass_fds=(info_w,) if info_w is not None else (),
+            preexec_fn=_preexec(limits, nproc, len(spec["notebooks"]), uid))
+            _LIVE.add(proc.pid)
+        inner = None
+        if info_w is not None:
+            os.close(info_w)
+            inner = _read_info(info_r)
+            os.close(info_r)
+        stage, since, killed = "", time.monotonic(), None
+        try:
+            while proc.poll() is None:
+                now = time.monotonic()
+                cur = _progress(out)
+                if cur != stage:
+                    stage, since = cur, now
+                limit = limits.item_timeout + (30 if stage in ("", "setup") else 0)
+                if now - since > limit or now > deadline:
+                    killed = "timeout"
+                    break
+                time.sleep(0.05)
+        finally:
+            _kill(proc, inner, mode)
+    return _progress(out), killed, proc.returncode
+
+
+def _become_subreaper() -> None:
+    """Mode "none" only: orphans of a child (double fork + setsid) come back to us to be killed."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            import ctypes
+            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+_LIVE: set[int] = set()  # mode "none": pids of children we are running
+_LOCK = threading.Lock()
+
+
+def _sweep_orphans() -> None:
+    """Mode "none": kill processes re-parented to us that a grading child started (best effort:
+    without a sandbox a submission can still hide, e.g. by changing its environment and name)."""
+    me = os.getpid()
+    with _LOCK:
+        for _ in range(5):
+            found = False
+            for p in Path("/proc").glob("[0-9]*"):
+                try:
+                    ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                    pid = int(p.name)
+                    ours = any(b"mha_grader.child" in (p / n).read_bytes() or
+                               b"MHA_GRADING_CHILD=1" in (p / n).read_bytes()
+                               for n in ("cmdline", "environ"))
+                except (OSError, ValueError, IndexError):
+                    continue
+                if ppid == me and pid not in _LIVE and ours:
+                    found = True
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                    with contextlib.suppress(OSError):
+                        os.waitpid(pid, 0)
+            if not found:
+                return
+
+
+def _kill(proc: subprocess.Popen, inner: int | None, mode: str) -> None:
+    """Kill the child and everything it started; return when they are gone."""
+    if inner is not None:  # the PID namespace's first process: the kernel kills the rest
+        with contextlib.suppress(OSError):
+            os.kill(inner, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        proc.wait(timeout=30)
+    _gone(inner)
+    if inner is not None:
+        with contextlib.suppress(OSError):
+            os.waitpid(inner, os.WNOHANG)  # if it was re-parented to us
+    _LIVE.discard(proc.pid)
+    if mode == "none":
+        _sweep_orphans()
+    # mode "user": the uid lease kills every process of the uid when it ends (after this).
