@@ -10,6 +10,7 @@ the installed course, a process that outlives the run).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -113,7 +114,8 @@ def solution_text(stem: str) -> str:
     return (SOLUTIONS / f"{stem}.ipynb").read_text(encoding="utf-8")
 
 
-def run_autograder(tmp: Path, files: dict[str, str], isolation: str | None = None) -> dict:
+def run_autograder(tmp: Path, files: dict[str, str], isolation: str | None = None,
+                   returncode: int = 0) -> dict:
     """Lay out ``tmp`` like /autograder, upload ``files`` (relative path -> text), run the real
     script; returns results.json (checked against the schema) plus the run's log."""
     root = tmp / "autograder"
@@ -134,7 +136,7 @@ def run_autograder(tmp: Path, files: dict[str, str], isolation: str | None = Non
     proc = subprocess.run(["bash", str(root / "run_autograder")], cwd=root, env=env,
                           capture_output=True, text=True, timeout=600)
     log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log[-4000:]
+    assert proc.returncode == returncode, log[-4000:]
     text = (root / "results" / "results.json").read_text(encoding="utf-8")
     assert schema_problems(text) == [], (schema_problems(text), log[-2000:])
     return {**json.loads(text), "_root": root, "_log": log}
@@ -186,6 +188,37 @@ def test_upload_nested_in_a_folder(tmp_path):
     assert res["score"] == POINTS[EX01]
     assert all(by_name(res)[i]["status"] == "passed" for i in IDS[EX01])
     assert f"graded my work/week 1/{EX01}.ipynb" in res["output"]
+
+
+def test_no_isolation_means_no_grade(tmp_path):
+    """Where the grader has no sandbox it refuses; the recipe then says so and scores nothing."""
+    res = run_autograder(tmp_path, {f"{EX01}.ipynb": solution_text(EX01)}, isolation="none", returncode=2)
+    assert res["score"] == 0 and res["tests"] == []
+    assert "could not grade" in res["output"] and "refusing" in res["_log"]
+
+
+def test_collect_picks_one_file_per_exercise(tmp_path):
+    """The collection step alone (no grading): names, copies, folders, links, other files."""
+    spec = importlib.util.spec_from_file_location("gradescope_autograder", RECIPE / "autograder.py")
+    autograder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(autograder)
+    up = tmp_path / "upload"
+    files = {f"Copy of {EX01}.ipynb": "old", f"hw/{EX01} (2).ipynb": "new", "ex99_unknown.ipynb": "",
+             f"hw/.ipynb_checkpoints/{EX02}-checkpoint.ipynb": "", "alex02.ipynb": "", f"{EX02}.txt": ""}
+    for i, (rel, text) in enumerate(files.items()):
+        (up / rel).parent.mkdir(parents=True, exist_ok=True)
+        (up / rel).write_text(text)
+        os.utime(up / rel, (1_000_000 + i, 1_000_000 + i))
+    (up / f"{EX02}.ipynb").symlink_to(SOLUTIONS / f"{EX02}.ipynb")
+    got = autograder.collect(up, tmp_path / "dest", assignment=None)
+    assert got["taken"] == {EX01: f"hw/{EX01} (2).ipynb"}  # the newest copy; no link followed
+    assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == [f"{EX01}.ipynb"]
+    assert (tmp_path / "dest" / f"{EX01}.ipynb").read_text() == "new"
+    notes = "\n".join(got["notes"])
+    for rel in (f"Copy of {EX01}.ipynb", "ex99_unknown.ipynb", "alex02.ipynb", f"{EX02}.ipynb"):
+        assert f"ignored {rel}" in notes, (rel, notes)
+    only_ex02 = autograder.collect(up, tmp_path / "dest2", assignment={"ex02"})
+    assert only_ex02["taken"] == {} and "no exercise notebook" in only_ex02["notes"][0]
 
 
 def _attack(root: Path, package: Path) -> str:
