@@ -12,6 +12,7 @@ matters: the parent discards stdout/stderr, checks every file and compares numbe
 from __future__ import annotations
 
 import builtins
+import contextlib
 import importlib
 import json
 import os
@@ -41,6 +42,7 @@ _PROCESS_CALLS = ("fork", "forkpty", "system", "popen", "posix_spawn", "posix_sp
                   "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe",
                   "kill", "killpg", "setsid", "setpgid")
 MAX_ELEMENTS = 20_000_000
+PRELOADABLE = frozenset({"matplotlib.pyplot"})  # imported before the units fork (see runner._preload)
 
 
 class WrongType(Exception):
@@ -254,14 +256,44 @@ def _use_course(path: str, base: list[str]) -> None:
     importlib.invalidate_caches()
 
 
+def _run_unit(nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu: float,
+              out_dir: str, np, torch) -> None:
+    """Run one unit (a notebook's cells, then the items that share its forbidden names)."""
+    from . import protocol
+
+    _use_course(nb["course"], job["_base"])
+    ns: dict = {"__name__": "__main__", "__builtins__": builtins}  # a fresh namespace
+    cell_errors = []
+    # Forbidden APIs fail in the cells too (no answers precomputed at top level); no penalty.
+    wires.armed = {n for it in nb["items"] for n in it["forbidden"]}
+    for cell in nb["cells"]:
+        mark(f"cell {nb['name']} {cell['index']}")
+        _arm_cpu(cpu)
+        try:
+            exec(compile(cell["source"], f"<cell {cell['index']}>", "exec"), ns)
+        except BaseException as e:  # noqa: BLE001 - a broken cell must not stop the others
+            err = traceback.format_exception_only(type(e), e)[-1].strip()[:300]
+            cell_errors.append({"index": cell["index"], "error": err})
+    wires.armed, wires.hits = set(), set()
+    with open(os.path.join(out_dir, f"cells_{nb['name']}.json"), "w", encoding="utf-8") as f:
+        json.dump(cell_errors, f)
+    for item in nb["items"]:
+        mark(f"item {item['id']}")
+        _arm_cpu(cpu)
+        status, saved = _run_item(item, ns, arrays, wires, np, torch)
+        outs = ([[saved[f"c{i}_o{j}"] for j in range(n)] for i, n in enumerate(status["n_outputs"])]
+                if status["status"] == "ok" else [])
+        protocol.write_result(out_dir, item["id"], status, outs)
+
+
 def main(job_dir: str, out_dir: str) -> None:
     with open(os.path.join(job_dir, "job.json"), encoding="utf-8") as f:
         job = json.load(f)
     base = [*sys.path, *job["sys_path"]]
     sys.path[:] = base
+    job["_base"] = base
     import numpy as np
 
-    from . import protocol
     with np.load(os.path.join(job_dir, "inputs.npz"), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     progress = os.open(os.path.join(out_dir, "progress"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -274,36 +306,33 @@ def main(job_dir: str, out_dir: str) -> None:
     if job["needs_torch"]:
         import torch
         torch.set_num_threads(1)
+    for mod in job.get("preload", []):
+        if mod in PRELOADABLE:
+            with contextlib.suppress(Exception):
+                importlib.import_module(mod)
     wires = Tripwires()
     if torch is not None:  # course functions are absent from the staged package; torch's are wired
         for name in sorted({n for nb in job["notebooks"] for it in nb["items"]
                             for n in it["forbidden"] if not n.startswith("mha_course.")}):
             wires.install(name)
-    _block_processes()
     cpu = float(job.get("item_cpu", 0))
     for nb in job["notebooks"]:
-        _use_course(nb["course"], base)
-        ns: dict = {"__name__": "__main__", "__builtins__": builtins}  # one namespace per notebook
-        cell_errors = []
-        # Forbidden APIs fail in the cells too (no answers precomputed at top level); no penalty.
-        wires.armed = {n for it in nb["items"] for n in it["forbidden"]}
-        for cell in nb["cells"]:
-            mark(f"cell {nb['name']} {cell['index']}")
-            _arm_cpu(cpu)
+        # One process per unit, forked before any learner code: it imports ITS staged package.
+        pid = os.fork()
+        if pid == 0:
             try:
-                exec(compile(cell["source"], f"<cell {cell['index']}>", "exec"), ns)
-            except BaseException as e:  # noqa: BLE001 - a broken cell must not stop the others
-                err = traceback.format_exception_only(type(e), e)[-1].strip()[:300]
-                cell_errors.append({"index": cell["index"], "error": err})
-        wires.armed, wires.hits = set(), set()
-        with open(os.path.join(out_dir, f"cells_{nb['name']}.json"), "w", encoding="utf-8") as f:
-            json.dump(cell_errors, f)
-        for item in nb["items"]:
-            mark(f"item {item['id']}")
-            _arm_cpu(cpu)
-            status, saved = _run_item(item, ns, arrays, wires, np, torch)
-            outs = ([[saved[f"c{i}_o{j}"] for j in range(n)] for i, n in enumerate(status["n_outputs"])]
-                    if status["status"] == "ok" else [])
-            protocol.write_result(out_dir, item["id"], status, outs)
+                _block_processes()
+                _run_unit(nb, job, arrays, wires, mark, cpu, out_dir, np, torch)
+                mark(f"unit {nb['name']} end")
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):  # die the same way, so the parent knows which stage did it
+            os.kill(os.getpid(), os.WTERMSIG(status))
+            os._exit(1)
+        with open(os.path.join(out_dir, "progress"), "rb") as f:
+            last = f.read(101).decode("ascii", "replace").strip()
+        if os.WEXITSTATUS(status) != 0 or last != f"unit {nb['name']} end":
+            os._exit(os.WEXITSTATUS(status) or 3)  # it exited inside a stage (os._exit...)
     mark("done")
     os._exit(0)  # no atexit handlers, no lingering threads

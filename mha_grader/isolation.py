@@ -207,13 +207,13 @@ UIDS = UidPool()
 
 
 def _uid_running(uid: int) -> bool:
+    """Does any live (not zombie) process have ``uid`` as its real, effective or saved uid?"""
     for p in Path("/proc").glob("[0-9]*"):
         with contextlib.suppress(OSError):
-            for line in (p / "status").read_text().splitlines():
-                if line.startswith("Uid:"):
-                    if str(uid) in line.split()[1:]:
-                        return True
-                    break
+            fields = dict(line.split(":", 1) for line in (p / "status").read_text().splitlines()
+                          if ":" in line)
+            if str(uid) in fields.get("Uid", "").split()[:3] and not fields.get("State", "").strip().startswith(("Z", "X")):
+                return True
     return False
 
 

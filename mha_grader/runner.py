@@ -77,6 +77,13 @@ def _read_child_result(out: Path, item: Item) -> dict | None:
         return {"status": C.INVALID_RESULT, "message": f"the result breaks the protocol: {e}"[:300]}
 
 
+def _preload(cells: list[dict]) -> list[str]:
+    """Heavy modules the notebooks import anyway (the course package imports matplotlib): the
+    child imports them once, before forking its units, instead of once per unit."""
+    text = "\n".join(c["source"] for c in cells)
+    return ["matplotlib.pyplot"] if "mha_course" in text or "matplotlib" in text else []
+
+
 def _why(killed: str | None, code: int | None) -> tuple[str, str]:
     if code is not None and code > 128:  # bubblewrap reports a signal as 128 + its number
         code = -(code - 128)
@@ -134,12 +141,23 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
     # One wall deadline per student (restarts included): sleeping cannot stretch it.
     deadline = time.monotonic() + min(limits.student_timeout,
                                       limits.notebook_timeout * max(1, len(cells)))
-    courses = {n: str(stager().course({f for it in items[n] for f in it.forbidden})) for n in cells}
+    # Units: the items of a notebook that forbid the same names. Each unit runs the notebook's
+    # cells in its own process with its own staged package (see child.py), so every item is
+    # graded with exactly its own forbidden functions absent.
+    units: dict[str, tuple[str, list[Item]]] = {}
+    for name in cells:
+        groups: dict[frozenset[str], list[Item]] = {}
+        for it in items[name]:
+            groups.setdefault(frozenset(it.forbidden), []).append(it)
+        for g, its in enumerate(groups.values()):
+            units[f"{name}~{g}"] = (name, its)
+    courses = {u: str(stager().course({f for it in its for f in it.forbidden}))
+               for u, (_, its) in units.items()}
     with tempfile.TemporaryDirectory(prefix="mha-grade-") as tmp:
         os.chmod(tmp, 0o711)  # mode "user": the child's uid may pass through to its own run only
-        for attempt in range(sum(len(c) + len(items[n]) for n, c in cells.items()) + 1):
-            todo = {n: [it for it in items[n] if it.id not in raw] for n in cells}
-            todo = {n: its for n, its in todo.items() if its}
+        for attempt in range(sum(len(cells[n]) + len(its) for n, its in units.values()) + 1):
+            todo = {u: [it for it in its if it.id not in raw] for u, (_, its) in units.items()}
+            todo = {u: its for u, its in todo.items() if its}
             if not todo:
                 break
             if time.monotonic() > deadline:
@@ -151,23 +169,26 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
             spec = {"needs_torch": any(it.framework == "torch" or any(
                                            not f.startswith("mha_course.") for f in it.forbidden)
                                        for its in todo.values() for it in its),
+                    "preload": _preload([c for u in todo for c in cells[units[u][0]]]),
                     "sys_path": isolation.site_packages(), "item_cpu": limits.item_cpu,
                     "read_only": sorted({courses[n] for n in todo}),
-                    "notebooks": [{"name": n, "course": courses[n], "cells": [c for c in cells[n] if (n, c["index"]) not in skip],
+                    "notebooks": [{"name": u, "course": courses[u],
+                                   "cells": [c for c in cells[units[u][0]] if (units[u][0], c["index"]) not in skip],
                                    "items": [{**it.child_spec(), "cases": encode_cases(it, cases[it.id], arrays),
-                                              "static_forbidden": sorted(banned[n] & set(it.forbidden))}
+                                              "static_forbidden": sorted(banned[units[u][0]] & set(it.forbidden))}
                                              for it in its]}
-                                  for n, its in todo.items()]}
+                                  for u, its in todo.items()]}
             out = Path(tmp) / f"run{attempt}" / "out"
             stage, killed, code = run_child(out.parent, spec, arrays, limits, deadline, mode)
             trusted = _finished(stage, todo)
-            for n, its in todo.items():
+            for u, its in todo.items():
+                n = units[u][0]
                 for it in its:
                     res = _read_child_result(out, it) if it.id in trusted else None
                     if res is not None:
                         raw[it.id] = res
                 with contextlib.suppress(Exception):
-                    errs = json.loads((out / f"cells_{n}.json").read_text(encoding="utf-8"))[:50]
+                    errs = json.loads((out / f"cells_{u}.json").read_text(encoding="utf-8"))[:50]
                     for e in errs:
                         note = f"cell {int(e['index'])}: {str(e['error'])[:300]}"
                         if note not in notes[n]:
@@ -177,9 +198,10 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
             status, why = _why(killed, code)
             words = stage.split()
             if len(words) == 3 and words[0] == "cell" and words[1] in todo and words[2].isdigit() \
-                    and (words[1], int(words[2])) not in skip:
-                skip.add((words[1], int(words[2])))
-                notes[words[1]].append(f"cell {words[2]}: {status} ({why}); skipped, grading went on without it")
+                    and (units[words[1]][0], int(words[2])) not in skip:
+                nb = units[words[1]][0]
+                skip.add((nb, int(words[2])))
+                notes[nb].append(f"cell {words[2]}: {status} ({why}); skipped, grading went on without it")
             elif len(words) == 2 and words[0] == "item" and words[1] in cases and words[1] not in raw:
                 raw[words[1]] = {"status": status, "message": why}
             else:  # died before or outside any stage: nothing more can be learned

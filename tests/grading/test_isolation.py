@@ -62,13 +62,14 @@ def _read_parent():
     for pid in pids:
         if pid == os.getpid():
             continue
-        for name in ("environ", "cmdline"):
-            if _try(lambda: b"MHA_TEST_CANARY" in open(f"/proc/{pid}/{name}", "rb").read()
-                    or b"pytest" in open(f"/proc/{pid}/{name}", "rb").read()):
-                return True
+        if _try(lambda: b"MHA_TEST_CANARY" in open(f"/proc/{pid}/environ", "rb").read()):
+            return True
         if _try(lambda: os.path.isdir(f"/proc/{pid}/cwd/solutions")):
             return True
     return False
+def _read_parent_cmdline():
+    pids = [os.getppid()] + [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    return any(_try(lambda: b"pytest" in open(f"/proc/{pid}/cmdline", "rb").read()) for pid in pids)
 def _write_package():
     import mha_course
     done = False
@@ -153,7 +154,8 @@ ATTACKS: dict[str, tuple[int, dict, dict[str, str]]] = {
     "tripwire_closure": (1, {"replace": _causal(CLOSURE)}, {CAUSAL: "forbidden API"}),
     "disarm_tripwires_via_gc": (1, {"replace": _causal(DISARM)}, {CAUSAL: "forbidden API"}),
     "solutions_from_disk": (1, {"replace": _causal(SOLUTIONS_FROM_DISK)}, {CAUSAL: "error"}),
-    "read_parent_proc": (2, {"extra": [(2, HELPERS)], "replace": _if("_read_parent()")}, {CAUSAL: "error"}),
+    "read_parent_environ_cwd": (2, {"extra": [(2, HELPERS)], "replace": _if("_read_parent()")}, {CAUSAL: "error"}),
+    "read_parent_cmdline": (2, {"extra": [(2, HELPERS)], "replace": _if("_read_parent_cmdline()")}, {CAUSAL: "error"}),
     "read_peer_notebook": (2, {"extra": [(2, HELPERS)], "replace": _if("_try(lambda: 'make_causal_mask' in open({PEER!r}).read())")},
                            {CAUSAL: "error"}),
     "overwrite_peer_notebook": (3, {"extra": [(2, HELPERS + "\nPWNED = _try(lambda: open({PEER!r}, 'a').write(' ') or True)")],

@@ -109,7 +109,7 @@ def test_writes_never_follow_links(tmp_path):
 # ---------------------------------------------------------------- the dedicated-user fallback
 
 FALLBACK = {  # attack -> what the fallback must stop
-    "read_parent_proc": "error", "overwrite_peer_notebook": "error",
+    "read_parent_environ_cwd": "error", "overwrite_peer_notebook": "error",
     "append_to_installed_package": "error", "reload_forbidden_module": "forbidden API",
 }
 
