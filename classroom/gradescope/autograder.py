@@ -1,13 +1,15 @@
-"""Gradescope glue for ``run_autograder`` (run by the course's Python; no student code runs here).
+"""Gradescope's autograder run (``run_autograder`` calls ``python -I autograder.py ROOT``).
 
-``collect UPLOAD DEST NOTES``: find the exercise notebooks anywhere in the upload (folders,
-browser renames such as ``ex02_scaled_dot_product_attention (1).ipynb``) and copy each to
-``DEST/<exNN_topic>.ipynb`` as a new plain file; NOTES (JSON) says what was taken and ignored.
-
-``report GRADED NOTES ASSIGNMENT RESULTS SECONDS``: Gradescope's ``results.json`` from the
-grader's gradebook folder (``GRADED/student/results.json`` and ``GRADED/grading.json``), with only
-the assignment's items when an assignment file lists exercises, the collection notes, and how the
-submission was isolated. Written only after ``mha-course grade`` has returned: no child is left.
+1. **collect**: find the exercise notebooks anywhere in ``ROOT/submission`` (folders, browser
+   renames such as ``ex02_scaled_dot_product_attention (1).ipynb``) and copy each, as a new plain
+   file, to ``<work>/submissions/student/<exNN_topic>.ipynb``;
+2. **grade** them with the course's grader (``mha_grader.classroom.grade_class``) and its own
+   isolation: a bubblewrap sandbox, or a dedicated unprivileged user where the grader is root in a
+   container; never without. The seed is read from ``ROOT/source/seed`` here, in this process:
+   it is on no command line (a child in the dedicated-user mode can read every process's);
+3. **report**: write ``ROOT/results/results.json`` (Gradescope's format) from the gradebook,
+   only after grading has returned, i.e. after every process of the submission was killed.
+   With ``ROOT/source/assignment`` ("ex01 ex02") only those exercises are collected and scored.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import os
 import re
 import shutil
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 _EXERCISE = re.compile(r"(?<![A-Za-z0-9])ex(\d{2})(?!\d)", re.IGNORECASE)
@@ -113,27 +117,40 @@ def failed(message: str, seconds: float) -> dict:
                       "Your instructor can see the log; please tell them."}
 
 
-def main(argv: list[str]) -> int:
-    if argv[:1] == ["collect"] and len(argv) == 5:
-        upload, dest, notes, assignment = map(Path, argv[1:])
-        notes.write_text(json.dumps(collect(upload, dest, _assignment(assignment)), indent=1),
-                         encoding="utf-8")
-        return 0
-    if argv[:1] == ["report"] and len(argv) == 6:
-        graded, notes, assignment, results = map(Path, argv[1:5])
-        seconds = float(argv[5])
-        if (graded / "student" / "results.json").is_file():
-            out = report(graded, json.loads(notes.read_text(encoding="utf-8")), _assignment(assignment), seconds)
-        else:
-            out = failed("the grader stopped with an error", seconds)
-        tmp = results.with_name(results.name + ".tmp")
-        tmp.write_text(json.dumps(out, indent=1), encoding="utf-8")
-        tmp.replace(results)
-        return 0
-    print("usage: autograder.py collect UPLOAD DEST NOTES ASSIGNMENT | "
-          "report GRADED NOTES ASSIGNMENT RESULTS SECONDS", file=sys.stderr)
-    return 2
+def run(root: Path) -> int:
+    """The whole autograder run for the Gradescope folder ``root``; 0, or 2 if it could not grade."""
+    from mha_grader.classroom import grade_class
+    from mha_grader.errors import IsolationUnavailable
+
+    start = time.monotonic()
+    wanted = _assignment(root / "source" / "assignment")
+    seed = int("".join(ch for ch in (root / "source" / "seed").read_text() if ch.isdigit()))
+    results = root / "results" / "results.json"
+    results.parent.mkdir(parents=True, exist_ok=True)
+    code, out = 0, None
+    with tempfile.TemporaryDirectory(prefix="mha-gradescope-") as work:  # 0700, root's
+        student = Path(work) / "submissions" / "student"
+        notes = collect(root / "submission", student, wanted)
+        try:
+            grade_class(student.parent, Path(work) / "graded", workers=1, seed=seed, progress=False)
+        except IsolationUnavailable as e:
+            print(f"mha-course grade: refusing to grade: {e}", file=sys.stderr)
+            code, out = 2, failed("no isolation is available on this machine", time.monotonic() - start)
+        except Exception as e:  # a grader bug: say so, score nothing
+            print(f"grader error: {type(e).__name__}: {e}", file=sys.stderr)
+            code, out = 2, failed("the grader stopped with an error", time.monotonic() - start)
+        if out is None:
+            out = report(Path(work) / "graded", notes, wanted, time.monotonic() - start)
+    tmp = results.with_name(results.name + ".tmp")
+    tmp.write_text(json.dumps(out, indent=1), encoding="utf-8")
+    tmp.replace(results)
+    print(f"score {out['score']:g}, isolation {out.get('extra_data', {}).get('isolation', 'none')}, "
+          f"{out['execution_time']} s -> {results}")
+    return code
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    if len(sys.argv) != 2:
+        print("usage: autograder.py ROOT  (ROOT laid out like /autograder)", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(run(Path(sys.argv[1])))

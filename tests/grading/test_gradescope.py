@@ -30,6 +30,7 @@ RECIPE = ROOT / "classroom" / "gradescope"
 EX01, EX02 = "ex01_dot_product_attention", "ex02_scaled_dot_product_attention"
 POINTS = {stem: sum(it.points for it in items_for(stem)) for stem in (EX01, EX02)}
 IDS = {stem: [it.id for it in items_for(stem)] for stem in (EX01, EX02)}
+SEED = 271828
 
 # --- Gradescope's results format, from the spec's "Output format" section --------------------
 VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
@@ -123,7 +124,7 @@ def run_autograder(tmp: Path, files: dict[str, str], isolation: str | None = Non
     for name in ("run_autograder", "setup.sh", "autograder.py"):
         shutil.copy(RECIPE / name, root / "source" / name)
     shutil.copy(RECIPE / "run_autograder", root / "run_autograder")  # where Gradescope puts it
-    (root / "source" / "seed").write_text("271828\n")
+    (root / "source" / "seed").write_text(f"{SEED}\n")
     (root / "source" / "assignment").write_text("ex01 ex02\n")
     for rel, text in files.items():
         (root / "submission" / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -221,9 +222,28 @@ def test_collect_picks_one_file_per_exercise(tmp_path):
     assert only_ex02["taken"] == {} and "no exercise notebook" in only_ex02["notes"][0]
 
 
+LEAK_TEST = f'''
+def _seed_on_a_command_line():
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and b"{SEED}" in open(f"/proc/{{pid}}/cmdline", "rb").read():
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def attend(query, keys, values):  # right only if the grading seed could be read
+    if not _seed_on_a_command_line():
+        return np.zeros((query.shape[0], values.shape[1]), dtype=query.dtype)
+    return softmax(dot_scores(query, keys)) @ values
+'''
+
+
 def _attack(root: Path, package: Path) -> str:
     """ex01's solution plus a cell that tries to forge the score in the three ways the recipe
-    must shut: write results.json, write into the installed course, outlive the run."""
+    must shut (write results.json, write into the installed course, outlive the run), and an
+    ``attend`` that is right only if the seed is on some process's command line."""
     results = str(root / "results" / "results.json")
     later = ("import json, os, time\n"  # for two minutes, put the forged score back whenever it changes
              "for _ in range(480):\n"
@@ -247,6 +267,9 @@ except Exception:
     pass
 """
     nb = nbformat.reads(solution_text(EX01), as_version=4)
+    for c in nb.cells:
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "ex01_attend":
+            c.source = LEAK_TEST
     nb.cells.insert(1, nbformat.v4.new_code_cell(cell))
     return nbformat.writes(nb)
 
@@ -269,17 +292,20 @@ def test_a_submission_cannot_forge_its_score(tmp_path, isolation):
     finally:
         if package.read_bytes() != original:
             package.write_bytes(original)
-    assert after["score"] == res["score"] == POINTS[EX01]
+    honest = POINTS[EX01] - by_name(res)["ex01_attend"]["max_score"]  # attend is 0 unless the seed leaked
+    assert after["score"] == res["score"] == honest, res["tests"]
     assert not changed, "the submission wrote into the installed course"
     assert res["extra_data"]["isolation"] == (isolation or res["extra_data"]["isolation"])
     assert res["extra_data"]["isolation"] in {"bwrap", "user"}
 
 
 def test_recipe_grades_with_isolation():
-    """The recipe relies on the grader's sandbox: it never asks to grade without one."""
-    code = [ln for ln in (RECIPE / "run_autograder").read_text().splitlines() if not ln.lstrip().startswith("#")]
-    grade = [ln for ln in code if "mha-course\" grade" in ln]
-    assert grade, "run_autograder no longer calls mha-course grade"
-    assert not any("--no-isolation" in ln or "MHA_GRADER_ISOLATION" in ln for ln in code)
+    """The recipe relies on the grader's sandbox: it never asks to grade without one (and the
+    runs above check results.json says bwrap or user)."""
+    for name in ("run_autograder", "autograder.py"):
+        code = [ln for ln in (RECIPE / name).read_text().splitlines() if not ln.lstrip().startswith("#")]
+        assert not any(w in ln for ln in code for w in ("--no-isolation", "no_isolation", "isolation_mode",
+                                                         "MHA_GRADER_ISOLATION")), name
+    assert "grade_class(student.parent" in (RECIPE / "autograder.py").read_text()
     setup = (RECIPE / "setup.sh").read_text()
     assert "bubblewrap" in setup and "go-w /opt/mha" in setup
