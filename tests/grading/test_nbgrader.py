@@ -28,7 +28,7 @@ ASSIGNMENT, SEED = "ps1", 583_201_447  # a seed that appears nowhere else in the
 BIN = Path(sys.executable).parent  # nbgrader runs `alembic` from PATH
 # A student who computes check()'s public inputs (seed 12345) and is right only on those.
 MEMORIZED = {"ex01_softmax": '''
-from mha_course.grading.registry import all_items
+from mha_grader.registry import all_items
 
 _SEEN = [c["x"] for it in all_items() if it.id == "ex01_softmax" for c in it.cases(12345)]
 
