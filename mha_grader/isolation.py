@@ -181,26 +181,42 @@ def bwrap_argv(python: str, read_only: list[str], writable: list[str], env: dict
 # ------------------------------------------------------------------------- the dedicated user
 
 class UidPool:
-    """One dedicated uid per concurrently running child (so killing 'all of uid X' is safe)."""
+    """One dedicated uid per running child, exclusive across threads AND processes (a lock file
+    per uid in a root-only folder), so killing 'every process of uid X' hits only that child."""
 
     def __init__(self, base: int = UID_BASE, size: int = 64) -> None:
-        self._free = list(range(base, base + size))
-        self._cond = threading.Condition()
+        self._uids = list(range(base, base + size))
+        self._lock = threading.Lock()
+        self._dir = Path(os.environ.get("MHA_GRADER_LOCKS", "/tmp/mha-grader-uid-locks"))
+
+    def _take(self) -> tuple[int, int] | None:
+        import fcntl
+        self._dir.mkdir(mode=0o700, exist_ok=True)
+        for uid in self._uids:
+            fd = os.open(self._dir / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return uid, fd
+            except OSError:
+                os.close(fd)
+        return None
 
     @contextlib.contextmanager
     def lease(self):
-        with self._cond:
-            while not self._free:
-                self._cond.wait()
-            uid = self._free.pop(0)
+        import time
+        while True:
+            with self._lock:
+                got = self._take()
+            if got:
+                break
+            time.sleep(0.1)
+        uid, fd = got
         try:
             kill_user(uid)
             yield uid
         finally:
             kill_user(uid)
-            with self._cond:
-                self._free.append(uid)
-                self._cond.notify()
+            os.close(fd)  # releases the flock
 
 
 UIDS = UidPool()

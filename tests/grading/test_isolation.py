@@ -282,7 +282,8 @@ def test_cpu_limit_per_item(tmp_path):
     res, _ = grade_many({"s": (nb, "ex02")}, limits=_limits(item_timeout=60.0, item_cpu=2.0))["s"]
     took = time.monotonic() - start
     assert res[CAUSAL].status == "timeout", res[CAUSAL]
-    assert took < 45.0, f"the CPU limit did not stop the item ({took:.0f} s)"
+    assert "CPU time" in res[CAUSAL].message, f"stopped by the wall limit, not the CPU limit: {res[CAUSAL]}"
+    assert took < 120.0, f"the CPU limit did not stop the item ({took:.0f} s)"
     assert all(r.passed for k, r in res.items() if k != CAUSAL)
 
 
