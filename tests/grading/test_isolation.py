@@ -307,14 +307,20 @@ def test_unresolvable_forbidden_name_is_an_error():
 
 
 def test_the_child_imports_no_torch_for_a_numpy_notebook(tmp_path):
-    """The engine is light: ex01 (NumPy) runs without torch or matplotlib in the child."""
+    """The engine is light: a NumPy notebook that imports neither torch nor the course package
+    runs without torch or matplotlib in the child (the child preloads matplotlib only for
+    notebooks that import the course package, which imports it)."""
+    import nbformat
     _require_sandbox()
-    nb = build("ex01", tmp_path / "np" / "ex01_dot_product_attention.ipynb", extra=[(1, (
-        "import sys\nHEAVY = sorted(m for m in ('torch', 'matplotlib') if m in sys.modules)"))],
-        replace={"ex01_softmax": "import numpy as np\ndef softmax(x, axis=-1):\n"
-                                 "    assert not HEAVY, HEAVY\n    e = np.exp(x - x.max(axis=axis, keepdims=True))\n"
-                                 "    return e / e.sum(axis=axis, keepdims=True)"})
-    res, notes = grade_many({"n": (nb, "ex01")})["n"]
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import sys\nHEAVY = sorted(m for m in ('torch', 'matplot' + 'lib') if m in sys.modules)"),
+        nbformat.v4.new_code_cell("import numpy as np\ndef softmax(x, axis=-1):\n    assert not HEAVY, HEAVY\n"
+                                  "    e = np.exp(x - x.max(axis=axis, keepdims=True))\n"
+                                  "    return e / e.sum(axis=axis, keepdims=True)")])
+    path = tmp_path / "np" / "ex01_dot_product_attention.ipynb"
+    path.parent.mkdir()
+    nbformat.write(nb, path)
+    res, notes = grade_many({"n": (path, "ex01")})["n"]
     assert res["ex01_softmax"].passed, (res["ex01_softmax"], notes)
 
 
