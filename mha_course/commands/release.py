@@ -1,11 +1,16 @@
-"""``mha-course release [--check]``: write exercises/ from solutions/ (stubs, outputs cleared)."""
+"""``mha-course release [--check]``: write exercises/ from solutions/ (stubs, outputs cleared).
+
+``mha-course release --nbgrader COURSE --assignment NAME [--seed S] [--notebooks ex01 ex02]``
+writes an nbgrader source folder instead (``COURSE/source/NAME/``), with hidden tests on seed S.
+"""
 
 from __future__ import annotations
 
 import argparse
+import secrets
 from pathlib import Path
 
-HELP = "write exercises/ from solutions/ (solutions become NotImplementedError stubs)"
+HELP = "write exercises/ from solutions/ (solutions become NotImplementedError stubs), or an nbgrader source"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,6 +18,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="change nothing; exit 1 and list the files if exercises/ is out of date")
     parser.add_argument("--solutions", type=Path, default=Path("solutions"))
     parser.add_argument("--exercises", type=Path, default=Path("exercises"))
+    parser.add_argument("--nbgrader", type=Path, metavar="COURSE", default=None,
+                        help="write COURSE/source/ASSIGNMENT/ for nbgrader (exercises/ is not touched)")
+    parser.add_argument("--assignment", default="mha", help="nbgrader assignment name (with --nbgrader)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the hidden tests' inputs (with --nbgrader; default: random, printed)")
+    parser.add_argument("--notebooks", nargs="+", metavar="exNN", default=None,
+                        help="only these exercises (with --nbgrader; default: all)")
+
+
+def _nbgrader(args: argparse.Namespace) -> int:
+    from ..grading.release import release_nbgrader
+
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    try:
+        written = release_nbgrader(args.solutions, args.nbgrader, args.assignment, seed, args.notebooks)
+    except ValueError as e:
+        print(e)
+        return 2
+    for p in written:
+        print(f"wrote {p}")
+    print(f"hidden tests use seed {seed} (it is in the source notebooks only; keep them private)")
+    print(f"next, in {args.nbgrader}: nbgrader generate_assignment {args.assignment}")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.solutions.is_dir():
         print(f"--solutions: expected a folder of exNN_<topic>.ipynb, got {args.solutions}")
         return 2
+    if args.nbgrader is not None:
+        return _nbgrader(args)
     changed = release(args.solutions, args.exercises, check=args.check)
     if args.check:
         for p in changed:

@@ -1,0 +1,156 @@
+"""Gradescope's autograder run (``run_autograder`` calls ``python -I autograder.py ROOT``).
+
+1. **collect**: find the exercise notebooks anywhere in ``ROOT/submission`` (folders, browser
+   renames such as ``ex02_scaled_dot_product_attention (1).ipynb``) and copy each, as a new plain
+   file, to ``<work>/submissions/student/<exNN_topic>.ipynb``;
+2. **grade** them with the course's grader (``mha_grader.classroom.grade_class``) and its own
+   isolation: a bubblewrap sandbox, or a dedicated unprivileged user where the grader is root in a
+   container; never without. The seed is read from ``ROOT/source/seed`` here, in this process:
+   it is on no command line (a child in the dedicated-user mode can read every process's);
+3. **report**: write ``ROOT/results/results.json`` (Gradescope's format) from the gradebook,
+   only after grading has returned, i.e. after every process of the submission was killed.
+   With ``ROOT/source/assignment`` ("ex01 ex02") only those exercises are collected and scored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_EXERCISE = re.compile(r"(?<![A-Za-z0-9])ex(\d{2})(?!\d)", re.IGNORECASE)
+_SKIP_DIRS = {".ipynb_checkpoints", "__MACOSX", ".git"}
+
+
+def _known() -> dict[str, str]:
+    """``"ex02"`` -> ``"ex02_scaled_dot_product_attention"`` for every graded exercise."""
+    from mha_grader.registry import notebooks
+
+    return {stem.split("_")[0]: stem for stem in notebooks()}
+
+
+def _candidates(upload: Path) -> tuple[list[Path], list[str]]:
+    found, notes = [], []
+    for folder, dirs, files in os.walk(upload):  # does not follow links to folders
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        for name in sorted(files):
+            path = Path(folder) / name
+            if name.startswith(".") or not name.lower().endswith(".ipynb"):
+                continue
+            if path.is_symlink() or not path.is_file():
+                notes.append(f"ignored {path.relative_to(upload)}: not a plain file")
+                continue
+            found.append(path)
+    return found, notes
+
+
+def collect(upload: Path, dest: Path, assignment: set[str] | None) -> dict:
+    """Copy the best file for each exercise into ``dest``; return the notes."""
+    known = _known()
+    dest.mkdir(parents=True, exist_ok=True)
+    files, notes = _candidates(upload) if upload.is_dir() else ([], [])
+    by_exercise: dict[str, list[Path]] = {}
+    for path in files:
+        rel = path.relative_to(upload).as_posix()
+        m = _EXERCISE.search(path.name)
+        prefix = f"ex{m.group(1)}" if m else None
+        if prefix not in known:
+            notes.append(f"ignored {rel}: not the name of a graded exercise (exNN_<topic>.ipynb)")
+        elif assignment is not None and prefix not in assignment:
+            notes.append(f"ignored {rel}: {prefix} is not part of this assignment")
+        else:
+            by_exercise.setdefault(prefix, []).append(path)
+    taken = {}
+    for prefix, paths in sorted(by_exercise.items()):
+        stem = known[prefix]
+        # the most recently modified copy; then the exact name; then the shortest path
+        best = max(paths, key=lambda p: (p.stat().st_mtime, p.name == f"{stem}.ipynb", -len(str(p))))
+        shutil.copyfile(best, dest / f"{stem}.ipynb", follow_symlinks=False)
+        rel = best.relative_to(upload).as_posix()
+        taken[stem] = rel
+        if rel != f"{stem}.ipynb":
+            notes.append(f"graded {rel} as {stem}.ipynb")
+        for other in paths:
+            if other != best:
+                notes.append(f"ignored {other.relative_to(upload).as_posix()}: "
+                             f"{rel} is a newer copy of {prefix}")
+    if not taken:
+        notes.insert(0, "no exercise notebook (exNN_<topic>.ipynb) was found in the upload")
+    return {"taken": taken, "notes": notes}
+
+
+def _assignment(path: Path) -> set[str] | None:
+    if not path.is_file():
+        return None
+    return {w.lower()[:4] for w in path.read_text(encoding="utf-8").split()}
+
+
+def report(graded: Path, notes: dict, assignment: set[str] | None, seconds: float) -> dict:
+    """Gradescope's results.json (https://gradescope-autograders.readthedocs.io/en/latest/specs/)."""
+    res = json.loads((graded / "student" / "results.json").read_text(encoding="utf-8"))
+    meta = json.loads((graded / "grading.json").read_text(encoding="utf-8"))
+    tests = [t for t in res["tests"] if assignment is None or t["name"][:4] in assignment]
+    for t in tests:
+        t["visibility"] = "visible"
+    lines = [*notes["notes"], *(n for n in res.get("output", "").split("\n") if n.strip())]
+    return {
+        "score": float(sum(t["score"] for t in tests)),
+        "execution_time": max(0, round(seconds)),
+        "output": "\n".join(lines),
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+        "extra_data": {"isolation": meta.get("isolation", "unknown"), "graded_files": notes["taken"]},
+    }
+
+
+def failed(message: str, seconds: float) -> dict:
+    """results.json when the grader itself could not run: no points, a message, no guesswork."""
+    return {"score": 0.0, "execution_time": max(0, round(seconds)), "visibility": "visible",
+            "stdout_visibility": "hidden", "tests": [],
+            "output": f"The autograder could not grade this submission: {message}. "
+                      "Your instructor can see the log; please tell them."}
+
+
+def run(root: Path) -> int:
+    """The whole autograder run for the Gradescope folder ``root``; 0, or 2 if it could not grade."""
+    from mha_grader.classroom import grade_class
+    from mha_grader.errors import IsolationUnavailable
+
+    start = time.monotonic()
+    wanted = _assignment(root / "source" / "assignment")
+    seed = int("".join(ch for ch in (root / "source" / "seed").read_text() if ch.isdigit()))
+    results = root / "results" / "results.json"
+    results.parent.mkdir(parents=True, exist_ok=True)
+    code, out = 0, None
+    with tempfile.TemporaryDirectory(prefix="mha-gradescope-") as work:  # 0700, root's
+        student = Path(work) / "submissions" / "student"
+        notes = collect(root / "submission", student, wanted)
+        try:
+            grade_class(student.parent, Path(work) / "graded", workers=1, seed=seed, progress=False)
+        except IsolationUnavailable as e:
+            print(f"mha-course grade: refusing to grade: {e}", file=sys.stderr)
+            code, out = 2, failed("no isolation is available on this machine", time.monotonic() - start)
+        except Exception as e:  # a grader bug: say so, score nothing
+            print(f"grader error: {type(e).__name__}: {e}", file=sys.stderr)
+            code, out = 2, failed("the grader stopped with an error", time.monotonic() - start)
+        if out is None:
+            out = report(Path(work) / "graded", notes, wanted, time.monotonic() - start)
+    tmp = results.with_name(results.name + ".tmp")
+    tmp.write_text(json.dumps(out, indent=1), encoding="utf-8")
+    tmp.replace(results)
+    print(f"score {out['score']:g}, isolation {out.get('extra_data', {}).get('isolation', 'none')}, "
+          f"{out['execution_time']} s -> {results}")
+    return code
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print("usage: autograder.py ROOT  (ROOT laid out like /autograder)", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(run(Path(sys.argv[1])))
