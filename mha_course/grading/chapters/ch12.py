@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from ...masks import causal_mask
 from ...positions import alibi_bias, alibi_slopes, sinusoidal_positions
 from ...rope import apply_rope, rotate_pairs
-from ..items import Item, Mistake
+from mha_grader.items import Item, Mistake
 from .ch05 import NO_CHUNK_MASK
 
 NOTEBOOK = "ex12_positions"

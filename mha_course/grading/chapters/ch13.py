@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from ...gpt.generate import sampling_distribution
 from ...gpt.heads import induction_score
-from ..items import Item, Mistake
+from mha_grader.items import Item, Mistake
 
 NOTEBOOK = "ex13_small_gpt"
 

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from ...flash_backward import backward_d_term
-from ..items import Item, Mistake
+from mha_grader.items import Item, Mistake
 
 NOTEBOOK = "ex17_flash_attention_triton"
 _FORBID = ("mha_course.flash_backward.backward_d_term",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...flex_masks import alibi, document_causal, sliding_window
-from ..items import Item, Mistake
+from mha_grader.items import Item, Mistake
 
 NOTEBOOK = "ex18_flex_attention"
 _FORBID = ("mha_course.flex_masks.sliding_window", "mha_course.flex_masks.document_causal",

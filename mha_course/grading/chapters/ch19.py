@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from ...ring import chunk_ids
-from ..items import Item, Mistake
+from mha_grader.items import Item, Mistake
 
 NOTEBOOK = "ex19_ring_attention"
 _FORBID = ("mha_course.ring.chunk_ids", "mha_course.ring.shard", "mha_course.ring.work_per_rank")
