@@ -4,12 +4,17 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Which torch to install. Any release >= 2.5 works; CI pins a CPU build (.ci/run).
-# For a small CPU-only install elsewhere: make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# Which torch to install. Any release >= 2.5 works; CI pins one too (.ci/run).
+# TORCH_INDEX=auto (the default, tools/torch_index.py): Linux without an NVIDIA driver gets the CPU
+# build from https://download.pytorch.org/whl/cpu (falling back to the default index, with a
+# one-line message, when that cannot be reached); a GPU machine, macOS and Windows get the default
+# index's build (CUDA on Linux). TORCH_INDEX=URL picks an index, TORCH_INDEX= the default one.
 TORCH_SPEC ?= torch>=2.5
-TORCH_INDEX ?=
-# Extras installed with the course: CI adds triton (chapter 17's kernels): EXTRAS=dev,triton
-EXTRAS ?= dev
+TORCH_INDEX ?= auto
+# Extras installed with the course: dev (tests, linters, nbgrader) and triton (chapter 17's
+# kernels, run on CPU in Triton's interpreter; about 1 GB). A smaller install without chapter
+# 17's kernels: make lab EXTRAS=dev
+EXTRAS ?= dev,triton
 STAMP := $(VENV)/.installed
 
 .PHONY: lab test setup unit notebooks lint release exercises clean help browser site
@@ -24,7 +29,8 @@ help:
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
-	$(BIN)/python -m pip install "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	idx="$$($(BIN)/python tools/torch_index.py "$(TORCH_INDEX)")" && \
+	  $(BIN)/python -m pip install "$(TORCH_SPEC)" $${idx:+--index-url "$$idx"}
 	$(BIN)/python -m pip install -e ".[$(EXTRAS)]"
 	$(BIN)/python -m ipykernel install --user --name mha-course --display-name "Python (mha-course)"
 	touch $(STAMP)
@@ -39,7 +45,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not browser"
+	$(BIN)/python -m pytest tests -m "not browser" $(UNIT_ARGS)
 
 notebooks: $(STAMP)
 	$(BIN)/python -m pytest --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider

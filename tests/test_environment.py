@@ -11,10 +11,12 @@ import torch
 from mha_course import describe_device, get_device
 
 ROOT = Path(__file__).resolve().parent.parent
-# conda-forge names that differ from PyPI's; python and pip are conda's own, "-e ." installs us.
-CONDA_TO_PIP = {"pytorch": "torch"}
+# conda-forge names that differ from PyPI's (conda-forge's `torch` and `playwright` are other
+# packages: playwright there is the Node.js tool); python and pip are conda's own, "-e ." is us.
+CONDA_TO_PIP = {"pytorch": "torch", "pytorch-cpu": "torch", "playwright-python": "playwright"}
 CONDA_ONLY = {"python", "pip"}
-REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9_.\-]+)\s*(?:\[[^\]]*\])?\s*(>=\s*[0-9][^,;\s]*)?")
+REQUIREMENT = re.compile(
+    r"^\s*([A-Za-z0-9_.\-]+)\s*(?:\[[^\]]*\])?\s*((?:>=|==)\s*[0-9][^,;\s]*)?")
 
 
 def _load_toml(path: Path) -> dict:
@@ -52,10 +54,10 @@ def pyproject_requirements() -> dict[str, str]:
     return _bounds(project["dependencies"] + project["optional-dependencies"]["dev"])
 
 
-def conda_requirements() -> dict[str, str]:
-    """The ``dependencies:`` list of environment.yml, read line by line (no PyYAML needed: the
-    file is a flat list of ``- name>=bound`` plus a ``- pip:`` sub-list)."""
-    items, inside = [], False
+def _environment_items() -> tuple[list[str], list[str]]:
+    """The ``dependencies:`` list of environment.yml and its ``pip:`` sub-list, read line by line
+    (no PyYAML needed: the file is a flat list of ``- name>=bound`` plus a ``- pip:`` sub-list)."""
+    conda, pip, inside = [], [], False
     for line in (ROOT / "environment.yml").read_text().splitlines():
         stripped = line.split("#", 1)[0].rstrip()
         if not stripped:
@@ -64,17 +66,24 @@ def conda_requirements() -> dict[str, str]:
             inside = stripped == "dependencies:"
             continue
         item = stripped.strip()
-        if inside and item.startswith("- ") and not line.startswith("      "):  # skip pip's sub-list
-            items.append(item[2:].strip())
+        if inside and item.startswith("- "):
+            (pip if line.startswith("      ") else conda).append(item[2:].strip())
+    return conda, pip
+
+
+def conda_requirements() -> dict[str, str]:
+    """What environment.yml installs, in PyPI's names: the conda packages through CONDA_TO_PIP,
+    plus its pip sub-list (PyPI names already; ``-e .`` is the course itself)."""
+    conda, pip = _environment_items()
     names = []
-    for item in items:
+    for item in conda:
         if item.endswith(":"):  # "- pip:" opens the pip sub-list
             continue
         name = REQUIREMENT.match(item).group(1).lower()
         if name in CONDA_ONLY:
             continue
         names.append(CONDA_TO_PIP.get(name, name) + item[len(name):])
-    return _bounds(names)
+    return _bounds(names + [item for item in pip if item != "-e ."])
 
 
 def test_pyproject_and_environment_yml_agree():
@@ -88,8 +97,24 @@ def test_pyproject_and_environment_yml_agree():
 
 
 def test_requirement_reader():
-    assert _bounds(["torch>=2.5", "nbval >= 0.11", "Foo_Bar[extra]>=1"]) == {
-        "torch": ">=2.5", "nbval": ">=0.11", "foo-bar": ">=1"}
+    assert _bounds(["torch>=2.5", "nbval >= 0.11", "Foo_Bar[extra]>=1", "ruff==0.17.6"]) == {
+        "torch": ">=2.5", "nbval": ">=0.11", "foo-bar": ">=1", "ruff": "==0.17.6"}
+
+
+def test_conda_names_are_the_python_packages():
+    """conda-forge's ``playwright`` is the Node.js tool and ``torch`` is not PyTorch: the names
+    that differ go through CONDA_TO_PIP, never in PyPI's spelling."""
+    conda, _ = _environment_items()
+    names = {REQUIREMENT.match(item).group(1).lower() for item in conda}
+    assert "playwright-python" in names and "pytorch" in names
+    assert not names & {"playwright", "torch"}, sorted(names & {"playwright", "torch"})
+
+
+def test_environment_yml_offers_the_cpu_build_with_the_same_bound():
+    text = (ROOT / "environment.yml").read_text()
+    cpu = re.search(r"- pytorch-cpu(>=[0-9.]+)", text)
+    assert cpu, "environment.yml: the commented pytorch-cpu alternative is missing"
+    assert cpu.group(1) == pyproject_requirements()["torch"]
 
 
 def test_environment_yml_keeps_the_editable_install():

@@ -69,4 +69,3 @@ def fitted_slopes(rows: list[dict]) -> dict[str, float | None]:
         upper = pts[(len(pts) - 1) // 2:]  # 4 points -> the last 3; 2 points -> both
         slopes[name] = loglog_slope(*map(list, zip(*upper))) if len(upper) >= 2 else None
     return slopes
-

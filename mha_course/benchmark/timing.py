@@ -10,15 +10,48 @@ inter-quartile range (IQR) of its repeats rather than one lucky or unlucky run.
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 import time
 from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import torch
-import torch.utils.benchmark as tb
+
+if TYPE_CHECKING:
+    import torch.utils.benchmark as tb
 
 DEFAULT_L2_FLUSH_BYTES = 256 * 2**20  # larger than any current GPU's L2 (H100: 50 MiB)
+# torch.utils.benchmark imports torch.utils.cpp_extension, which logs this one line on import
+# when a CUDA toolkit is installed (CUDA_HOME, /usr/local/cuda) but no GPU can be used: a fact
+# about the machine, not about the timing, and it would land in a notebook's compared stderr.
+CUDA_HOME_NOTICE = "No CUDA runtime is found, using CUDA_HOME="
+
+
+class _DropCudaHomeNotice(logging.Filter):
+    """Drops exactly the CUDA_HOME notice; every other record of the logger passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(CUDA_HOME_NOTICE)
+
+
+def torch_benchmark() -> ModuleType:
+    """``torch.utils.benchmark``, imported on first use without the CUDA_HOME notice.
+
+    The filter sits on the ``torch.utils.cpp_extension`` logger only while the import runs:
+    other messages from that logger, later messages (building an extension) and Python
+    warnings are untouched.
+    """
+    notice_filter = _DropCudaHomeNotice()
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    logger.addFilter(notice_filter)
+    try:
+        import torch.utils.benchmark as benchmark
+    finally:
+        logger.removeFilter(notice_filter)
+    return benchmark
 
 
 def summarize(samples_ms: list[float]) -> dict:
@@ -139,6 +172,7 @@ def time_interleaved(
             for name, start, end in events:
                 samples[name].append(start.elapsed_time(end))
     else:
+        tb = torch_benchmark()
         timers = {name: tb.Timer(stmt="fn()", globals={"fn": fns[name]}, num_threads=threads,
                                  description=name) for name in live}
         number = {}

@@ -87,5 +87,3 @@ ITEMS = [
         forbidden=("mha_course.single_head.SelfAttentionHead",),  # build one and count: no work
     ),
 ]
-
-
