@@ -10,7 +10,9 @@ from .masks import causal_mask, combine_masks, padding_mask, to_additive
 from .mha import MultiHeadAttention, merge_heads, split_heads
 from .numpy_attention import dot_product_attention, softmax
 from .plotting import plot_attention, plot_heads
+from .positions import LearnedPositionEmbedding, alibi_bias, alibi_slopes, sinusoidal_positions
 from .pruning import activation_importance, gradient_importance, prune_heads, prune_model_heads
+from .rope import apply_rope, convert_rope_layout, rope_angles, rope_frequencies, rope_permutation
 from .sdpa import repeat_kv, scaled_dot_product_attention, stable_softmax
 from .single_head import SelfAttentionHead
 from .tiled import online_softmax_update, tiled_attention
@@ -21,6 +23,8 @@ __version__ = "0.1.0"
 __all__ = [
     "activation_importance", "gradient_importance", "prune_heads", "prune_model_heads",
     "online_softmax_update", "tiled_attention",
+    "LearnedPositionEmbedding", "alibi_bias", "alibi_slopes", "sinusoidal_positions",
+    "apply_rope", "convert_rope_layout", "rope_angles", "rope_frequencies", "rope_permutation",
     "KVCache",
     "MultiHeadAttention",
     "SelfAttentionHead",

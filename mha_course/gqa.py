@@ -107,8 +107,11 @@ def mha_to_gqa(module: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttent
     new = MultiHeadAttention(
         module.embed_dim, H, num_kv_heads=num_kv_heads, bias=module.q_proj.bias is not None,
         dropout=module.dropout, kdim=module.kdim, vdim=module.vdim, impl=module.impl,
-        device=w.device, dtype=w.dtype,
+        device=w.device, dtype=w.dtype, rope=module.rope, rope_base=module.rope_base,
+        alibi=module.alibi,
     )
+    if module.alibi:
+        new.alibi_slopes = module.alibi_slopes.clone()
     with torch.no_grad():
         for name in ("q_proj", "out_proj"):
             new.get_submodule(name).load_state_dict(module.get_submodule(name).state_dict())

@@ -1,5 +1,6 @@
 """Chapters 4–7: multi-head attention with grouped key/value heads (MHA, GQA, MQA),
-self- and cross-attention, masks, a KV cache, and two interchangeable kernels."""
+self- and cross-attention, masks, a KV cache, and two interchangeable kernels; chapter 12 adds
+positions inside attention (RoPE, ALiBi)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from ._checks import (
 )
 from .kv_cache import KVCache
 from .masks import causal_mask, combine_masks, key_padding_to_attn_mask
+from .positions import alibi_bias, alibi_slopes
+from .rope import LAYOUTS as ROPE_LAYOUTS
+from .rope import apply_rope
 from .sdpa import scaled_dot_product_attention
 
 IMPLS = ("eager", "sdpa")
@@ -70,6 +74,14 @@ class MultiHeadAttention(nn.Module):
         kdim, vdim: feature sizes of ``key``/``value`` inputs for cross-attention (default E).
         impl: ``"eager"`` runs the course's own :func:`scaled_dot_product_attention`;
             ``"sdpa"`` runs torch's fused kernel. They agree to rounding.
+        rope: ``None`` (no rotary embedding), ``"half"`` or ``"interleaved"``: rotate queries
+            and keys by their positions after the head split (:func:`mha_course.apply_rope`).
+            With a ``kv_cache`` the new tokens' positions start at the cache length, and keys
+            are cached already rotated. Meant for self-attention (queries and keys share
+            positions).
+        rope_base: RoPE's ``base`` (``theta_i = base^(-2i/D)``).
+        alibi: add ALiBi's bias ``-slope_h * |i - j|`` to the scores (slopes in the buffer
+            ``alibi_slopes``, (H,)); with a ``kv_cache`` query positions are offset too.
 
     Shape:
         query: (B, L, E); key: (B, S, kdim); value: (B, S, vdim). Output: (B, L, E);
@@ -88,6 +100,9 @@ class MultiHeadAttention(nn.Module):
         impl: str = "sdpa",
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        rope: str | None = None,
+        rope_base: float = 10000.0,
+        alibi: bool = False,
     ) -> None:
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
@@ -115,6 +130,21 @@ class MultiHeadAttention(nn.Module):
         self.kdim = embed_dim if kdim is None else kdim
         self.vdim = embed_dim if vdim is None else vdim
         self.dropout, self.impl = dropout, impl
+        if rope is not None and rope not in ROPE_LAYOUTS:
+            raise ValueError(f"rope: expected None or one of {ROPE_LAYOUTS}, got {rope!r}")
+        if rope is not None and self.head_dim % 2:
+            raise ValueError(
+                f"rope: RoPE rotates pairs of features, so head_dim D = E / H must be even; "
+                f"got D = {self.head_dim} (E={embed_dim}, H={num_heads})"
+            )
+        if isinstance(rope_base, bool) or not isinstance(rope_base, (int, float)) or not rope_base > 1:
+            raise ValueError(f"rope_base: expected a number > 1, got {rope_base!r}")
+        if not isinstance(alibi, bool):
+            raise ValueError(f"alibi: expected True or False, got {alibi!r}")
+        self.rope, self.rope_base, self.alibi = rope, float(rope_base), alibi
+        self.alibi_slopes: torch.Tensor | None
+        self.register_buffer(
+            "alibi_slopes", alibi_slopes(num_heads).to(device) if alibi else None, persistent=False)
         kv_width = num_kv_heads * self.head_dim  # G * D
         factory = {"device": device, "dtype": dtype}
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)  # W_Q
@@ -123,8 +153,10 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)  # W_O
 
     def extra_repr(self) -> str:
+        extra = (f", rope={self.rope!r}" if self.rope else "") + (", alibi=True" if self.alibi else "")
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
-                f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, impl={self.impl!r}")
+                f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, impl={self.impl!r}"
+                + extra)
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention, impl: str = "sdpa") -> MultiHeadAttention:
@@ -227,11 +259,21 @@ class MultiHeadAttention(nn.Module):
         # Check (and build) every mask before the cache grows: a bad call leaves the cache as it was.
         mask = self._build_mask(attn_mask, key_padding_mask, is_causal, B, L, S, offset,
                                 query.dtype, query.device)  # broadcasts to (B, H, L, S), or None
+        if self.alibi:  # (H, L, S) bias on the scores; query i sits at position offset + i
+            bias = alibi_bias(H, L, S, offset=offset, slopes=self.alibi_slopes,
+                              dtype=query.dtype, device=query.device)
+            mask = combine_masks(mask, bias, dtype=query.dtype)  # -> broadcasts to (B, H, L, S)
         multipliers = None if head_mask is None else _head_multipliers(head_mask, B, H, query.dtype)
 
         q = split_heads(self.q_proj(query), H)  # (B, L, E) -> (B, H, L, D)
         k = split_heads(self.k_proj(key), G)  # (B, S_new, kdim) -> (B, G, S_new, D)
         v = split_heads(self.v_proj(value), G)  # (B, S_new, vdim) -> (B, G, S_new, D)
+        if self.rope is not None:  # rotate by absolute position; the cache holds rotated keys
+            dev = query.device
+            q = apply_rope(q, torch.arange(offset, offset + L, device=dev), layout=self.rope,
+                           base=self.rope_base)  # (B, H, L, D)
+            k = apply_rope(k, torch.arange(offset, S, device=dev), layout=self.rope,
+                           base=self.rope_base)  # (B, G, S_new, D)
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)  # (B, G, S_new, D) -> (B, G, S_old + S_new, D)
 
@@ -239,7 +281,8 @@ class MultiHeadAttention(nn.Module):
         gqa = G != H
         weights = None
         if self.impl == "sdpa" and not need_weights:
-            only_causal = is_causal and offset == 0 and attn_mask is None and key_padding_mask is None
+            only_causal = (is_causal and offset == 0 and attn_mask is None
+                           and key_padding_mask is None and not self.alibi)
             if only_causal:  # let torch pick its fastest causal kernel
                 out = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p,
                                                      enable_gqa=gqa)

@@ -184,6 +184,8 @@ def prune_heads(attn: MultiHeadAttention, heads: Iterable[int]) -> MultiHeadAtte
     pruned.v_proj = _select(attn.v_proj, rows(kept_groups), dim=0)  # (G*D, vdim) -> (G'*D, vdim)
     pruned.out_proj = _select(attn.out_proj, rows(kept_heads), dim=1)  # (E, H*D) -> (E, H'*D)
     pruned.num_heads, pruned.num_kv_heads = len(kept_heads), len(kept_groups)
+    if getattr(attn, "alibi_slopes", None) is not None:  # each kept head keeps its ALiBi slope
+        pruned.alibi_slopes = attn.alibi_slopes[kept_heads]
     return pruned
 
 

@@ -37,16 +37,18 @@ class Block(nn.Module):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int | None = None,
-                 mlp_ratio: int = 2) -> None:
+                 mlp_ratio: int = 2, **attn_kwargs) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(embed_dim)
-        self.attn = MultiHeadAttention(embed_dim, num_heads, num_kv_heads)
+        # attn_kwargs: e.g. rope="half" or alibi=True (chapter 12)
+        self.attn = MultiHeadAttention(embed_dim, num_heads, num_kv_heads, **attn_kwargs)
         self.norm2 = nn.LayerNorm(embed_dim)
         self.mlp = nn.Sequential(nn.Linear(embed_dim, mlp_ratio * embed_dim), nn.GELU(),
                                  nn.Linear(mlp_ratio * embed_dim, embed_dim))
 
-    def forward(self, x: torch.Tensor, head_mask: torch.Tensor | None = None) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x), head_mask=head_mask)[0]
+    def forward(self, x: torch.Tensor, head_mask: torch.Tensor | None = None,
+                is_causal: bool = False) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x), head_mask=head_mask, is_causal=is_causal)[0]
         return x + self.mlp(self.norm2(x))
 
 

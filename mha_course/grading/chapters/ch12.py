@@ -1,0 +1,206 @@
+"""Chapter 12's graded items: RoPE in a given layout, a cached decoding step with RoPE (positions
+offset by the cache), the ALiBi bias, and the sinusoidal encoding."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ...masks import causal_mask
+from ...positions import alibi_bias, alibi_slopes, sinusoidal_positions
+from ...rope import apply_rope, rotate_pairs
+from ..items import Item, Mistake
+from .ch05 import NO_CHUNK_MASK
+
+NOTEBOOK = "ex12_positions"
+_ROPE_FORBID = ("mha_course.rope.apply_rope", "mha_course.rope.rotate_pairs",
+                "mha_course.rope.rope_angles", "mha_course.mha.MultiHeadAttention")
+
+WRONG_LAYOUT = ("rotated the wrong pairs: layout 'half' pairs feature i with i + D/2 (GPT-NeoX, "
+                "Hugging Face Llama); 'interleaved' pairs 2i with 2i + 1 (RoFormer, GPT-J)")
+WRONG_DIRECTION = ("rotated the wrong way: (a, b) -> (a cos θ - b sin θ, a sin θ + b cos θ); "
+                   "a sign flip in rotate-half gives the rotation by -θ")
+FREQ_EXPONENT = "frequencies θ_i = base^(-2i/D) for pair i = 0 .. D/2 - 1 (not base^(-i/D))"
+NOT_OFFSET = ("positions not offset by the cache: the new tokens sit at positions S_old, "
+              "S_old + 1, ...; rotating them as 0, 1, ... breaks the relative distances")
+CACHE_ROTATED_AGAIN = ("the cached keys were rotated again: the cache holds keys already rotated "
+                       "at their own positions; rotate only the new queries and keys")
+KEYS_NOT_ROTATED = "rotate the keys too: RoPE acts on queries AND keys (never on values)"
+VALUES_ROTATED = "values rotated: RoPE acts on queries and keys only; values stay as they are"
+ALIBI_SIGN = "the bias must be a penalty: -slope · distance (<= 0), larger for farther keys"
+ALIBI_SLOPES = ("slopes 2^(-8h/H) for heads h = 1 .. H (the first head's slope is 2^(-8/H), "
+                "not 1)")
+ALIBI_NO_OFFSET = ("query i sits at position (S - L) + i when L < S (the last L positions, as "
+                   "with a KV cache); the distance to key j is |S - L + i - j|")
+SIN_COS_SWAPPED = "sin in the even features (2i), cos in the odd ones (2i + 1)"
+SIN_COS_HALVES = ("interleave the pairs: PE[p, 2i] = sin, PE[p, 2i + 1] = cos (not all sines "
+                  "then all cosines)")
+
+
+def _f(rng: np.random.Generator, dtype, *shape: int) -> np.ndarray:
+    return rng.normal(size=shape).astype(dtype)
+
+
+# ---- ex12_rope --------------------------------------------------------------------------------
+def _rope_cases(rng: np.random.Generator) -> list[dict]:
+    start = int(rng.integers(3, 40))
+    return [
+        {"x": _f(rng, np.float32, 2, 3, 5, 8), "positions": np.arange(start, start + 5),
+         "layout": "half"},
+        {"x": _f(rng, np.float64, 1, 2, 4, 16), "positions": rng.integers(0, 200, size=4),
+         "layout": "interleaved"},
+        {"x": _f(rng, np.float64, 3, 6, 12), "positions": np.arange(6), "layout": "half"},
+        {"x": _f(rng, np.float32, 2, 4, 6), "positions": rng.integers(0, 50, size=4),
+         "layout": "interleaved"},
+    ]
+
+
+def _rope_variant(flip_layout=False, sign=1.0, exponent=2.0):
+    def run(x, positions, layout):
+        if flip_layout:
+            layout = "interleaved" if layout == "half" else "half"
+        D = x.shape[-1]
+        theta = 10000.0 ** (-exponent * torch.arange(D // 2, dtype=torch.float64) / D)  # (D/2,)
+        angles = sign * positions.double()[:, None] * theta  # (L, 1) * (D/2,) -> (L, D/2)
+        return rotate_pairs(x, angles.cos().to(x.dtype), angles.sin().to(x.dtype), layout)
+    return run
+
+
+# ---- ex12_rope_decode_step --------------------------------------------------------------------
+def _step_cases(rng: np.random.Generator) -> list[dict]:
+    def case(B, H, L, S_old, D, dtype):
+        return {"q_new": _f(rng, dtype, B, H, L, D), "k_new": _f(rng, dtype, B, H, L, D),
+                "v_new": _f(rng, dtype, B, H, L, D),
+                "k_cache": _rotated_cache(_f(rng, dtype, B, H, S_old, D)),
+                "v_cache": _f(rng, dtype, B, H, S_old, D)}
+    return [case(2, 2, 3, 5, 8, np.float32),  # a chunk after a cache: every mistake shows here
+            case(1, 3, 1, 7, 4, np.float64),  # the usual one-token step
+            case(2, 1, 4, 0, 8, np.float64)]  # prefill into an empty cache
+
+
+def _rotated_cache(k: np.ndarray) -> np.ndarray:
+    """Cached keys are stored rotated at their positions 0 .. S_old - 1."""
+    t = torch.from_numpy(k)
+    return apply_rope(t, torch.arange(t.shape[-2])).numpy()
+
+
+def _step_variant(offset=True, rotate_keys=True, rotate_cache=False, rotate_values=False,
+                  chunk_mask=True, sign=1.0):
+    def run(q_new, k_new, v_new, k_cache, v_cache):
+        S_old, L = k_cache.shape[-2], q_new.shape[-2]
+        pos = torch.arange(S_old, S_old + L) if offset else torch.arange(L)  # (L,)
+        rotate = _rope_variant(sign=sign)  # the learner's rope from task 1, right or reversed
+        q = rotate(q_new, pos, "half")
+        k = rotate(k_new, pos, "half") if rotate_keys else k_new
+        v = rotate(v_new, pos, "half") if rotate_values else v_new
+        k_all = torch.cat([k_cache, k], dim=-2)  # (B, H, S_old, D) + (B, H, L, D) -> (B, H, S, D)
+        if rotate_cache:
+            k_all = torch.cat([apply_rope(k_cache, torch.arange(S_old)), k], dim=-2)
+        v_all = torch.cat([v_cache, v], dim=-2)
+        S = S_old + L
+        mask = causal_mask(L, S, offset=S_old) if chunk_mask else torch.ones(L, S, dtype=torch.bool)
+        return F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask)
+    return run
+
+
+# ---- ex12_alibi -------------------------------------------------------------------------------
+def _alibi_cases(rng: np.random.Generator) -> list[dict]:
+    L = int(rng.integers(3, 9))
+    return [{"num_heads": 8, "L": L, "S": L + int(rng.integers(2, 9))},  # L < S: the offset shows
+            {"num_heads": int(rng.choice([2, 4, 16])), "L": 5, "S": 5},
+            {"num_heads": 2, "L": 1, "S": int(rng.integers(5, 40))}]
+
+
+def _alibi_reference(H, L, S):
+    return alibi_bias(H, L, S)
+
+
+def _alibi_slopes_from_zero(H, L, S):
+    return alibi_bias(H, L, S, slopes=alibi_slopes(H) * 2.0 ** (8.0 / H))
+
+
+# ---- ex12_sinusoidal --------------------------------------------------------------------------
+def _sin_cases(rng: np.random.Generator) -> list[dict]:
+    return [{"num_positions": int(rng.integers(20, 60)), "embed_dim": 16},
+            {"num_positions": 7, "embed_dim": 6}, {"num_positions": 100, "embed_dim": 32}]
+
+
+def _sin_variant(mode):
+    def run(P, E):
+        pe = sinusoidal_positions(P, E, dtype=torch.float64)  # (P, E): sin at 2i, cos at 2i + 1
+        sin, cos = pe[:, 0::2], pe[:, 1::2]
+        if mode == "swapped":
+            return torch.stack([cos, sin], dim=-1).flatten(-2)  # (P, E/2, 2) -> (P, E)
+        return torch.cat([sin, cos], dim=-1)  # halves: (P, E/2) + (P, E/2) -> (P, E)
+    return run
+
+
+def _sin_exponent(P, E):
+    w = 10000.0 ** (-torch.arange(E // 2, dtype=torch.float64) / E)  # wrong: i/E
+    angles = torch.arange(P, dtype=torch.float64)[:, None] * w  # (P, E/2)
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # (P, E/2, 2) -> (P, E)
+
+
+ITEMS = [
+    Item(
+        id="ex12_rope", notebook=NOTEBOOK, function="rope", points=2,
+        task="rotate each feature pair of x by position · θ_i, θ_i = 10000^(-2i/D), in the given layout",
+        make_cases=_rope_cases, shape="(..., L, D)",
+        reference=lambda x, p, layout: apply_rope(x, p, layout=layout),
+        mistakes=(
+            Mistake("wrong layout", WRONG_LAYOUT, variant=_rope_variant(flip_layout=True)),
+            Mistake("wrong direction", WRONG_DIRECTION, variant=_rope_variant(sign=-1.0)),
+            Mistake("wrong layout, wrong direction", f"{WRONG_LAYOUT}; and {WRONG_DIRECTION}",
+                    variant=_rope_variant(flip_layout=True, sign=-1.0)),
+            Mistake("frequency exponent", FREQ_EXPONENT, variant=_rope_variant(exponent=1.0)),
+        ),
+        forbidden=_ROPE_FORBID,
+    ),
+    Item(
+        id="ex12_rope_decode_step", notebook=NOTEBOOK, function="rope_decode_step", points=2,
+        task="one cached decoding step with RoPE ('half' layout): rotate the new queries/keys at "
+             "positions S_old .. S_old + L - 1, append, attend causally",
+        make_cases=_step_cases, shape="(B, H, L, D)",
+        reference=_step_variant(),
+        mistakes=(
+            Mistake("positions not offset", NOT_OFFSET, variant=_step_variant(offset=False)),
+            Mistake("cache rotated again", CACHE_ROTATED_AGAIN,
+                    variant=_step_variant(rotate_cache=True)),
+            Mistake("keys not rotated", KEYS_NOT_ROTATED, variant=_step_variant(rotate_keys=False)),
+            Mistake("values rotated", VALUES_ROTATED, variant=_step_variant(rotate_values=True)),
+            Mistake("wrong direction", f"{WRONG_DIRECTION} (your rope from task 1 is reused here)",
+                    variant=_step_variant(sign=-1.0)),
+            Mistake("no causal mask in the chunk", NO_CHUNK_MASK,
+                    variant=_step_variant(chunk_mask=False)),
+        ),
+        forbidden=_ROPE_FORBID,
+    ),
+    Item(
+        id="ex12_alibi", notebook=NOTEBOOK, function="alibi", points=1,
+        task="the ALiBi bias -slope_h · |(S - L + i) - j|, slopes 2^(-8h/H), shape (H, L, S)",
+        make_cases=_alibi_cases, shape="(H, L, S)", reference=_alibi_reference,
+        dtype_must_match=False,
+        mistakes=(
+            Mistake("positive bias", ALIBI_SIGN, variant=lambda H, L, S: -_alibi_reference(H, L, S)),
+            Mistake("slopes from 2^0", ALIBI_SLOPES, variant=_alibi_slopes_from_zero),
+            Mistake("no offset", ALIBI_NO_OFFSET,
+                    variant=lambda H, L, S: alibi_bias(H, L, S, offset=0)),
+        ),
+        forbidden=("mha_course.positions.alibi_bias", "mha_course.positions.alibi_slopes"),
+    ),
+    Item(
+        id="ex12_sinusoidal", notebook=NOTEBOOK, function="sinusoidal", points=1,
+        task="PE[p, 2i] = sin(p / 10000^(2i/E)), PE[p, 2i + 1] = cos(...), shape (P, E)",
+        make_cases=_sin_cases, shape="(P, E)",
+        reference=lambda P, E: sinusoidal_positions(P, E, dtype=torch.float64),
+        dtype_must_match=False,
+        mistakes=(
+            Mistake("sin and cos swapped", SIN_COS_SWAPPED, variant=_sin_variant("swapped")),
+            Mistake("halves", SIN_COS_HALVES, variant=_sin_variant("halves")),
+            Mistake("frequency exponent", "frequencies 1 / 10000^(2i/E) for pair i (not i/E)",
+                    variant=_sin_exponent),
+        ),
+        forbidden=("mha_course.positions.sinusoidal_positions",),
+    ),
+]
