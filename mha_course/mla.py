@@ -172,8 +172,11 @@ class MultiHeadLatentAttention(nn.Module):
             return self.out_proj(merge_heads(out))  # (B, H, L, D) -> (B, L, H*D) -> (B, L, E)
         w_q, w_ov = self.absorbed_weights() if weights is None else weights
         q_lat = torch.einsum("blq,hcq->bhlc", c_q, w_q)  # (B, L, C_Q) -> (B, H, L, C)
-        q = torch.cat([q_lat, q_r], dim=-1)  # (B, H, L, C+R)
-        k = torch.cat([c, k_r], dim=-1)[:, None]  # (B, S, C+R) -> (B, 1, S, C+R): one shared head
+        # One key/value head shared by all H query heads: stack the heads as H * L query rows of
+        # that single head, so every cached latent is read once for all of them.
+        q = torch.cat([q_lat, q_r], dim=-1).reshape(B, 1, H * L, -1)  # (B, H, L, C+R) -> (B, 1, H*L, C+R)
+        k = torch.cat([c, k_r], dim=-1)[:, None]  # (B, S, C+R) -> (B, 1, S, C+R)
         v = c[:, None]  # (B, S, C) -> (B, 1, S, C)
-        out = scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)  # (B, H, L, C)
+        out = scaled_dot_product_attention(q, k, v, attn_mask=mask.repeat(H, 1), scale=scale)  # (B, 1, H*L, C)
+        out = out.view(B, H, L, -1)  # (B, 1, H*L, C) -> (B, H, L, C)
         return torch.einsum("bhlc,ehc->ble", out, w_ov)  # (B, H, L, C) -> (B, L, E)
