@@ -216,7 +216,9 @@ class MultiHeadAttention(nn.Module):
         kpm = None
         if key_padding_mask is not None:
             kpm = key_padding_to_attn_mask(key_padding_mask, B, S)  # (B, S) -> (B, 1, 1, S)
-        causal = causal_mask(L, S, offset=offset, device=device) if is_causal else None
+        # One new query at the end (a decode step, S = offset + 1) sees every key: no mask.
+        needs_causal = is_causal and not (L == 1 and S == offset + 1)
+        causal = causal_mask(L, S, offset=offset, device=device) if needs_causal else None
         return combine_masks(attn_mask, kpm, causal, dtype=dtype)
 
     def forward(

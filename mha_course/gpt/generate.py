@@ -1,0 +1,100 @@
+"""Chapter 13: sampling text from the model — temperature, top-k, and the KV cache.
+
+One step: logits of the last position -> divide by the temperature -> keep the ``top_k``
+largest -> softmax -> draw one id. With the cache the prompt is run once (prefill) and each
+new id costs one position's work; without it every step re-runs the whole context.
+
+A model with learned positions cannot look further back than ``block_size`` ids. When the
+context is full, both paths keep its last ``block_size // 2`` ids and carry on from there
+(the cached path re-fills its cache with them), so the two paths draw the same text.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .model import GPT
+
+
+def sampling_distribution(logits: torch.Tensor, temperature: float = 1.0,
+                          top_k: int | None = None) -> torch.Tensor:
+    """The distribution one sampling step draws from: ``softmax(top_k(logits / temperature))``.
+
+    Dividing by a temperature below 1 sharpens the distribution, above 1 flattens it; top-k sets
+    every logit below the k-th largest to -inf (probability exactly 0).
+
+    Shape:
+        logits: (B, V). Returns (B, V) probabilities, each row summing to 1.
+    """
+    if logits.dim() != 2:
+        raise ValueError(f"logits: expected shape (B, V), got {tuple(logits.shape)}")
+    if temperature <= 0:
+        raise ValueError(f"temperature: expected > 0 (use argmax for greedy), got {temperature}")
+    logits = logits / temperature
+    if top_k is not None:
+        if top_k <= 0:
+            raise ValueError(f"top_k: expected a positive int or None, got {top_k}")
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))  # below the k-th: never drawn
+    return torch.softmax(logits, dim=-1)  # (B, V)
+
+
+def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                generator: torch.Generator | None = None) -> torch.Tensor:
+    """One sampling step. ``temperature == 0`` is greedy (argmax).
+
+    Shape:
+        logits: (B, V) for the last position. Returns (B, 1) int64.
+    """
+    if logits.dim() != 2:
+        raise ValueError(f"logits: expected shape (B, V), got {tuple(logits.shape)}")
+    if temperature < 0:
+        raise ValueError(f"temperature: expected >= 0, got {temperature}")
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    probs = sampling_distribution(logits.float(), temperature, top_k)  # (B, V)
+    return torch.multinomial(probs, 1, generator=generator)  # (B, 1)
+
+
+@torch.no_grad()
+def generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+             top_k: int | None = None, generator: torch.Generator | None = None,
+             use_cache: bool = True, caches: list | None = None) -> torch.Tensor:
+    """Continue ``prompt`` by ``max_new_tokens`` sampled ids.
+
+    ``use_cache=False`` re-runs the whole context at every step (the slow reference);
+    ``caches`` may be given (e.g. :meth:`GPT.new_caches` with ``static=True``).
+
+    Shape:
+        prompt: (B, P) int64, P >= 1. Returns (B, P + max_new_tokens).
+    """
+    if prompt.dim() != 2 or prompt.shape[1] == 0:
+        raise ValueError(f"prompt: expected shape (B, P) with P >= 1, got {tuple(prompt.shape)}")
+    was_training = model.training
+    model.eval()
+    T = model.config.block_size
+    keep = max(1, T // 2)
+    ids = prompt
+    start = max(0, ids.shape[1] - T)  # first id of the current context window
+    if use_cache:
+        caches = model.new_caches() if caches is None else caches
+        for c in caches:
+            c.reset()
+        logits = model(ids[:, start:], caches=caches)[:, -1]  # prefill: (B, P, V) -> (B, V)
+    for i in range(max_new_tokens):
+        if not use_cache:
+            logits = model(ids[:, start:])[:, -1]  # (B, context, V) -> (B, V)
+        next_id = sample_next(logits, temperature, top_k, generator)  # (B, 1)
+        ids = torch.cat([ids, next_id], dim=1)  # (B, n) -> (B, n + 1)
+        if i == max_new_tokens - 1:
+            break
+        if ids.shape[1] - start > T:  # the window is full: slide it
+            start = ids.shape[1] - keep
+            if use_cache:
+                for c in caches:
+                    c.reset()
+                logits = model(ids[:, start:], caches=caches)[:, -1]  # re-fill with `keep` ids
+        elif use_cache:
+            logits = model(next_id, caches=caches)[:, -1]  # one position: (B, 1, V) -> (B, V)
+    model.train(was_training)
+    return ids
