@@ -25,5 +25,8 @@ if [[ "${QUICK:-0}" == "1" ]]; then mode=(--quick); suffix="_quick"; fi
 out="benchmarks/results/gpu_${name}_$(date -u +%Y%m%d)${suffix}.json"
 
 "$PY" -m mha_course.cli bench --device cuda ${mode[@]+"${mode[@]}"} --out "$out"
+# Part III: one decode step over every KV cache (MHA/GQA/MQA/MLA/window/int8/paged), % of bandwidth
+"$PY" benchmarks/kv_cache_decode.py --device cuda --dtype bfloat16 --B 8 --H 32 --G 8 --D 128 \
+    --window 4096 --S 4096 16384 65536 | tee "${out%.json}_kv_cache_decode.txt"
 echo
-echo "Done. Commit $out and ${out%.json}_*.png"
+echo "Done. Commit $out, ${out%.json}_*.png and ${out%.json}_kv_cache_decode.txt"

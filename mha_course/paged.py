@@ -127,17 +127,27 @@ class PagedKVCache:
         if start + S_new > self.budgets[seq_id]:
             raise ValueError(f"key: sequence {seq_id!r} would hold S = {start + S_new} tokens, over its "
                              f"budget of {self.budgets[seq_id]}")
-        for p in range(start, start + S_new):
-            i, offset = divmod(p, bs)  # logical block, offset inside it
-            if i == len(table):
-                table.append(pool.allocate())
-            elif pool.refcount[table[i]] > 1:  # shared: copy on write
-                new = pool.allocate()
-                pool.key[new], pool.value[new] = pool.key[table[i]], pool.value[table[i]]
-                pool.release(table[i])
-                table[i] = new
-            pool.key[table[i], :, offset] = key[:, p - start]
-            pool.value[table[i], :, offset] = value[:, p - start]
+        if S_new == 0:
+            return
+        first, last = start // bs, (start + S_new - 1) // bs  # logical blocks touched
+        cow = first < len(table) and pool.refcount[table[first]] > 1  # a shared, partly filled block
+        needed = last + 1 - len(table) + cow
+        if needed > len(pool.free):  # check before changing anything
+            raise RuntimeError(f"pool: {needed} more blocks needed but {len(pool.free)} of "
+                               f"{pool.num_blocks} are free (all blocks are in use); free a "
+                               f"sequence or make the pool larger")
+        if cow:  # copy on write: the other sharers keep the original
+            new = pool.allocate()
+            pool.key[new], pool.value[new] = pool.key[table[first]], pool.value[table[first]]
+            pool.release(table[first])
+            table[first] = new
+        while len(table) <= last:
+            table.append(pool.allocate())
+        p = torch.arange(start, start + S_new)  # (S_new,) positions
+        blocks = torch.tensor(table, dtype=torch.long)[p // bs].to(pool.key.device)  # physical block of each
+        offsets = (p % bs).to(pool.key.device)  # offset inside it
+        pool.key[blocks, :, offsets] = key.transpose(0, 1)  # (G, S_new, D) -> (S_new, G, D)
+        pool.value[blocks, :, offsets] = value.transpose(0, 1)
         self.lengths[seq_id] = start + S_new
 
     def gather(self, seq_id: Hashable) -> tuple[torch.Tensor, torch.Tensor]:
