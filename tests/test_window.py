@@ -21,8 +21,7 @@ from mha_course import (
 )
 
 B, T, E, H = 2, 13, 16, 4
-SCHEDULES = {"token-by-token": [1] * T, "prompt-then-tokens": [6, 1, 1, 1, 1, 1, 1, 1],
-             "long-chunk": [9, 2, 1, 1]}
+SCHEDULES = {"token-by-token": [1] * T, "chunk-longer-than-W-then-tokens": [9, 2, 1, 1]}
 
 
 def decode(m, x, sizes, cache):
