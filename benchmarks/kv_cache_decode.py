@@ -118,10 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--quick", action="store_true", help="S = 256 1024, 3 rounds")
+    p.add_argument("--quick", action="store_true", help="S = 256 1024 (unless --S is given), 3 rounds")
     args = p.parse_args(argv)
     if args.quick:
-        args.S, args.rounds = [256, 1024], 3
+        args.rounds = 3
+        if args.S == p.get_default("S"):
+            args.S = [256, 1024]
     for S in args.S:
         if S % args.block_size:
             raise ValueError(f"--S: expected multiples of --block-size {args.block_size}, got {S}")
