@@ -25,15 +25,19 @@ from .quant_cache import QuantizedKVCache, dequantize, quantize, quantized_cache
 from .rope import apply_rope, convert_rope_layout, rope_angles, rope_frequencies, rope_permutation
 from .sdpa import repeat_kv, scaled_dot_product_attention, stable_softmax
 from .single_head import SelfAttentionHead
+from .static_kv_cache import StaticKVCache
 from .tiled import online_softmax_update, tiled_attention
 from .tiny_lm import TinyCausalLM
 from .window import SlidingWindowCache, layout_cache_bytes, receptive_field, sliding_window_mask
 
 __version__ = "0.1.0"
 
+from .gpt import GPT, GPTConfig, evaluate, generate, load_checkpoint  # noqa: E402  (chapter 13)
+
 __all__ = [
     "activation_importance", "gradient_importance", "prune_heads", "prune_model_heads",
     "online_softmax_update", "tiled_attention",
+    "GPT", "GPTConfig", "evaluate", "generate", "load_checkpoint", "StaticKVCache",
     "LearnedPositionEmbedding", "alibi_bias", "alibi_slopes", "sinusoidal_positions",
     "apply_rope", "convert_rope_layout", "rope_angles", "rope_frequencies", "rope_permutation",
     "KVCache",

@@ -43,6 +43,12 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
             f"x: expected shape (B, T, H * D) with a last size divisible by num_heads H = "
             f"{num_heads}, got {shape_str(x)}"
         )
+    return _split(x, num_heads)
+
+
+def _split(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """:func:`split_heads` without the checks (for the module, whose projections fix the sizes)."""
+    B, T, HD = x.shape
     return x.view(B, T, num_heads, HD // num_heads).transpose(1, 2)  # (B, T, H*D) -> (B, T, H, D) -> (B, H, T, D)
 
 
@@ -174,6 +180,8 @@ class MultiHeadAttention(nn.Module):
             ("key", key, self.kdim, "(B, S, kdim)"),
             ("value", value, self.vdim, "(B, S, vdim)"),
         ):
+            if name != "query" and t is query and width == E:
+                continue  # self-attention: key/value are the query tensor, checked already
             check_tensor(name, t)
             check_float(name, t)
             check_rank(name, t, letters, rank=3)
@@ -270,9 +278,9 @@ class MultiHeadAttention(nn.Module):
             mask = combine_masks(mask, bias, dtype=query.dtype)  # -> broadcasts to (B, H, L, S)
         multipliers = None if head_mask is None else _head_multipliers(head_mask, B, H, query.dtype)
 
-        q = split_heads(self.q_proj(query), H)  # (B, L, E) -> (B, H, L, D)
-        k = split_heads(self.k_proj(key), G)  # (B, S_new, kdim) -> (B, G, S_new, D)
-        v = split_heads(self.v_proj(value), G)  # (B, S_new, vdim) -> (B, G, S_new, D)
+        q = _split(self.q_proj(query), H)  # (B, L, E) -> (B, H, L, D)
+        k = _split(self.k_proj(key), G)  # (B, S_new, kdim) -> (B, G, S_new, D)
+        v = _split(self.v_proj(value), G)  # (B, S_new, vdim) -> (B, G, S_new, D)
         if self.rope is not None:  # rotate by absolute position; the cache holds rotated keys
             dev = query.device
             q = apply_rope(q, torch.arange(offset, offset + L, device=dev), layout=self.rope,
