@@ -1,6 +1,6 @@
 """Chapters 14 and 16 on the trained GPT of chapter 13: validation loss with each KV cache.
 
-For each chapter 13 checkpoint (MHA and GQA), the loss in nats per character on validation
+For each chapter 13 checkpoint (MHA, GQA and MQA), the loss in nats per character on validation
 windows of the full 64-character context, when every layer's cache is
 
 - the float ``KVCache`` (the reference; equals ``evaluate``),
@@ -40,7 +40,7 @@ from ..window import SlidingWindowCache
 SCHEMA = "mha-course-part3-cache-losses/1"
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "results" / "part3_cache_losses.json"
-CHECKPOINTS = ("ch13_mha.pt", "ch13_gqa.pt")
+CHECKPOINTS = ("ch13_mha.pt", "ch13_gqa.pt", "ch13_mqa.pt")
 WINDOWS = (8, 16, 32)
 NUM_SINK = 4
 
