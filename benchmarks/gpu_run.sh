@@ -32,5 +32,9 @@ out="benchmarks/results/gpu_${name}_$(date -u +%Y%m%d)${suffix}.json"
 # number from it is committed. Needs Triton (a CUDA torch ships it).
 kout="benchmarks/results/kernels_${name}_$(date -u +%Y%m%d)${suffix}.json"
 "$PY" benchmarks/kernels_gpu.py ${mode[@]+"${mode[@]}"} --out "$kout"
+
+# Part III: one decode step over every KV cache (MHA/GQA/MQA/MLA/window/int8/paged), % of bandwidth
+"$PY" benchmarks/kv_cache_decode.py --device cuda --dtype bfloat16 --B 8 --H 32 --G 8 --D 128 \
+    --window 4096 --S 4096 16384 65536 | tee "${out%.json}_kv_cache_decode.txt"
 echo
-echo "Done. Commit $out, ${out%.json}_*.png and $kout"
+echo "Done. Commit $out, ${out%.json}_*.png, $kout and ${out%.json}_kv_cache_decode.txt"

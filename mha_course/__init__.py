@@ -8,16 +8,27 @@ from .gqa import kv_cache_bytes, kv_group_of_query_heads, mean_pool_heads, mha_t
 from .kv_cache import KVCache
 from .masks import causal_mask, combine_masks, padding_mask, to_additive
 from .mha import MultiHeadAttention, merge_heads, split_heads
+from .mla import LatentKVCache, MultiHeadLatentAttention
 from .numpy_attention import dot_product_attention, softmax
+from .paged import (
+    BlockPool,
+    PagedKVCache,
+    continuous_batching,
+    paged_attention,
+    paged_forward,
+    slots_needed,
+)
 from .plotting import plot_attention, plot_heads
 from .positions import LearnedPositionEmbedding, alibi_bias, alibi_slopes, sinusoidal_positions
 from .pruning import activation_importance, gradient_importance, prune_heads, prune_model_heads
+from .quant_cache import QuantizedKVCache, dequantize, quantize, quantized_cache_bytes
 from .rope import apply_rope, convert_rope_layout, rope_angles, rope_frequencies, rope_permutation
 from .sdpa import repeat_kv, scaled_dot_product_attention, stable_softmax
 from .single_head import SelfAttentionHead
 from .static_kv_cache import StaticKVCache
 from .tiled import online_softmax_update, tiled_attention
 from .tiny_lm import TinyCausalLM
+from .window import SlidingWindowCache, layout_cache_bytes, receptive_field, sliding_window_mask
 
 __version__ = "0.1.0"
 
@@ -30,6 +41,10 @@ __all__ = [
     "LearnedPositionEmbedding", "alibi_bias", "alibi_slopes", "sinusoidal_positions",
     "apply_rope", "convert_rope_layout", "rope_angles", "rope_frequencies", "rope_permutation",
     "KVCache",
+    "SlidingWindowCache", "layout_cache_bytes", "receptive_field", "sliding_window_mask",
+    "LatentKVCache", "MultiHeadLatentAttention",
+    "QuantizedKVCache", "dequantize", "quantize", "quantized_cache_bytes",
+    "BlockPool", "PagedKVCache", "continuous_batching", "paged_attention", "paged_forward", "slots_needed",
     "MultiHeadAttention",
     "SelfAttentionHead",
     "TinyCausalLM",

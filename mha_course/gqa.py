@@ -30,29 +30,43 @@ def kv_group_of_query_heads(num_heads: int, num_kv_heads: int) -> torch.Tensor:
 
 def kv_cache_bytes(
     num_layers: int,
-    num_kv_heads: int,
-    head_dim: int,
+    num_kv_heads: int | None,
+    head_dim: int | None,
     seq_len: int = 1,
     batch: int = 1,
     dtype: torch.dtype = torch.bfloat16,
+    *,
+    latent_dim: int | None = None,
+    rope_dim: int = 0,
 ) -> int:
-    """Bytes a KV cache holds: ``2 · n_layers · G · D · bytes_per_element`` per token.
+    """Bytes a KV cache holds: ``n_layers · (elements per token) · bytes_per_element`` per token.
 
-    The 2 counts keys and values. Only the key/value heads G count — not the query heads H —
-    which is the whole point of MQA/GQA.
+    MHA/GQA/MQA cache ``2 · G · D`` elements per token per layer: the 2 counts keys and
+    values, and only the key/value heads G count — not the query heads H — which is the
+    whole point of MQA/GQA. Multi-head latent attention (chapter 15, ``latent_dim=C``) caches
+    one latent of C features shared by keys and values of all heads plus the shared rotary key
+    of ``rope_dim`` R features: ``C + R`` elements (``num_kv_heads`` and ``head_dim`` are then
+    unused and may be None).
 
     Shape:
-        The cache of one layer is key, value: (B, G, S, D) each; here B = ``batch`` and
-        S = ``seq_len``. Returns an int (bytes).
+        The cache of one layer is key, value: (B, G, S, D) each — or latent (B, S, C) and rotary
+        key (B, S, R) — with B = ``batch`` and S = ``seq_len``. Returns an int (bytes).
     """
-    for name, n in (("num_layers", num_layers), ("num_kv_heads", num_kv_heads),
-                    ("head_dim", head_dim), ("seq_len", seq_len), ("batch", batch)):
+    sizes = [("num_layers", num_layers), ("seq_len", seq_len), ("batch", batch)]
+    if latent_dim is None:
+        sizes += [("num_kv_heads", num_kv_heads), ("head_dim", head_dim)]
+    else:
+        sizes += [("latent_dim", latent_dim)]
+    for name, n in sizes:
         if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
             raise ValueError(f"{name}: expected a positive int, got {n!r}")
+    if isinstance(rope_dim, bool) or not isinstance(rope_dim, int) or rope_dim < 0:
+        raise ValueError(f"rope_dim: expected a non-negative int R, got {rope_dim!r}")
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"dtype: expected a torch.dtype such as torch.bfloat16, got {dtype!r}")
     bytes_per_element = torch.empty((), dtype=dtype).element_size()
-    return 2 * num_layers * num_kv_heads * head_dim * seq_len * batch * bytes_per_element
+    per_token = 2 * num_kv_heads * head_dim if latent_dim is None else latent_dim + rope_dim
+    return num_layers * per_token * seq_len * batch * bytes_per_element
 
 
 def mean_pool_heads(weight: torch.Tensor, num_heads: int, num_kv_heads: int) -> torch.Tensor:

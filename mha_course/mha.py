@@ -253,6 +253,9 @@ class MultiHeadAttention(nn.Module):
                 mask is offset by the number of cached positions.
             need_weights: also return the per-head weights (runs the eager path).
             kv_cache: a :class:`KVCache`; this call's keys/values are appended to it first.
+                A cache with a ``restrict_mask`` method (chapter 14's
+                :class:`mha_course.SlidingWindowCache`) keeps only some positions; ``length``
+                is then the number of tokens seen and the mask is narrowed to the kept keys.
             head_mask: (H,) or (B, H) multipliers on each head's output (0 switches a head off).
 
         Shape:
@@ -284,15 +287,18 @@ class MultiHeadAttention(nn.Module):
                            base=self.rope_base)  # (B, H, L, D)
             k = apply_rope(k, torch.arange(offset, S, device=dev), layout=self.rope,
                            base=self.rope_base)  # (B, G, S_new, D)
+        restricted = kv_cache is not None and hasattr(kv_cache, "restrict_mask")
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)  # (B, G, S_new, D) -> (B, G, S_old + S_new, D)
+        if restricted:  # chapter 14: a cache that keeps only some positions (sliding window)
+            mask = kv_cache.restrict_mask(mask, L)  # (..., L, S) -> (..., L, S_kept)
 
         p = self.dropout if self.training else 0.0
         gqa = G != H
         weights = None
         if self.impl == "sdpa" and not need_weights:
             only_causal = (is_causal and offset == 0 and attn_mask is None
-                           and key_padding_mask is None and not self.alibi)
+                           and key_padding_mask is None and not self.alibi and not restricted)
             if only_causal:  # let torch pick its fastest causal kernel
                 out = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p,
                                                      enable_gqa=gqa)

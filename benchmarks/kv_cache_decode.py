@@ -1,0 +1,172 @@
+"""Part III benchmark: one decode step of attention over every KV cache of chapters 7 and 14-16.
+
+    .venv/bin/python benchmarks/kv_cache_decode.py                      # CPU, float32, S = 512 2048 8192
+    .venv/bin/python benchmarks/kv_cache_decode.py --quick              # small, for a smoke run
+    .venv/bin/python benchmarks/kv_cache_decode.py --device cuda --dtype bfloat16   # adds % of bandwidth
+
+One query token per sequence (B sequences, H query heads of D) attends over a cache of S tokens:
+dense MHA, GQA, MQA, MLA in its absorbed form (attention on the cached latents), a sliding window
+(ring of W tokens), an int8 per-token cache (dequantized, then attention) and a paged cache
+(gathered through block tables, then attention). Every variant uses torch's SDPA for the attention
+itself, so the differences come from what each reads. Before timing, each variant's output is checked
+against its dense reference (never time a wrong answer).
+
+Reported per variant: median ms (interleaved rounds, ``time_interleaved``), the bytes of cache it must
+read per step (chapter 7's ``kv_cache_bytes`` — the one formula — or ``quantized_cache_bytes``), the
+ratio of its time to dense MHA's, the ratio of its bytes to MHA's, and ``time / bytes-predicted
+time`` (1.0 = exactly as much faster as it reads fewer bytes). With ``--device cuda``: GB/s and % of the
+device's datasheet bandwidth. Not a test: numbers depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+
+from mha_course import (
+    BlockPool,
+    PagedKVCache,
+    dequantize,
+    kv_cache_bytes,
+    quantize,
+    quantized_cache_bytes,
+    sliding_window_mask,
+)
+from mha_course.benchmark.peaks import lookup_peak
+from mha_course.benchmark.timing import time_interleaved
+
+
+def variants(S: int, args, device, dtype) -> dict[str, tuple]:
+    """name -> (callable, bytes read per step, dense reference output | "int8" | None).
+
+    MLA's reference is the explicit form; that equality is tested in tests/test_mla.py."""
+    B, H, D, G, W, bs = args.B, args.H, args.D, args.G, args.window, args.block_size
+    C, R = 4 * D, D // 2  # DeepSeek-V2's ratios: latent 4 D, rotary part D / 2
+    g = torch.Generator(device="cpu").manual_seed(0)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
+
+    q = rand(B, H, 1, D)
+    kv = {n: (rand(B, n, S, D), rand(B, n, S, D)) for n in (H, G, 1)}
+    out: dict[str, tuple] = {}
+
+    def sdpa(qq, k, v, **kw):
+        return F.scaled_dot_product_attention(qq, k, v, enable_gqa=k.shape[1] != qq.shape[1], **kw)
+
+    for n, name in ((H, "MHA"), (G, f"GQA G={G}"), (1, "MQA")):
+        k, v = kv[n]
+        out[name] = (lambda k=k, v=v: sdpa(q, k, v), kv_cache_bytes(1, n, D, S, B, dtype),
+                     sdpa(q, k.repeat_interleave(H // n, 1), v.repeat_interleave(H // n, 1)))
+    for n, name in ((G, f"GQA G={G} folded"), (1, "MQA folded")):
+        # the H / G query heads of a group as query rows of their one key/value head:
+        # (B, H, 1, D) -> (B, G, H/G, D); each cached key is read once per group, not per head
+        k, v = kv[n]
+        qf = q.reshape(B, n, H // n, D)
+        out[name] = (lambda k=k, v=v, qf=qf: sdpa(qf, k, v).reshape(B, H, 1, D),
+                     kv_cache_bytes(1, n, D, S, B, dtype), sdpa(q, k, v))
+
+    q_lat = rand(B, 1, H, C + R) / 4  # the H heads as H query rows of the one latent head
+    latent_key = rand(B, 1, S, C + R)  # [c ; k_R] per token
+    latent = latent_key[..., :C]  # the value is the latent itself: (B, 1, S, C), a view
+    scale = (D + R) ** -0.5
+    out[f"MLA absorbed C={C} R={R}"] = (
+        lambda: sdpa(q_lat, latent_key, latent, scale=scale),  # (B, 1, H, C)
+        kv_cache_bytes(1, None, None, S, B, dtype, latent_dim=C, rope_dim=R), None)
+
+    k, v = kv[H]
+    ring_k, ring_v = k[:, :, -W:].contiguous(), v[:, :, -W:].contiguous()  # what a full ring holds
+    want = sdpa(q, k, v, attn_mask=sliding_window_mask(1, S, window=W, offset=S - 1, device=device))
+    out[f"window W={W}"] = (lambda: sdpa(q, ring_k, ring_v),
+                            kv_cache_bytes(1, H, D, min(S, W), B, dtype), want)
+
+    (qk, sk), (qv, sv) = quantize(k, "token"), quantize(v, "token")
+    sk, sv = sk.half(), sv.half()
+    out["int8 per-token"] = (
+        lambda: sdpa(q, dequantize(qk, sk.to(dtype)), dequantize(qv, sv.to(dtype))),
+        quantized_cache_bytes(1, H, D, S, B), "int8")  # close to MHA's output, checked below
+
+    pool = BlockPool(B * (S + bs), bs, H, D, dtype=dtype, device=device)
+    cache = PagedKVCache(pool)
+    for b in range(B):
+        cache.add(b, S)
+        cache.append(b, k[b], v[b])
+    tables, _ = cache.block_tables(list(range(B)))
+    tables = tables.to(device)
+
+    def paged():
+        # (B, M) -> (B, M, H, bs, D) -> (B, H, M * bs, D); S is a multiple of bs here
+        kk = pool.key[tables].transpose(1, 2).flatten(2, 3)
+        vv = pool.value[tables].transpose(1, 2).flatten(2, 3)
+        return sdpa(q, kk, vv)
+    out[f"paged bs={bs}"] = (paged, kv_cache_bytes(1, H, D, S, B, dtype), sdpa(q, k, v))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--S", type=int, nargs="+", default=[512, 2048, 8192], help="context lengths")
+    p.add_argument("--B", type=int, default=4)
+    p.add_argument("--H", type=int, default=16)
+    p.add_argument("--G", type=int, default=4, help="key/value heads of the GQA variant")
+    p.add_argument("--D", type=int, default=64)
+    p.add_argument("--window", type=int, default=1024)
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--quick", action="store_true", help="S = 256 1024 (unless --S is given), 3 rounds")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.rounds = 3
+        if args.S == p.get_default("S"):
+            args.S = [256, 1024]
+    for S in args.S:
+        if S % args.block_size:
+            raise ValueError(f"--S: expected multiples of --block-size {args.block_size}, got {S}")
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    threads = args.threads or torch.get_num_threads()
+    bw = None
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        _, bw = lookup_peak(name, dtype)
+        print(f"GPU: {name}, datasheet bandwidth {bw / 1e9:.0f} GB/s" if bw else f"GPU: {name} (bandwidth unknown)")
+    else:
+        print(f"CPU, {threads} thread(s) — shared machine: ratios are meaningful, absolute times are not")
+    print(f"B={args.B} H={args.H} D={args.D} {args.dtype}, one query token per sequence, "
+          f"{args.rounds} interleaved rounds, medians")
+    for S in args.S:
+        vs = variants(S, args, device, dtype)
+        ref = vs["MHA"][0]()
+        for name, (fn, _, want) in vs.items():  # never time a wrong answer
+            got = fn()
+            if isinstance(want, str):  # int8: close to the float cache, not equal
+                rel = ((got.float() - ref.float()).norm() / ref.float().norm()).item()
+                assert rel < 0.05, (name, rel)
+            elif want is not None:
+                torch.testing.assert_close(got, want)
+        res = time_interleaved({n: v[0] for n, v in vs.items()}, device, rounds=args.rounds,
+                               threads=threads, min_block_s=0.02 if device.type == "cpu" else 0.0)
+        base_ms, base_b = res["MHA"]["ms_median"], vs["MHA"][1]
+        print(f"\nS = {S}")
+        print(f"{'variant':>24} {'ms':>9} {'cache MiB':>10} {'t/t_MHA':>8} {'B/B_MHA':>8} {'t/(bytes-pred)':>14}"
+              + ("  GB/s  %bw" if bw else ""))
+        for name, r in res.items():
+            if r["status"] != "ok":
+                print(f"{name:>24}: {r['status']} {r['reason']}")
+                continue
+            ms, nbytes = r["ms_median"], vs[name][1]
+            tr, br = ms / base_ms, nbytes / base_b
+            line = f"{name:>24} {ms:9.3f} {nbytes / 2**20:10.2f} {tr:8.3f} {br:8.3f} {tr / br:14.2f}"
+            if bw:
+                gbs = nbytes / (ms / 1e3) / 1e9
+                line += f"  {gbs:5.0f} {100 * gbs * 1e9 / bw:4.0f}"
+            print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,182 @@
+"""Chapter 15: fewer bytes per token — multi-head latent attention (MLA, DeepSeek-V2).
+
+Keys and values of every head are reconstructed from one shared latent ``c`` of C features
+per token; the cache holds only ``c`` and a small rotary key of R features shared by all
+heads (the *decoupled* RoPE part: a rotation between the latent and the up-projection would
+stop the up-projection from being folded away). At inference the up-projections are folded
+into the query and output projections (the *absorbed* form), so attention runs directly on
+the cached latents: MQA with one wide key/value head.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ._checks import check_float, check_rank, check_tensor, shape_str
+from .masks import causal_mask
+from .mha import merge_heads, split_heads
+from .rope import apply_rope
+from .sdpa import scaled_dot_product_attention
+
+
+class LatentKVCache:
+    """MLA's cache: the latent and the rotated shared key of every token seen so far.
+
+    Shape:
+        latent: (B, S, C); rope_key: (B, S, R).
+    """
+
+    def __init__(self) -> None:
+        self.latent: torch.Tensor | None = None
+        self.rope_key: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return self.length
+
+    @property
+    def length(self) -> int:
+        """Number of cached positions S (0 when empty)."""
+        return 0 if self.latent is None else self.latent.shape[1]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the cached latents and rotary keys."""
+        if self.latent is None:
+            return 0
+        return sum(t.numel() * t.element_size() for t in (self.latent, self.rope_key))
+
+    def update(self, latent: torch.Tensor, rope_key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append and return everything cached.
+
+        Shape:
+            latent: (B, S_new, C), rope_key: (B, S_new, R) -> (B, S, C), (B, S, R).
+        """
+        if self.latent is not None:
+            if latent.shape[0] != self.latent.shape[0] or latent.shape[2] != self.latent.shape[2]:
+                raise ValueError(
+                    f"latent: expected shape (B, S, C) = ({self.latent.shape[0]}, S, "
+                    f"{self.latent.shape[2]}) to match the cache, got {shape_str(latent)}")
+            latent = torch.cat([self.latent, latent], dim=1)  # (B, S_old, C) + (B, S_new, C) -> (B, S, C)
+            rope_key = torch.cat([self.rope_key, rope_key], dim=1)  # same, last size R
+        self.latent, self.rope_key = latent, rope_key
+        return latent, rope_key
+
+
+class MultiHeadLatentAttention(nn.Module):
+    """Causal self-attention with DeepSeek-V2's low-rank key/value compression.
+
+    Per token: ``c = W_DKV x`` (C features, cached), ``k_R = RoPE(W_KR x)`` (R features,
+    cached, shared by the heads); head ``h`` reads keys ``[W_UK,h c ; k_R]`` and values
+    ``W_UV,h c``; its query is ``[W_UQ,h c_Q ; RoPE(W_QR,h c_Q)]`` with ``c_Q = W_DQ x``
+    (or ``x`` when ``q_latent_dim`` is None). Scores are scaled by ``1/sqrt(D + R)``.
+    No biases (they would not fold) and no latent normalisation (DeepSeek adds RMSNorm there).
+
+    Args:
+        embed_dim: E. num_heads: H. latent_dim: C (the cached width).
+        rope_dim: R, even (0 = no rotary part). head_dim: D (default E / H).
+        q_latent_dim: C_Q for low-rank queries, or None for full-rank ones.
+
+    Shape:
+        x: (B, L, E). Returns (B, L, E).
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, latent_dim: int, rope_dim: int = 0,
+                 head_dim: int | None = None, q_latent_dim: int | None = None,
+                 rope_base: float = 10000.0, device: torch.device | str | None = None,
+                 dtype: torch.dtype | None = None) -> None:
+        super().__init__()
+        head_dim = embed_dim // num_heads if head_dim is None else head_dim
+        for name, n in (("embed_dim", embed_dim), ("num_heads", num_heads),
+                        ("latent_dim", latent_dim), ("head_dim", head_dim)):
+            if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+                raise ValueError(f"{name}: expected a positive int, got {n!r}")
+        if isinstance(rope_dim, bool) or not isinstance(rope_dim, int) or rope_dim < 0 or rope_dim % 2:
+            raise ValueError(f"rope_dim: expected an even int R >= 0 (RoPE rotates pairs), got {rope_dim!r}")
+        if q_latent_dim is not None and (not isinstance(q_latent_dim, int) or q_latent_dim <= 0):
+            raise ValueError(f"q_latent_dim: expected None or a positive int C_Q, got {q_latent_dim!r}")
+        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, head_dim
+        self.latent_dim, self.rope_dim, self.q_latent_dim = latent_dim, rope_dim, q_latent_dim
+        self.rope_base = float(rope_base)
+        H, D, R, C = num_heads, head_dim, rope_dim, latent_dim
+        f = {"device": device, "dtype": dtype, "bias": False}
+        q_in = embed_dim if q_latent_dim is None else q_latent_dim
+        self.q_down = None if q_latent_dim is None else nn.Linear(embed_dim, q_latent_dim, **f)  # W_DQ
+        self.q_up = nn.Linear(q_in, H * D, **f)  # W_UQ
+        self.q_rope = nn.Linear(q_in, H * R, **f) if R else None  # W_QR
+        self.kv_down = nn.Linear(embed_dim, C, **f)  # W_DKV
+        self.k_up = nn.Linear(C, H * D, **f)  # W_UK
+        self.v_up = nn.Linear(C, H * D, **f)  # W_UV
+        self.k_rope = nn.Linear(embed_dim, R, **f) if R else None  # W_KR
+        self.out_proj = nn.Linear(H * D, embed_dim, **f)  # W_O
+
+    def extra_repr(self) -> str:
+        return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, head_dim={self.head_dim}, "
+                f"latent_dim={self.latent_dim}, rope_dim={self.rope_dim}, q_latent_dim={self.q_latent_dim}")
+
+    def absorbed_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The folded matrices: ``W_UK,hᵀ W_UQ,h`` (query input -> latent space) and
+        ``W_O,h W_UV,h`` (latent space -> output), per head.
+
+        Shape:
+            Returns (H, C, C_Q or E) and (E, H, C).
+        """
+        H, D, C = self.num_heads, self.head_dim, self.latent_dim
+        w_uq = self.q_up.weight.view(H, D, -1)  # (H*D, C_Q) -> (H, D, C_Q)
+        w_uk = self.k_up.weight.view(H, D, C)  # (H*D, C) -> (H, D, C)
+        w_uv = self.v_up.weight.view(H, D, C)  # (H*D, C) -> (H, D, C)
+        w_o = self.out_proj.weight.view(self.embed_dim, H, D)  # (E, H*D) -> (E, H, D)
+        w_q = torch.einsum("hdc,hdq->hcq", w_uk, w_uq)  # (H, C, C_Q)
+        w_ov = torch.einsum("ehd,hdc->ehc", w_o, w_uv)  # (E, H, C)
+        return w_q, w_ov
+
+    def forward(self, x: torch.Tensor, *, kv_cache: LatentKVCache | None = None,
+                absorbed: bool = False,
+                weights: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """Causal self-attention; ``absorbed=True`` runs on the latents with the folded weights
+        (pass ``weights=module.absorbed_weights()`` to fold once for many decode steps).
+
+        Shape:
+            x: (B, L, E). Returns (B, L, E).
+        """
+        check_tensor("x", x)
+        check_float("x", x)
+        check_rank("x", x, "(B, L, E)", rank=3)
+        if x.shape[-1] != self.embed_dim:
+            raise ValueError(f"x: expected shape (B, L, E) with E = {self.embed_dim}, got {shape_str(x)}")
+        B, L, _ = x.shape
+        H, R = self.num_heads, self.rope_dim
+        offset = 0 if kv_cache is None else kv_cache.length
+        pos = torch.arange(offset, offset + L, device=x.device)  # (L,) absolute positions
+        c = self.kv_down(x)  # (B, L, E) -> (B, L, C)
+        k_r = x.new_zeros(B, L, 0)
+        if R:
+            k_r = apply_rope(self.k_rope(x)[:, None], pos, base=self.rope_base)[:, 0]  # (B, 1, L, R) -> (B, L, R)
+        if kv_cache is not None:
+            c, k_r = kv_cache.update(c, k_r)  # -> (B, S, C), (B, S, R)
+        S = c.shape[1]
+        c_q = x if self.q_down is None else self.q_down(x)  # (B, L, C_Q or E)
+        q_r = x.new_zeros(B, H, L, 0)
+        if R:
+            q_r = apply_rope(split_heads(self.q_rope(c_q), H), pos, base=self.rope_base)  # (B, L, H*R) -> (B, H, L, R)
+        mask = causal_mask(L, S, offset=offset, device=x.device)  # (L, S)
+        scale = 1.0 / math.sqrt(self.head_dim + R)
+        if not absorbed:
+            q = torch.cat([split_heads(self.q_up(c_q), H), q_r], dim=-1)  # (B, H, L, D) + (B, H, L, R) -> (B, H, L, D+R)
+            k_c = split_heads(self.k_up(c), H)  # (B, S, H*D) -> (B, H, S, D)
+            k = torch.cat([k_c, k_r[:, None].expand(B, H, S, R)], dim=-1)  # (B, H, S, D+R)
+            v = split_heads(self.v_up(c), H)  # (B, S, H*D) -> (B, H, S, D)
+            out = scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)  # (B, H, L, D)
+            return self.out_proj(merge_heads(out))  # (B, H, L, D) -> (B, L, H*D) -> (B, L, E)
+        w_q, w_ov = self.absorbed_weights() if weights is None else weights
+        q_lat = torch.einsum("blq,hcq->bhlc", c_q, w_q)  # (B, L, C_Q) -> (B, H, L, C)
+        # One key/value head shared by all H query heads: stack the heads as H * L query rows of
+        # that single head, so every cached latent is read once for all of them.
+        q = torch.cat([q_lat, q_r], dim=-1).reshape(B, 1, H * L, -1)  # (B, H, L, C+R) -> (B, 1, H*L, C+R)
+        k = torch.cat([c, k_r], dim=-1)[:, None]  # (B, S, C+R) -> (B, 1, S, C+R)
+        v = c[:, None]  # (B, S, C) -> (B, 1, S, C)
+        out = scaled_dot_product_attention(q, k, v, attn_mask=mask.repeat(H, 1), scale=scale)  # (B, 1, H*L, C)
+        out = out.view(B, H, L, -1)  # (B, 1, H*L, C) -> (B, H, L, C)
+        return torch.einsum("bhlc,ehc->ble", out, w_ov)  # (B, H, L, C) -> (B, L, E)
