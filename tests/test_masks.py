@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import TOL64
 from torch.testing import assert_close
 
 from mha_course import causal_mask, combine_masks, padding_mask, to_additive
 from mha_course.masks import key_padding_to_attn_mask
-
-TOL64 = {"rtol": 1e-10, "atol": 1e-12}
 
 
 def qkv(L, S, seed=0):
