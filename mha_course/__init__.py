@@ -6,7 +6,7 @@ Each chapter leaves its code here; later chapters import it instead of pasting i
 from .device import describe_device, get_device
 from .gqa import kv_cache_bytes, kv_group_of_query_heads, mean_pool_heads, mha_to_gqa
 from .kv_cache import KVCache
-from .masks import causal_mask, combine_masks, padding_mask, to_additive
+from .masks import causal_mask, combine_masks, padding_mask, to_additive, torch_mha_mask_to_sdpa
 from .mha import MultiHeadAttention, merge_heads, split_heads
 from .mla import LatentKVCache, MultiHeadLatentAttention
 from .numpy_attention import dot_product_attention, softmax
@@ -67,4 +67,5 @@ __all__ = [
     "split_heads",
     "stable_softmax",
     "to_additive",
+    "torch_mha_mask_to_sdpa",
 ]

@@ -57,6 +57,21 @@ def to_additive(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch
     return out.masked_fill(~mask, float("-inf"))
 
 
+def torch_mha_mask_to_sdpa(mask: torch.Tensor) -> torch.Tensor:
+    """Convert an ``nn.MultiheadAttention`` ``attn_mask`` to the course's (SDPA's) convention.
+
+    ``nn.MultiheadAttention`` reads a bool mask the opposite way, True = BLOCKED; SDPA and this
+    course read True = MAY attend. A bool mask is therefore negated, ``allowed = ~blocked``. A float
+    mask means the same in both (added to the scores) and is returned unchanged.
+
+    Shape:
+        mask: (L, S) or (B * H, L, S) as torch's module takes it. Returns the same shape and dtype.
+    """
+    check_tensor("mask", mask)
+    check_mask_dtype("mask", mask)
+    return ~mask if mask.dtype == torch.bool else mask
+
+
 def combine_masks(
     *masks: torch.Tensor | None, dtype: torch.dtype = torch.float32
 ) -> torch.Tensor | None:

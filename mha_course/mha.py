@@ -1,6 +1,15 @@
 """Chapters 4–7: multi-head attention with grouped key/value heads (MHA, GQA, MQA),
 self- and cross-attention, masks, a KV cache, and two interchangeable kernels; chapter 12 adds
-positions inside attention (RoPE, ALiBi)."""
+positions inside attention (RoPE, ALiBi).
+
+Dimension letters, one per dimension: B batch, L query length, S key/value length, E embed_dim,
+H query heads, G key/value heads, D head_dim (E = H * D).
+
+How ``q_proj`` relates to chapter 3's ``W_Q``: ``q_proj`` is the H heads' query projections side by
+side. Head ``h``'s own (E -> D) matrix, chapter 3's ``SelfAttentionHead.W_Q`` for that head, is the
+slice ``q_proj.weight[h * D:(h + 1) * D]`` (rows, because ``nn.Linear`` stores (out, in) and computes
+``x @ weight.T``); ``split_heads`` cuts the projected features at the same boundaries. The same holds
+for ``k_proj``/``v_proj`` (W_K, W_V, with G heads) and ``out_proj`` is W_O."""
 
 from __future__ import annotations
 
@@ -29,18 +38,18 @@ IMPLS = ("eager", "sdpa")
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """Cut the last dimension into heads and move heads before the sequence.
 
-    The ``transpose`` matters: ``x.view(B, H, T, D)`` would also have the right shape, but it
+    The ``transpose`` matters: ``x.view(B, H, L, D)`` would also have the right shape, but it
     would mix different tokens into one head (chapter 4 shows the wrong result).
 
     Shape:
-        x: (B, T, H * D). Returns (B, H, T, D).
+        x: (B, L, H * D). Returns (B, H, L, D). (Used for keys and values too, with S for L.)
     """
     check_tensor("x", x)
-    check_rank("x", x, "(B, T, H * D)", rank=3)
-    B, T, HD = x.shape
+    check_rank("x", x, "(B, L, H * D)", rank=3)
+    B, L, HD = x.shape
     if num_heads <= 0 or HD % num_heads != 0:
         raise ValueError(
-            f"x: expected shape (B, T, H * D) with a last size divisible by num_heads H = "
+            f"x: expected shape (B, L, H * D) with a last size divisible by num_heads H = "
             f"{num_heads}, got {shape_str(x)}"
         )
     return _split(x, num_heads)
@@ -48,20 +57,20 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
 
 def _split(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """:func:`split_heads` without the checks (for the module, whose projections fix the sizes)."""
-    B, T, HD = x.shape
-    return x.view(B, T, num_heads, HD // num_heads).transpose(1, 2)  # (B, T, H*D) -> (B, T, H, D) -> (B, H, T, D)
+    B, L, HD = x.shape
+    return x.view(B, L, num_heads, HD // num_heads).transpose(1, 2)  # (B, L, H*D) -> (B, L, H, D) -> (B, H, L, D)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """Inverse of :func:`split_heads`: concatenate the heads back into one vector per token.
 
     Shape:
-        x: (B, H, T, D). Returns (B, T, H * D).
+        x: (B, H, L, D). Returns (B, L, H * D).
     """
     check_tensor("x", x)
-    check_rank("x", x, "(B, H, T, D)", rank=4)
-    B, H, T, D = x.shape
-    return x.transpose(1, 2).reshape(B, T, H * D)  # (B, H, T, D) -> (B, T, H, D) -> (B, T, H*D)
+    check_rank("x", x, "(B, H, L, D)", rank=4)
+    B, H, L, D = x.shape
+    return x.transpose(1, 2).reshape(B, L, H * D)  # (B, H, L, D) -> (B, L, H, D) -> (B, L, H*D)
 
 
 class MultiHeadAttention(nn.Module):

@@ -113,13 +113,13 @@ def train_reversal(model: TinyTransformer, steps: int = 300, batch_size: int = 6
 
     ``progress=True`` shows a tqdm progress bar (its text varies run to run).
     """
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # text bar: the committed notebook output shows its final state
 
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     losses = []
     model.train()
-    for _ in tqdm(range(steps), desc="training", disable=not progress):
+    for _ in tqdm(range(steps), desc="training", disable=not progress, mininterval=1.0):
         tokens, targets = reversal_batch(batch_size, seq_len, vocab_size, generator=g)
         loss = sequence_loss(model(tokens), targets)
         opt.zero_grad()

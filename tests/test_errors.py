@@ -127,9 +127,9 @@ CASES = {
                            ["key", "torch.float64", "torch.float32"]),
     # ---- helpers ----
     "split_heads indivisible": (lambda: split_heads(t(2, 3, 10), 4),
-                                ["x", "(B, T, H * D)", "H = 4", "(2, 3, 10)"]),
-    "split_heads rank": (lambda: split_heads(t(3, 10), 2), ["x", "(B, T, H * D)", "(3, 10)"]),
-    "merge_heads rank": (lambda: merge_heads(t(3, 4, 5)), ["x", "(B, H, T, D)", "(3, 4, 5)"]),
+                                ["x", "(B, L, H * D)", "H = 4", "(2, 3, 10)"]),
+    "split_heads rank": (lambda: split_heads(t(3, 10), 2), ["x", "(B, L, H * D)", "(3, 10)"]),
+    "merge_heads rank": (lambda: merge_heads(t(3, 4, 5)), ["x", "(B, H, L, D)", "(3, 4, 5)"]),
     "key_padding_to_attn_mask": (lambda: key_padding_to_attn_mask(torch.zeros(2, 3, dtype=torch.bool), 2, 4),
                                  ["key_padding_mask", "(B, S)", "(2, 4)", "(2, 3)"]),
     "padding_mask lengths rank": (lambda: padding_mask(torch.tensor([[1, 2]])),

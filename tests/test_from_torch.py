@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import IMPLS, TOL
 from torch import nn
 from torch.testing import assert_close
 
 from mha_course import MultiHeadAttention
 
-TOL = {torch.float64: {"rtol": 1e-10, "atol": 1e-12}, torch.float32: {"rtol": 1e-5, "atol": 1e-5}}
-IMPLS = ["eager", "sdpa"]
 B, L, S, E, H = 2, 5, 7, 12, 3
 
 

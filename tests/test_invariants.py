@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import IMPLS, TOL64
 from torch.testing import assert_close
 
 from mha_course import MultiHeadAttention
 
-TOL64 = {"rtol": 1e-10, "atol": 1e-12}
-IMPLS = ["eager", "sdpa"]
 B, T, E, H = 2, 6, 12, 4
 D = E // H
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import TOL64
 from torch.testing import assert_close
 
 from mha_course import causal_mask, combine_masks, padding_mask, to_additive
 from mha_course.masks import key_padding_to_attn_mask
-
-TOL64 = {"rtol": 1e-10, "atol": 1e-12}
 
 
 def qkv(L, S, seed=0):
@@ -86,3 +85,29 @@ def test_key_padding_to_attn_mask_flips_the_convention():
     assert torch.equal(m[:, 0, 0], ~kpm)  # True = may attend
     additive = torch.zeros(2, 3).masked_fill(kpm, float("-inf"))
     assert torch.equal(key_padding_to_attn_mask(additive, 2, 3)[:, 0, 0], additive)  # kept as is
+
+
+def test_torch_mha_mask_to_sdpa_matches_nn_multiheadattention():
+    """A bool mask in nn.MultiheadAttention's convention (True = blocked), converted, gives our
+    module the same output as torch's module with the original mask; a float mask passes as is."""
+    from mha_course import MultiHeadAttention, torch_mha_mask_to_sdpa
+
+    torch.manual_seed(0)
+    torch_mha = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
+    ours = MultiHeadAttention.from_torch(torch_mha, impl="eager")
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    blocked = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)  # torch: True = blocked
+    expected, _ = torch_mha(x, x, x, attn_mask=blocked)
+    allowed = torch_mha_mask_to_sdpa(blocked)
+    assert_close(allowed, causal_mask(5, 5))
+    assert_close(ours(x, attn_mask=allowed)[0], expected, **TOL64)
+    additive = torch.randn(5, 5, dtype=torch.float64)
+    assert torch_mha_mask_to_sdpa(additive) is additive
+    assert_close(ours(x, attn_mask=additive)[0], torch_mha(x, x, x, attn_mask=additive)[0], **TOL64)
+
+
+def test_torch_mha_mask_to_sdpa_rejects_integer_masks():
+    from mha_course import torch_mha_mask_to_sdpa
+
+    with pytest.raises(ValueError, match="mask"):
+        torch_mha_mask_to_sdpa(torch.ones(3, 3, dtype=torch.int64))

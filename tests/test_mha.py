@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import TOL64
 from torch.testing import assert_close
 
 from mha_course import MultiHeadAttention, merge_heads, split_heads
 
-TOL64 = {"rtol": 1e-10, "atol": 1e-12}
 B, L, S, E, H = 2, 5, 6, 12, 6
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from conftest import TOL64
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
@@ -14,7 +15,6 @@ from torch.testing import assert_close
 
 from mha_course import KVCache, MultiHeadAttention, scaled_dot_product_attention
 
-TOL64 = {"rtol": 1e-10, "atol": 1e-12}
 FEW = settings(max_examples=25, deadline=None)
 small = st.integers(1, 5)
 

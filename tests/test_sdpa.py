@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import TOL
 from torch.testing import assert_close
 
 from mha_course import scaled_dot_product_attention, stable_softmax
 
-TOL = {torch.float64: {"rtol": 1e-10, "atol": 1e-12}, torch.float32: {"rtol": 1e-5, "atol": 1e-5}}
 DTYPES = [torch.float64, torch.float32]
 
 
