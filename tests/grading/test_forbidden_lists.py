@@ -39,6 +39,17 @@ group = mha_course.kv_group_of_query_heads(num_heads, num_kv_heads)
 alive = torch.ones(num_heads, dtype=torch.bool)
 alive[torch.as_tensor(drop, dtype=torch.long)] = False
 return torch.stack([alive[group == g].any() for g in range(num_kv_heads)])"""),
+    ("ex12", "ex12_alibi"): _fn("def alibi(num_heads, L, S):", "return mha_course.alibi_bias(num_heads, L, S)"),
+    ("ex13", "ex13_sampling_probs"): _fn("def sampling_probs(logits, temperature, top_k):", """
+from mha_course.gpt.generate import sampling_distribution
+return sampling_distribution(logits, temperature, top_k)"""),
+    ("ex17", "ex17_d_term"): _fn("def d_term(out, d_out):",
+                                 "return mha_course.flash_backward.backward_d_term(out, d_out)"),
+    ("ex18", "ex18_sliding_window"): _fn("def sliding_window_mask(q_idx, kv_idx, window):",  # chapter 14's
+                                         "return mha_course.sliding_window_mask(q_idx.shape[0], kv_idx.shape[1], window=window)"),
+    ("ex19", "ex19_zigzag_positions"): _fn("def zigzag_positions(rank, world_size, T):", """
+from mha_course import ring
+return ring.shard(torch.arange(T)[:, None], rank, world_size, "zigzag")[:, 0]  # (T, 1) -> (T / P,)"""),
 }
 
 CALLERS = {"ex01_softmax": {"ex01_attend"}, "ex07_repeat_kv": {"ex07_gqa_forward"}}

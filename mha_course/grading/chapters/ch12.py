@@ -7,15 +7,22 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mha_grader.items import Item, Mistake
+
 from ...masks import causal_mask
 from ...positions import alibi_bias, alibi_slopes, sinusoidal_positions
 from ...rope import apply_rope, rotate_pairs
-from mha_grader.items import Item, Mistake
 from .ch05 import NO_CHUNK_MASK
 
 NOTEBOOK = "ex12_positions"
-_ROPE_FORBID = ("mha_course.rope.apply_rope", "mha_course.rope.rotate_pairs",
-                "mha_course.rope.rope_angles", "mha_course.mha.MultiHeadAttention")
+# Reviewed: everything in the package that rotates pairs, makes RoPE's angles or frequencies, or
+# builds the ALiBi bias or the sinusoidal table. One list for the notebook (none of its solutions
+# needs these), so its items share one unit in the sandbox.
+_FORBID = ("mha_course.rope.apply_rope", "mha_course.rope.rotate_pairs",
+           "mha_course.rope.rope_angles", "mha_course.rope.rope_frequencies",
+           "mha_course.mha.MultiHeadAttention",
+           "mha_course.positions.alibi_bias", "mha_course.positions.alibi_slopes",
+           "mha_course.flex_masks.alibi", "mha_course.positions.sinusoidal_positions")
 
 WRONG_LAYOUT = ("rotated the wrong pairs: layout 'half' pairs feature i with i + D/2 (GPT-NeoX, "
                 "Hugging Face Llama); 'interleaved' pairs 2i with 2i + 1 (RoFormer, GPT-J)")
@@ -106,10 +113,10 @@ def _step_variant(offset=True, rotate_keys=True, rotate_cache=False, rotate_valu
 
 # ---- ex12_alibi -------------------------------------------------------------------------------
 def _alibi_cases(rng: np.random.Generator) -> list[dict]:
-    L = int(rng.integers(3, 9))
-    return [{"num_heads": 8, "L": L, "S": L + int(rng.integers(2, 9))},  # L < S: the offset shows
-            {"num_heads": int(rng.choice([2, 4, 16])), "L": 5, "S": 5},
-            {"num_heads": 2, "L": 1, "S": int(rng.integers(5, 40))}]
+    L, n = int(rng.integers(3, 17)), int(rng.integers(2, 12))  # wide: no two students share inputs
+    return [{"num_heads": 8, "L": L, "S": L + int(rng.integers(2, 25))},  # L < S: the offset shows
+            {"num_heads": int(rng.choice([2, 4, 16])), "L": n, "S": n},
+            {"num_heads": 2, "L": 1, "S": int(rng.integers(5, 200))}]
 
 
 def _alibi_reference(H, L, S):
@@ -122,8 +129,10 @@ def _alibi_slopes_from_zero(H, L, S):
 
 # ---- ex12_sinusoidal --------------------------------------------------------------------------
 def _sin_cases(rng: np.random.Generator) -> list[dict]:
-    return [{"num_positions": int(rng.integers(20, 60)), "embed_dim": 16},
-            {"num_positions": 7, "embed_dim": 6}, {"num_positions": 100, "embed_dim": 32}]
+    # wide ranges: no two students of a class share inputs (E stays even)
+    return [{"num_positions": int(rng.integers(20, 300)), "embed_dim": 2 * int(rng.integers(4, 17))},
+            {"num_positions": int(rng.integers(2, 12)), "embed_dim": 6},
+            {"num_positions": 100, "embed_dim": 2 * int(rng.integers(8, 33))}]
 
 
 def _sin_variant(mode):
@@ -155,7 +164,7 @@ ITEMS = [
                     variant=_rope_variant(flip_layout=True, sign=-1.0)),
             Mistake("frequency exponent", FREQ_EXPONENT, variant=_rope_variant(exponent=1.0)),
         ),
-        forbidden=_ROPE_FORBID,
+        forbidden=_FORBID,
     ),
     Item(
         id="ex12_rope_decode_step", notebook=NOTEBOOK, function="rope_decode_step", points=2,
@@ -174,7 +183,7 @@ ITEMS = [
             Mistake("no causal mask in the chunk", NO_CHUNK_MASK,
                     variant=_step_variant(chunk_mask=False)),
         ),
-        forbidden=_ROPE_FORBID,
+        forbidden=_FORBID,
     ),
     Item(
         id="ex12_alibi", notebook=NOTEBOOK, function="alibi", points=1,
@@ -187,7 +196,7 @@ ITEMS = [
             Mistake("no offset", ALIBI_NO_OFFSET,
                     variant=lambda H, L, S: alibi_bias(H, L, S, offset=0)),
         ),
-        forbidden=("mha_course.positions.alibi_bias", "mha_course.positions.alibi_slopes"),
+        forbidden=_FORBID,
     ),
     Item(
         id="ex12_sinusoidal", notebook=NOTEBOOK, function="sinusoidal", points=1,
@@ -201,6 +210,6 @@ ITEMS = [
             Mistake("frequency exponent", "frequencies 1 / 10000^(2i/E) for pair i (not i/E)",
                     variant=_sin_exponent),
         ),
-        forbidden=("mha_course.positions.sinusoidal_positions",),
+        forbidden=_FORBID,
     ),
 ]

@@ -5,12 +5,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ...flash_backward import backward_d_term
 from mha_grader.items import Item, Mistake
 
+from ...flash_backward import backward_d_term
+from ..forbidden import TILED
+
 NOTEBOOK = "ex17_flash_attention_triton"
+# Reviewed: the package's backward passes answer dQ of a tile (pick ``out`` so that rowsum(dO * O)
+# is the given D), the online-softmax update merges two partials (one key of score lse_b, value
+# out_b). One list for the notebook, so its items share one unit in the sandbox.
 _FORBID = ("mha_course.flash_backward.backward_d_term",
-           "mha_course.flash_backward.flash_attention_backward")
+           "mha_course.flash_backward.flash_attention_backward",
+           "mha_course.triton_flash.flash_backward", *TILED)
 _D_NO_OUTPUT = "D summed dO alone: D_i = rowsum(dO_i * O_i), the product with the output O"
 _D_WRONG_AXIS = "summed over the query rows (dim -2): D has one number per row, sum over dim -1"
 _DQ_NO_D = "dS = P * dP without subtracting D: the softmax backward is dS = P * (dP - D)"

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...flex_masks import alibi, document_causal, sliding_window
 from mha_grader.items import Item, Mistake
 
+from ...flex_masks import alibi, document_causal, sliding_window
+
 NOTEBOOK = "ex18_flex_attention"
-_FORBID = ("mha_course.flex_masks.sliding_window", "mha_course.flex_masks.document_causal",
-           "mha_course.flex_masks.alibi")
+# Reviewed: the package's mask/score mods, chapter 14's banded mask and chapter 12's ALiBi bias
+# (the cases use the standard slopes) each answer an item.
+_FORBID = ("mha_course.flex_masks.causal", "mha_course.flex_masks.sliding_window",
+           "mha_course.flex_masks.prefix_lm", "mha_course.flex_masks.document_causal",
+           "mha_course.flex_masks.alibi", "mha_course.window.sliding_window_mask",
+           "mha_course.positions.alibi_bias", "mha_course.positions.alibi_slopes")
 _WINDOW_OFF_BY_ONE = ("window one too wide: query i sees itself and the window - 1 keys before it, "
                       "i - window < j <= i (use i - j < window)")
 _WINDOW_NOT_CAUSAL = "window not causal: keys after the query (j > i) must stay masked"
@@ -25,7 +30,8 @@ def _grid(L, S):
 
 def _window_cases(rng: np.random.Generator) -> list[dict]:
     cases = []
-    for L, S, w in [(9, 9, 3), (6, 11, 4), (12, 12, 1), (8, 8, int(rng.integers(2, 6)))]:
+    n, extra = int(rng.integers(6, 25)), int(rng.integers(1, 12))  # wide: no two students share inputs
+    for L, S, w in [(9, 9, 3), (6, 11, 4), (12, 12, 1), (n, n + extra, int(rng.integers(2, n)))]:
         q, k = _grid(L, S)
         cases.append({"q_idx": q, "kv_idx": k, "window": w})
     return cases

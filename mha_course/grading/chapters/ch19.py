@@ -5,11 +5,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ...ring import chunk_ids
 from mha_grader.items import Item, Mistake
 
+from ...ring import chunk_ids
+
 NOTEBOOK = "ex19_ring_attention"
-_FORBID = ("mha_course.ring.chunk_ids", "mha_course.ring.shard", "mha_course.ring.work_per_rank")
+# Reviewed: every public function of the ring module (shard(arange(T)) gives the positions,
+# ring_attention logs the bytes it sends) and the runner that drives it.
+_FORBID = ("mha_course.ring.chunk_ids", "mha_course.ring.shard", "mha_course.ring.unshard",
+           "mha_course.ring.work_per_rank", "mha_course.ring.ring_attention",
+           "mha_course.ring_run.run_ring")
 _WRONG_DIRECTION = ("ring turned the wrong way: blocks move to rank + 1, so at step s rank r holds "
                     "the block that started on rank (r - s) mod P")
 _CONTIGUOUS = ("contiguous positions: zig-zag cuts T into 2P chunks and gives rank r chunks r "
@@ -20,8 +25,11 @@ _ONLY_K = "only the keys counted: every step sends a key block and a value block
 
 
 def _source_cases(rng: np.random.Generator) -> list[dict]:
-    return [{"rank": r, "step": s, "world_size": P}
-            for r, s, P in [(0, 1, 4), (3, 2, 4), (1, 1, 2), (int(rng.integers(0, 8)), 5, 8), (2, 0, 3)]]
+    cases = [(0, 1, 4), (3, 2, 4), (1, 1, 2), (2, 0, 3)]
+    for _ in range(3):  # random rings: no two students of a class share inputs
+        P = int(rng.integers(3, 65))
+        cases.append((int(rng.integers(0, P)), int(rng.integers(1, P)), P))
+    return [{"rank": r, "step": s, "world_size": P} for r, s, P in cases]
 
 
 def _source_ref(rank, step, world_size):
@@ -29,8 +37,11 @@ def _source_ref(rank, step, world_size):
 
 
 def _zigzag_cases(rng: np.random.Generator) -> list[dict]:
-    return [{"rank": r, "world_size": P, "T": T}
-            for r, P, T in [(0, 2, 8), (1, 4, 16), (int(rng.integers(0, 4)), 4, 24), (2, 3, 12)]]
+    cases = [(0, 2, 8), (1, 4, 16), (2, 3, 12)]
+    for _ in range(2):  # random layouts: no two students of a class share inputs
+        P = int(rng.integers(2, 17))
+        cases.append((int(rng.integers(0, P)), P, 2 * P * int(rng.integers(1, 9))))
+    return [{"rank": r, "world_size": P, "T": T} for r, P, T in cases]
 
 
 def _zigzag_ref(rank, world_size, T, layout="zigzag", mirror=0):
@@ -44,9 +55,11 @@ def _zigzag_ref(rank, world_size, T, layout="zigzag", mirror=0):
 
 
 def _bytes_cases(rng: np.random.Generator) -> list[dict]:
+    P = int(rng.choice([2, 4, 8, 16]))  # the last case is random: no two students share inputs
     return [{"B": 1, "H": 32, "T": 131072, "D": 128, "P": 8, "element_size": 2},
             {"B": 2, "H": 3, "T": 32, "D": 8, "P": 4, "element_size": 8},
-            {"B": int(rng.integers(1, 5)), "H": 16, "T": 4096, "D": 64, "P": 2, "element_size": 4}]
+            {"B": int(rng.integers(1, 9)), "H": int(rng.integers(1, 65)), "T": P * int(rng.integers(64, 4097)),
+             "D": int(rng.choice([32, 64, 128])), "P": P, "element_size": int(rng.choice([2, 4]))}]
 
 
 def _bytes_ref(B, H, T, D, P, element_size, steps_off=1, tensors=2):
