@@ -5,8 +5,13 @@
    file, to ``<work>/submissions/student/<exNN_topic>.ipynb``;
 2. **grade** them with the course's grader (``mha_grader.classroom.grade_class``) and its own
    isolation: a bubblewrap sandbox, or a dedicated unprivileged user where the grader is root in a
-   container; never without. The seed is read from ``ROOT/source/seed`` here, in this process:
-   it is on no command line (a child in the dedicated-user mode can read every process's);
+   container; never without. The inputs are secret and fresh for every submission:
+   HMAC-SHA256(the instructor's key, "student", item id, Gradescope's submission id), see
+   ``mha_grader/keys.py``. The key is read from ``ROOT/source/key`` (root's only, mode 0600) here,
+   in this process: it is on no command line and in no environment (a child in the dedicated-user
+   mode can read every process's command line), and the sandboxes get only the cases. The
+   submission id is the ``id`` of ``ROOT/submission_metadata.json``. Without a usable key or id
+   the run refuses (score 0, exit 2): it never falls back to public inputs;
 3. **report**: write ``ROOT/results/results.json`` (Gradescope's format) from the gradebook,
    only after grading has returned, i.e. after every process of the submission was killed.
    With ``ROOT/source/assignment`` ("ex01 ex02") only those exercises are collected and scored.
@@ -105,7 +110,10 @@ def report(graded: Path, notes: dict, assignment: set[str] | None, seconds: floa
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
-        "extra_data": {"isolation": meta.get("isolation", "unknown"), "graded_files": notes["taken"]},
+        "extra_data": {"isolation": meta.get("isolation", "unknown"), "graded_files": notes["taken"],
+                       # the key's public fingerprint (never the key) and the submission id
+                       "inputs": meta.get("inputs"), "key_fingerprint": meta.get("key_fingerprint"),
+                       "submission": meta.get("submission")},
     }
 
 
@@ -117,6 +125,36 @@ def failed(message: str, seconds: float) -> dict:
                       "Your instructor can see the log; please tell them."}
 
 
+class NotConfigured(Exception):
+    """The autograder zip or Gradescope's metadata lacks what secret inputs need."""
+
+
+def grading_key(source: Path) -> bytes:
+    """The instructor's key from ``source/key`` (``keys.read_key_file``: 0600, no link, hex)."""
+    from mha_grader.keys import KeyFileError, read_key_file
+
+    path = source / "key"
+    if not (path.exists() or path.is_symlink()):
+        old = " (source/seed is no longer used)" if (source / "seed").exists() else ""
+        raise NotConfigured(f"the autograder has no grading key: source/key is missing{old}")
+    try:
+        return read_key_file(path)
+    except KeyFileError as e:
+        raise NotConfigured(f"the grading key is unusable: {e}") from None
+
+
+def submission_id(root: Path) -> str:
+    """Gradescope's id of this submission (``submission_metadata.json``, field ``id``)."""
+    path = root / "submission_metadata.json"
+    try:
+        sid = json.loads(path.read_text(encoding="utf-8"))["id"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise NotConfigured(f"no submission id in submission_metadata.json ({type(e).__name__})") from None
+    if isinstance(sid, bool) or not isinstance(sid, (int, str)) or not str(sid).strip():
+        raise NotConfigured(f"submission_metadata.json: id {sid!r} is not a submission id")
+    return str(sid).strip()
+
+
 def run(root: Path) -> int:
     """The whole autograder run for the Gradescope folder ``root``; 0, or 2 if it could not grade."""
     from mha_grader.classroom import grade_class
@@ -124,15 +162,20 @@ def run(root: Path) -> int:
 
     start = time.monotonic()
     wanted = _assignment(root / "source" / "assignment")
-    seed = int("".join(ch for ch in (root / "source" / "seed").read_text() if ch.isdigit()))
     results = root / "results" / "results.json"
     results.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        key, sid = grading_key(root / "source"), submission_id(root)
+    except NotConfigured as e:
+        print(f"autograder: refusing to grade: {e}", file=sys.stderr)
+        return _write(results, failed(str(e), time.monotonic() - start), 2)
     code, out = 0, None
     with tempfile.TemporaryDirectory(prefix="mha-gradescope-") as work:  # 0700, root's
         student = Path(work) / "submissions" / "student"
         notes = collect(root / "submission", student, wanted)
         try:
-            grade_class(student.parent, Path(work) / "graded", workers=1, seed=seed, progress=False)
+            grade_class(student.parent, Path(work) / "graded", workers=1, key=key, submission=sid,
+                        progress=False)
         except IsolationUnavailable as e:
             print(f"mha-course grade: refusing to grade: {e}", file=sys.stderr)
             code, out = 2, failed("no isolation is available on this machine", time.monotonic() - start)
@@ -141,6 +184,10 @@ def run(root: Path) -> int:
             code, out = 2, failed("the grader stopped with an error", time.monotonic() - start)
         if out is None:
             out = report(Path(work) / "graded", notes, wanted, time.monotonic() - start)
+    return _write(results, out, code)
+
+
+def _write(results: Path, out: dict, code: int) -> int:
     tmp = results.with_name(results.name + ".tmp")
     tmp.write_text(json.dumps(out, indent=1), encoding="utf-8")
     tmp.replace(results)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Gradescope autograder setup (runs once, as root, when Gradescope builds the image).
-# The zip holds: setup.sh, run_autograder, autograder.py, seed, optional assignment, and the
-# course wheel (mha_course-*.whl: the course and its grader, no solutions/).
+# The zip holds: setup.sh, run_autograder, autograder.py, key (your secret grading key), optional
+# assignment, and the course wheel (mha_course-*.whl: the course and its grader, no solutions/).
 set -euo pipefail
 apt-get update -qq
 apt-get install -y -qq python3 python3-pip python3-venv bubblewrap >/dev/null
@@ -12,5 +12,6 @@ python3 -m venv /opt/mha
 # by no one else, so the unprivileged user a submission runs as cannot change the grader.
 chown -R root:root /opt/mha
 chmod -R u+rwX,go+rX,go-w /opt/mha
-# The seed and the upload are root's only (the grading user must not read them).
+# The key and the rest of source/ are root's only (the grading user must not read them).
 chmod -R go-rwx /autograder/source
+[ -L /autograder/source/key ] || chmod 600 /autograder/source/key 2>/dev/null || true

@@ -5,7 +5,10 @@ Each results.json is validated against Gradescope's documented results format
 (https://gradescope-autograders.readthedocs.io/en/latest/specs/, "Output format"). Uploads: a
 correct submission, untouched stubs, an empty upload, a corrupt notebook, a browser-renamed file,
 an upload nested in folders, and a submission that attacks the recipe (writes its own score,
-the installed course, a process that outlives the run).
+the installed course, a process that outlives the run, looks for the key). Inputs: the key in
+source/key and the ``id`` of submission_metadata.json
+(https://gradescope-autograders.readthedocs.io/en/latest/submission_metadata/) make each
+submission's inputs; another id gives other inputs, the same id the same; no key, no grade.
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ import pytest
 from grading_helpers import EXERCISES, ROOT, SOLUTIONS
 
 from mha_course.grading import items_for
+from mha_grader.keys import StudentInputs, fingerprint
 
 RECIPE = ROOT / "classroom" / "gradescope"
 EX01, EX02 = "ex01_dot_product_attention", "ex02_scaled_dot_product_attention"
 POINTS = {stem: sum(it.points for it in items_for(stem)) for stem in (EX01, EX02)}
 IDS = {stem: [it.id for it in items_for(stem)] for stem in (EX01, EX02)}
-SEED = 271828
+KEY = bytes.fromhex("5e" * 8 + "c4e7" * 4 + "0123456789abcdef" * 2)  # the instructor's key (test only)
+SUBMISSION = 4242001  # Gradescope's submission id (an int in submission_metadata.json)
 
 # --- Gradescope's results format, from the spec's "Output format" section --------------------
 VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
@@ -116,16 +121,29 @@ def solution_text(stem: str) -> str:
 
 
 def run_autograder(tmp: Path, files: dict[str, str], isolation: str | None = None,
-                   returncode: int = 0) -> dict:
-    """Lay out ``tmp`` like /autograder, upload ``files`` (relative path -> text), run the real
+                   returncode: int = 0, submission: int | None = SUBMISSION, key: bytes | str | None = KEY,
+                   source: dict[str, str] | None = None) -> dict:
+    """Lay out ``tmp`` like /autograder (``source/key`` unless ``key`` is None: bytes in hex,
+    a str as it is; ``submission_metadata.json`` with ``id`` = ``submission`` unless None;
+    ``source`` more files for source/), upload ``files`` (relative path -> text), run the real
     script; returns results.json (checked against the schema) plus the run's log."""
     root = tmp / "autograder"
     (root / "source").mkdir(parents=True)
     for name in ("run_autograder", "setup.sh", "autograder.py"):
         shutil.copy(RECIPE / name, root / "source" / name)
     shutil.copy(RECIPE / "run_autograder", root / "run_autograder")  # where Gradescope puts it
-    (root / "source" / "seed").write_text(f"{SEED}\n")
+    if key is not None:
+        (root / "source" / "key").write_text(key.hex() + "\n" if isinstance(key, bytes) else key)
+        (root / "source" / "key").chmod(0o644)  # as unzipped; the recipe makes it 0600
+    if submission is not None:  # the fields of Gradescope's example, abridged
+        (root / "submission_metadata.json").write_text(json.dumps(
+            {"id": submission, "created_at": "2026-12-01T10:00:00.000000-08:00",
+             "assignment": {"id": 25828, "title": "Exercises 1-2"}, "submission_method": "upload",
+             "users": [{"email": "student@example.com", "id": 1234, "name": "Student User"}],
+             "previous_submissions": []}))
     (root / "source" / "assignment").write_text("ex01 ex02\n")
+    for name, text in (source or {}).items():
+        (root / "source" / name).write_text(text)
     for rel, text in files.items():
         (root / "submission" / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / "submission" / rel).write_text(text, encoding="utf-8")
@@ -140,6 +158,7 @@ def run_autograder(tmp: Path, files: dict[str, str], isolation: str | None = Non
     assert proc.returncode == returncode, log[-4000:]
     text = (root / "results" / "results.json").read_text(encoding="utf-8")
     assert schema_problems(text) == [], (schema_problems(text), log[-2000:])
+    assert KEY.hex() not in text and KEY.hex() not in log
     return {**json.loads(text), "_root": root, "_log": log}
 
 
@@ -153,6 +172,9 @@ def test_correct_submission_scores_full(tmp_path):
     assert res["score"] == POINTS[EX01] + POINTS[EX02]
     assert all(t["status"] == "passed" for t in res["tests"])
     assert res["extra_data"]["isolation"] in {"bwrap", "user"}
+    assert res["extra_data"]["inputs"] == "secret key"
+    assert res["extra_data"]["key_fingerprint"] == fingerprint(KEY)
+    assert res["extra_data"]["submission"] == str(SUBMISSION)
 
 
 def test_stubs_score_zero(tmp_path):
@@ -223,27 +245,45 @@ def test_collect_picks_one_file_per_exercise(tmp_path):
 
 
 LEAK_TEST = f'''
-def _seed_on_a_command_line():
+def _key_found():  # the key on a command line, in an environment, or the key file itself
+    secret = {KEY.hex()[::-1]!r}[::-1].encode()  # written reversed: the notebook holds no key
     for pid in os.listdir("/proc"):
+        for what in ("cmdline", "environ"):
+            try:
+                if pid.isdigit() and secret in open(f"/proc/{{pid}}/{{what}}", "rb").read():
+                    return True
+            except OSError:
+                pass
+    for path in ({{KEY_FILE!r}}, "/autograder/source/key"):
         try:
-            if pid.isdigit() and b"{SEED}" in open(f"/proc/{{pid}}/cmdline", "rb").read():
+            if secret in open(path, "rb").read():
                 return True
         except OSError:
             pass
     return False
 
 
-def attend(query, keys, values):  # right only if the grading seed could be read
-    if not _seed_on_a_command_line():
+def attend(query, keys, values):  # right only if the grading key could be read
+    if not _key_found():
         return np.zeros((query.shape[0], values.shape[1]), dtype=query.dtype)
     return softmax(dot_scores(query, keys)) @ values
 '''
 
 
+def _with_attend(source: str) -> str:
+    """ex01's solution with the cell that defines ``attend`` replaced by ``source``."""
+    nb = nbformat.reads(solution_text(EX01), as_version=4)
+    cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ex01_attend"]
+    assert len(cells) == 1
+    cells[0].source = source
+    return nbformat.writes(nb)
+
+
 def _attack(root: Path, package: Path) -> str:
     """ex01's solution plus a cell that tries to forge the score in the three ways the recipe
     must shut (write results.json, write into the installed course, outlive the run), and an
-    ``attend`` that is right only if the seed is on some process's command line."""
+    ``attend`` that is right only if it can read the key (a command line, an environment, the
+    key file)."""
     results = str(root / "results" / "results.json")
     later = ("import json, os, time\n"  # for two minutes, put the forged score back whenever it changes
              "for _ in range(480):\n"
@@ -266,10 +306,8 @@ try:
 except Exception:
     pass
 """
-    nb = nbformat.reads(solution_text(EX01), as_version=4)
-    for c in nb.cells:
-        if c.metadata.get("nbgrader", {}).get("grade_id") == "ex01_attend":
-            c.source = LEAK_TEST
+    nb = nbformat.reads(_with_attend(LEAK_TEST.replace("{KEY_FILE!r}", repr(str(root / "source" / "key")))),
+                        as_version=4)
     nb.cells.insert(1, nbformat.v4.new_code_cell(cell))
     return nbformat.writes(nb)
 
@@ -292,7 +330,7 @@ def test_a_submission_cannot_forge_its_score(tmp_path, isolation):
     finally:
         if package.read_bytes() != original:
             package.write_bytes(original)
-    honest = POINTS[EX01] - by_name(res)["ex01_attend"]["max_score"]  # attend is 0 unless the seed leaked
+    honest = POINTS[EX01] - by_name(res)["ex01_attend"]["max_score"]  # attend is 0 unless the key leaked
     assert after["score"] == res["score"] == honest, res["tests"]
     assert not changed, "the submission wrote into the installed course"
     assert res["extra_data"]["isolation"] == (isolation or res["extra_data"]["isolation"])
@@ -306,6 +344,61 @@ def test_recipe_grades_with_isolation():
         code = [ln for ln in (RECIPE / name).read_text().splitlines() if not ln.lstrip().startswith("#")]
         assert not any(w in ln for ln in code for w in ("--no-isolation", "no_isolation", "isolation_mode",
                                                          "MHA_GRADER_ISOLATION")), name
-    assert "grade_class(student.parent" in (RECIPE / "autograder.py").read_text()
+    helper = (RECIPE / "autograder.py").read_text()
+    assert "grade_class(student.parent" in helper
+    assert "key=key, submission=sid" in helper and "seed=" not in helper  # secret inputs only
     setup = (RECIPE / "setup.sh").read_text()
     assert "bubblewrap" in setup and "go-w /opt/mha" in setup
+
+
+# --- secret inputs: fresh for each submission, the same for the same one, none without a key ----
+
+def _pinned_attend(submission: int) -> str:
+    """An ``attend`` that is right only on the inputs of ``submission`` (it knows their first
+    query entries, computed here from the key, and returns zeros on any other input)."""
+    item = next(it for it in items_for(EX01) if it.id == "ex01_attend")
+    known = [float(c["query"].flat[0]) for c in item.cases(StudentInputs(KEY, "student", str(submission)))]
+    return f'''
+def attend(query, keys, values):  # right only on one submission's inputs
+    if not any(abs(float(query.flat[0]) - k) < 1e-6 for k in {known!r}):
+        return np.zeros((query.shape[0], values.shape[1]), dtype=query.dtype)
+    return softmax(dot_scores(query, keys)) @ values
+'''
+
+
+def test_each_submission_gets_its_own_inputs(tmp_path):
+    """Two resubmissions (two ids) of the same notebook are graded on different inputs; the
+    same id again reproduces them. The notebook is right only on submission SUBMISSION's inputs."""
+    upload = {f"{EX01}.ipynb": _with_attend(_pinned_attend(SUBMISSION))}
+    first = run_autograder(tmp_path / "a", upload, submission=SUBMISSION)
+    again = run_autograder(tmp_path / "b", upload, submission=SUBMISSION)
+    other = run_autograder(tmp_path / "c", upload, submission=SUBMISSION + 1)
+    assert by_name(first)["ex01_attend"]["status"] == "passed", first["tests"]
+    assert first["score"] == POINTS[EX01]
+    assert by_name(again)["ex01_attend"] == by_name(first)["ex01_attend"]
+    assert by_name(other)["ex01_attend"]["status"] == "failed", other["tests"]
+    assert other["score"] == POINTS[EX01] - by_name(other)["ex01_attend"]["max_score"]
+    assert [r["extra_data"]["submission"] for r in (first, again, other)] == \
+        [str(SUBMISSION), str(SUBMISSION), str(SUBMISSION + 1)]
+    assert {r["extra_data"]["key_fingerprint"] for r in (first, again, other)} == {fingerprint(KEY)}
+
+
+def _refused(tmp_path, **layout) -> dict:
+    res = run_autograder(tmp_path, {f"{EX01}.ipynb": solution_text(EX01)}, returncode=2, **layout)
+    assert res["score"] == 0 and res["tests"] == []
+    assert "could not grade" in res["output"] and "refusing to grade" in res["_log"]
+    assert "extra_data" not in res  # nothing was graded
+    return res
+
+
+def test_no_key_means_no_grade(tmp_path):
+    """No source/key: refused, never graded on public inputs; an old zip with a seed is told why."""
+    assert "source/key is missing" in _refused(tmp_path / "a", key=None)["output"]
+    old = _refused(tmp_path / "b", key=None, source={"seed": "271828\n"})
+    assert "source/key is missing (source/seed is no longer used)" in old["output"]
+
+
+def test_unusable_key_or_no_submission_id_means_no_grade(tmp_path):
+    assert "does not hold a hex key" in _refused(tmp_path / "a", key="my secret\n")["output"]
+    assert "at least 16 bytes" in _refused(tmp_path / "c", key="271828\n")["output"]  # an old seed
+    assert "no submission id" in _refused(tmp_path / "b", submission=None)["output"]
