@@ -18,12 +18,18 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 
 import torch
 
 from ._checks import check_qkv, shape_str
 
+# Triton decorates its own library (tl.max's combine function, ...) when it is first imported, so
+# if something imported it before this module set the variable (torch.utils.flop_counter does),
+# those stay compiled-only and the interpreter fails; we say so when a kernel is called.
+_SET_TOO_LATE = False
 if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
+    _SET_TOO_LATE = "triton" in sys.modules
     os.environ["TRITON_INTERPRET"] = "1"  # read by @triton.jit below
 
 try:
@@ -165,6 +171,13 @@ if triton is not None:
 def _require_triton() -> None:
     if triton is None:
         raise ImportError(INSTALL_HINT)
+    if _SET_TOO_LATE:
+        raise RuntimeError(
+            "Triton was imported before mha_course.triton_flash could set TRITON_INTERPRET=1, so "
+            "its interpreter cannot run these kernels on the CPU. Set TRITON_INTERPRET=1 before "
+            "anything imports triton (e.g. first line of the notebook or script), or import "
+            "mha_course.triton_flash first, and restart."
+        )
 
 
 def _block_d(D: int) -> int:

@@ -16,3 +16,11 @@ TOL64 = TOL[torch.float64]
 
 # MultiHeadAttention's interchangeable kernels ("eager", "sdpa"), for @pytest.mark.parametrize.
 IMPLS = list(_MHA_IMPLS)
+
+# Chapter 17's kernels run in Triton's CPU interpreter here. Triton must see TRITON_INTERPRET=1
+# when it is FIRST imported (its own library functions are decorated then), and other test files
+# import it early through torch (torch.utils.flop_counter), so set it before any test file loads.
+if not torch.cuda.is_available():
+    import os
+
+    os.environ.setdefault("TRITON_INTERPRET", "1")

@@ -2,6 +2,8 @@
 reference. Without a GPU they run in Triton's interpreter on CPU (``mha_course.triton_flash``
 sets ``TRITON_INTERPRET=1`` before it defines the kernels); without Triton they are skipped."""
 
+import os
+
 import pytest
 import torch
 
@@ -104,3 +106,20 @@ def test_without_triton_says_what_to_install(monkeypatch):
     q, k, v, _ = _case(1, 1, 1, 4, 4, 4)
     with pytest.raises(ImportError, match=r'pip install -e "\.\[triton\]"'):
         tf.triton_flash_attention(q, k, v)
+
+
+@needs_triton
+def test_triton_imported_before_the_interpreter_is_set_says_how_to_fix():
+    """If triton was imported before TRITON_INTERPRET=1 (its library then stays compiled-only),
+    calling a kernel on the CPU says what to do instead of the interpreter's obscure error."""
+    import subprocess
+    import sys
+
+    code = ("import os; os.environ.pop('TRITON_INTERPRET', None); import triton, torch; "
+            "import mha_course.triton_flash as tf; q = torch.randn(1, 1, 4, 16)\n"
+            "try: tf.triton_flash_attention(q, q, q)\n"
+            "except RuntimeError as e: print(e)")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120).stdout
+    assert "Set TRITON_INTERPRET=1 before anything imports triton" in out
