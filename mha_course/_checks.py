@@ -97,3 +97,19 @@ def check_qkv(query: object, key: object, value: object) -> None:
             f"value: expected shape (..., S, Dv) with the leading sizes and S of key "
             f"{shape_str(key)}, got {shape_str(value)}"
         )
+
+
+def check_kv_heads(name: str, num_heads: int, num_kv_heads: object, *,
+                   of: str = "num_heads H", got: str | None = None) -> None:
+    """The course's one "G divides H" check: ``num_kv_heads`` G must be a positive int that
+    divides ``num_heads`` H, because each key/value head serves H / G contiguous query heads
+    (G = H is MHA, G = 1 MQA, in between GQA). ``of`` names H in the message, ``got`` replaces
+    the default ``H=…, G=…`` report of what came in."""
+    bad = (isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, int)
+           or num_kv_heads <= 0 or num_heads % num_kv_heads != 0)
+    if bad:
+        got = got or f"H={num_heads}, G={num_kv_heads!r}"
+        raise ValueError(
+            f"{name}: G must be a positive divisor of {of} (each key/value head serves H / G "
+            f"query heads); got {got}"
+        )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ._checks import check_kv_heads
 from .mha import MultiHeadAttention
 
 
@@ -20,12 +21,46 @@ def kv_group_of_query_heads(num_heads: int, num_kv_heads: int) -> torch.Tensor:
     Shape:
         Returns (H,) int64, entry ``h`` in ``[0, G)``.
     """
-    if num_heads <= 0 or num_kv_heads <= 0 or num_heads % num_kv_heads != 0:
-        raise ValueError(
-            f"num_kv_heads: G must be a positive divisor of num_heads H; got H={num_heads}, "
-            f"G={num_kv_heads}"
-        )
+    check_kv_heads("num_kv_heads", num_heads, num_kv_heads)
     return torch.arange(num_heads) // (num_heads // num_kv_heads)
+
+
+def kv_cache_elements(
+    num_layers: int,
+    num_kv_heads: int | None,
+    head_dim: int | None,
+    seq_len: int = 1,
+    batch: int = 1,
+    *,
+    latent_dim: int | None = None,
+    rope_dim: int = 0,
+) -> int:
+    """Numbers a KV cache holds — the course's one KV-size formula (:func:`kv_cache_bytes`
+    and chapter 8's ``kv_bytes_per_token`` multiply it by the bytes per element).
+
+    MHA/GQA/MQA cache ``2 · G · D`` elements per token per layer: the 2 counts keys and
+    values, and only the key/value heads G count — not the query heads H — which is the
+    whole point of MQA/GQA. Multi-head latent attention (chapter 15, ``latent_dim=C``) caches
+    one latent of C features shared by keys and values of all heads plus the shared rotary key
+    of ``rope_dim`` R features: ``C + R`` elements (``num_kv_heads`` and ``head_dim`` are then
+    unused and may be None). Total: ``num_layers · per_token · seq_len · batch``.
+
+    Shape:
+        The cache of one layer is key, value: (B, G, S, D) each — or latent (B, S, C) and rotary
+        key (B, S, R) — with B = ``batch`` and S = ``seq_len``. Returns an int (elements).
+    """
+    sizes = [("num_layers", num_layers), ("seq_len", seq_len), ("batch", batch)]
+    if latent_dim is None:
+        sizes += [("num_kv_heads", num_kv_heads), ("head_dim", head_dim)]
+    else:
+        sizes += [("latent_dim", latent_dim)]
+    for name, n in sizes:
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            raise ValueError(f"{name}: expected a positive int, got {n!r}")
+    if isinstance(rope_dim, bool) or not isinstance(rope_dim, int) or rope_dim < 0:
+        raise ValueError(f"rope_dim: expected a non-negative int R, got {rope_dim!r}")
+    per_token = 2 * num_kv_heads * head_dim if latent_dim is None else latent_dim + rope_dim
+    return num_layers * per_token * seq_len * batch
 
 
 def kv_cache_bytes(
@@ -39,34 +74,18 @@ def kv_cache_bytes(
     latent_dim: int | None = None,
     rope_dim: int = 0,
 ) -> int:
-    """Bytes a KV cache holds: ``n_layers · (elements per token) · bytes_per_element`` per token.
-
-    MHA/GQA/MQA cache ``2 · G · D`` elements per token per layer: the 2 counts keys and
-    values, and only the key/value heads G count — not the query heads H — which is the
-    whole point of MQA/GQA. Multi-head latent attention (chapter 15, ``latent_dim=C``) caches
-    one latent of C features shared by keys and values of all heads plus the shared rotary key
-    of ``rope_dim`` R features: ``C + R`` elements (``num_kv_heads`` and ``head_dim`` are then
-    unused and may be None).
+    """Bytes a KV cache holds: :func:`kv_cache_elements` (``2 · G · D`` per token and layer for
+    MHA/GQA/MQA, ``C + R`` for MLA) times ``dtype``'s bytes per element.
 
     Shape:
         The cache of one layer is key, value: (B, G, S, D) each — or latent (B, S, C) and rotary
         key (B, S, R) — with B = ``batch`` and S = ``seq_len``. Returns an int (bytes).
     """
-    sizes = [("num_layers", num_layers), ("seq_len", seq_len), ("batch", batch)]
-    if latent_dim is None:
-        sizes += [("num_kv_heads", num_kv_heads), ("head_dim", head_dim)]
-    else:
-        sizes += [("latent_dim", latent_dim)]
-    for name, n in sizes:
-        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-            raise ValueError(f"{name}: expected a positive int, got {n!r}")
-    if isinstance(rope_dim, bool) or not isinstance(rope_dim, int) or rope_dim < 0:
-        raise ValueError(f"rope_dim: expected a non-negative int R, got {rope_dim!r}")
+    elements = kv_cache_elements(num_layers, num_kv_heads, head_dim, seq_len, batch,
+                                 latent_dim=latent_dim, rope_dim=rope_dim)
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"dtype: expected a torch.dtype such as torch.bfloat16, got {dtype!r}")
-    bytes_per_element = torch.empty((), dtype=dtype).element_size()
-    per_token = 2 * num_kv_heads * head_dim if latent_dim is None else latent_dim + rope_dim
-    return num_layers * per_token * seq_len * batch * bytes_per_element
+    return elements * torch.empty((), dtype=dtype).element_size()
 
 
 def mean_pool_heads(weight: torch.Tensor, num_heads: int, num_kv_heads: int) -> torch.Tensor:
@@ -78,11 +97,7 @@ def mean_pool_heads(weight: torch.Tensor, num_heads: int, num_kv_heads: int) -> 
     Shape:
         weight: (H * D, ...) -> (G * D, ...), with H = ``num_heads``, G = ``num_kv_heads``.
     """
-    if num_heads <= 0 or num_kv_heads <= 0 or num_heads % num_kv_heads != 0:
-        raise ValueError(
-            f"num_kv_heads: G must be a positive divisor of num_heads H; got H={num_heads}, "
-            f"G={num_kv_heads}"
-        )
+    check_kv_heads("num_kv_heads", num_heads, num_kv_heads)
     if weight.dim() < 1 or weight.shape[0] % num_heads != 0:
         raise ValueError(
             f"weight: expected shape (H * D, ...) with H = {num_heads}, got {tuple(weight.shape)}"
@@ -111,12 +126,9 @@ def mha_to_gqa(module: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttent
             f"(convert torch's with MultiHeadAttention.from_torch first)"
         )
     H, G_src = module.num_heads, module.num_kv_heads
-    if (isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, int)
-            or num_kv_heads <= 0 or G_src % num_kv_heads != 0):
-        raise ValueError(
-            f"num_kv_heads: G must be a positive divisor of the module's key/value heads "
-            f"G_src = {G_src} (H = {H}); got {num_kv_heads!r}"
-        )
+    check_kv_heads("num_kv_heads", G_src, num_kv_heads,
+                   of=f"the module's key/value heads G_src = {G_src} (H = {H})",
+                   got=f"{num_kv_heads!r}")
     w = module.q_proj.weight
     new = MultiHeadAttention(
         module.embed_dim, H, num_kv_heads=num_kv_heads, bias=module.q_proj.bias is not None,

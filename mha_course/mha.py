@@ -20,6 +20,7 @@ from torch import nn
 from ._checks import (
     check_broadcast,
     check_float,
+    check_kv_heads,
     check_mask_dtype,
     check_rank,
     check_tensor,
@@ -131,11 +132,7 @@ class MultiHeadAttention(nn.Module):
                 f"embed_dim: E must be divisible by num_heads H so each head gets D = E / H "
                 f"features; got E={embed_dim}, H={num_heads}"
             )
-        if num_heads % num_kv_heads != 0:
-            raise ValueError(
-                f"num_kv_heads: G must divide num_heads H (each key/value head serves H / G "
-                f"query heads); got H={num_heads}, G={num_kv_heads}"
-            )
+        check_kv_heads("num_kv_heads", num_heads, num_kv_heads)
         if impl not in IMPLS:
             raise ValueError(f"impl: expected one of {IMPLS}, got {impl!r}")
         if not 0.0 <= dropout < 1.0:
@@ -175,11 +172,42 @@ class MultiHeadAttention(nn.Module):
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention, impl: str = "sdpa") -> MultiHeadAttention:
-        """An equivalent module built from a ``torch.nn.MultiheadAttention`` (see
-        :func:`mha_course.interop.from_torch_mha`). Our inputs are always batch-first."""
-        from .interop import from_torch_mha
+        """An equivalent module with the weights of a ``torch.nn.MultiheadAttention`` (packed or
+        separate in-projections, with or without bias, any kdim/vdim). ``add_bias_kv`` and
+        ``add_zero_attn`` have no counterpart here and raise ``ValueError``.
 
-        return from_torch_mha(cls, module, impl=impl)
+        The copy is always batch-first ``(B, L, E)``; for a module with ``batch_first=False`` give
+        it ``x.transpose(0, 1)``. Mind the opposite mask conventions: torch's bool ``attn_mask``
+        is True where attention is NOT allowed, ours (and SDPA's) True where it MAY attend —
+        convert with :func:`mha_course.torch_mha_mask_to_sdpa`; ``key_padding_mask`` means the
+        same in both (True = padding). ``need_weights=True`` returns per-head weights
+        ``(B, H, L, S)``: their mean over H is torch's default (averaged) output.
+        """
+        if not isinstance(module, nn.MultiheadAttention):
+            raise ValueError(
+                f"module: expected torch.nn.MultiheadAttention, got {type(module).__name__}")
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError(
+                "module: add_bias_kv / add_zero_attn have no equivalent in MultiHeadAttention")
+        has_bias = module.in_proj_bias is not None
+        w = module.out_proj.weight
+        ours = cls(module.embed_dim, module.num_heads, bias=has_bias, dropout=module.dropout,
+                   kdim=module.kdim, vdim=module.vdim, impl=impl, device=w.device, dtype=w.dtype)
+        with torch.no_grad():
+            if module._qkv_same_embed_dim:
+                W_Q, W_K, W_V = module.in_proj_weight.chunk(3, dim=0)  # (3E, E) -> 3 × (E, E)
+            else:
+                W_Q, W_K, W_V = module.q_proj_weight, module.k_proj_weight, module.v_proj_weight
+            for lin, W in ((ours.q_proj, W_Q), (ours.k_proj, W_K), (ours.v_proj, W_V),
+                           (ours.out_proj, module.out_proj.weight)):
+                lin.weight.copy_(W)
+            if has_bias:
+                b_Q, b_K, b_V = module.in_proj_bias.chunk(3)  # (3E,) -> 3 × (E,)
+                for lin, b in ((ours.q_proj, b_Q), (ours.k_proj, b_K), (ours.v_proj, b_V),
+                               (ours.out_proj, module.out_proj.bias)):
+                    lin.bias.copy_(b)
+        ours.train(module.training)
+        return ours
 
     # ---- forward -------------------------------------------------------------------------
     def _check_inputs(self, query, key, value) -> None:

@@ -16,8 +16,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from .benchmark.memory import peak_memory_bytes
 from .ring import ring_attention, shard, unshard
-from .tiled import peak_memory_bytes
 
 
 def _free_port() -> int:

@@ -13,7 +13,14 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_broadcast, check_mask_dtype, check_qkv, check_tensor, shape_str
+from ._checks import (
+    check_broadcast,
+    check_kv_heads,
+    check_mask_dtype,
+    check_qkv,
+    check_tensor,
+    shape_str,
+)
 from .masks import causal_mask
 
 
@@ -62,12 +69,9 @@ def _check_inputs(query, key, value, attn_mask, enable_gqa) -> None:
                 f"query: enable_gqa needs shape (..., H, L, D), got {shape_str(query)}"
             )
         H, G = q_batch[-1], k_batch[-1]
-        if G == 0 or H % G != 0:
-            raise ValueError(
-                f"key: with enable_gqa, key/value shape (..., G, S, D) needs G dividing the "
-                f"query heads H; got H = {H} (query {shape_str(query)}), "
-                f"G = {G} (key {shape_str(key)})"
-            )
+        check_kv_heads("key", H, G, of="the query heads H (enable_gqa: key/value shape "
+                       "(..., G, S, D))",
+                       got=f"H = {H} (query {shape_str(query)}), G = {G} (key {shape_str(key)})")
         q_batch, k_batch = q_batch[:-1], k_batch[:-1]  # compare the sizes before the heads
     try:
         torch.broadcast_shapes(q_batch, k_batch)

@@ -1,9 +1,8 @@
-"""Chapter 10: a tiny Transformer encoder and an algorithmic task it learns in seconds on CPU.
+"""Chapter 10: a tiny Transformer encoder that learns sequence reversal in seconds on CPU.
 
-The task is made by the code (nothing is downloaded): read a sequence of digits and write, at
-every position, the digit that sits at the mirrored position (sequence reversal). Solving it
-needs attention — position i must look at position T - 1 - i — so the model's heads matter, and
-chapter 10 can ask which of them matter most.
+The task, its loss, its accuracies and the training loop live in :mod:`mha_course.tasks`
+(chapter 6 trains on the same task); this module is only the model, whose heads chapter 10
+prunes.
 """
 
 from __future__ import annotations
@@ -11,22 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .mha import MultiHeadAttention
-
-
-def reversal_batch(
-    batch_size: int, seq_len: int, vocab_size: int, generator: torch.Generator | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random digit sequences and their reversals.
-
-    Shape:
-        Returns tokens (B, T) and targets (B, T), both int64, ``targets[:, i] = tokens[:, T-1-i]``.
-    """
-    tokens = torch.randint(0, vocab_size, (batch_size, seq_len), generator=generator)
-    return tokens, tokens.flip(-1)
 
 
 class Block(nn.Module):
@@ -86,45 +72,3 @@ class TinyTransformer(nn.Module):
         for i, block in enumerate(self.blocks):
             x = block(x, None if head_mask is None else head_mask[i])
         return self.readout(self.norm(x))
-
-
-def sequence_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over every position.
-
-    Shape:
-        logits: (B, T, V); targets: (B, T). Returns a scalar.
-    """
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())  # (B, T, V) -> (B*T, V)
-
-
-def sequence_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
-    """Fraction of positions whose most likely token is the target.
-
-    Shape:
-        logits: (B, T, V); targets: (B, T).
-    """
-    return (logits.argmax(-1) == targets).float().mean().item()
-
-
-def train_reversal(model: TinyTransformer, steps: int = 300, batch_size: int = 64,
-                   seq_len: int = 8, vocab_size: int = 10, lr: float = 3e-3,
-                   seed: int = 0, progress: bool = False) -> list[float]:
-    """Train ``model`` on :func:`reversal_batch` with AdamW; returns the loss of every step.
-
-    ``progress=True`` shows a tqdm progress bar (its text varies run to run).
-    """
-    from tqdm import tqdm  # text bar: the committed notebook output shows its final state
-
-    g = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    losses = []
-    model.train()
-    for _ in tqdm(range(steps), desc="training", disable=not progress, mininterval=1.0):
-        tokens, targets = reversal_batch(batch_size, seq_len, vocab_size, generator=g)
-        loss = sequence_loss(model(tokens), targets)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    model.eval()
-    return losses

@@ -14,7 +14,8 @@ from mha_course.pruning import (
     prune_heads,
     prune_model_heads,
 )
-from mha_course.tiny_transformer import TinyTransformer, reversal_batch, sequence_loss
+from mha_course.tasks import reversal_batch, sequence_loss
+from mha_course.tiny_transformer import TinyTransformer
 
 
 def _mha(E=24, H=6, G=None, seed=0, **kw):

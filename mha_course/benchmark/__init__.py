@@ -4,7 +4,8 @@ One concept per module: ``flops`` (counting work), ``peaks`` (the roofline's cei
 ``stamp`` (where and with what a number was measured), ``timing`` (warm-up, interleaving,
 CUDA events, L2 flush, median and IQR), ``backends`` (forcing SDPA kernels), ``variants`` (the
 side-by-side comparison), ``decode`` (MHA/GQA/MQA prefill and decode), ``sweep`` (time against
-L), ``results`` (the JSON schema), ``targets`` (the ratios the course promises), ``plots``.
+L), ``results`` (the JSON schema), ``targets`` (the ratios the course promises), ``plots``;
+``memory`` (peak tensor memory of a call, chapters 9 and 19).
 """
 
 from .flops import (
@@ -16,6 +17,7 @@ from .flops import (
     projection_flops,
     scores_bytes,
 )
+from .memory import peak_memory_bytes
 from .peaks import lookup_peak, percent_of_peak
 from .results import committed_results, load_results, validate_results, write_results
 from .runner import CPU_BANNER, run_benchmark
@@ -35,6 +37,7 @@ __all__ = [
     "kv_bytes_per_token",
     "load_results",
     "lookup_peak",
+    "peak_memory_bytes",
     "loglog_slope",
     "percent_of_peak",
     "projection_flops",

@@ -8,6 +8,9 @@ once — a lower bound, so GB/s computed from them is the *effective* bandwidth.
 
 from __future__ import annotations
 
+from .._checks import check_kv_heads
+from ..gqa import kv_cache_elements
+
 
 def _positive(**sizes: int) -> None:
     for name, n in sizes.items():
@@ -37,8 +40,9 @@ def projection_flops(B: int, L: int, S: int, E: int, H: int, G: int | None = Non
     """
     G = H if G is None else G
     _positive(B=B, L=L, S=S, E=E, H=H, G=G)
-    if E % H or H % G:
-        raise ValueError(f"E, H, G: expected H | E and G | H, got E={E}, H={H}, G={G}")
+    if E % H:
+        raise ValueError(f"E, H, G: expected H | E (and G | H), got E={E}, H={H}, G={G}")
+    check_kv_heads("G", H, G, of="H")
     kv_width = G * (E // H)
     return 2 * B * L * E * E * 2 + 2 * B * S * E * kv_width * 2
 
@@ -56,12 +60,13 @@ def io_bytes(B: int, H: int, L: int, S: int, D: int, G: int | None = None,
 
 
 def kv_bytes_per_token(G: int, D: int, element_size: int, num_layers: int = 1) -> int:
-    """Bytes of KV cache one token adds (keys and values, G heads of D numbers each).
+    """Bytes of KV cache one token adds (keys and values, G heads of D numbers each): chapter 7's
+    formula (:func:`mha_course.gqa.kv_cache_elements`) at ``element_size`` bytes per number.
 
     A decode step over a context of S tokens must read S times this much per sequence.
     """
     _positive(G=G, D=D, element_size=element_size, num_layers=num_layers)
-    return 2 * G * D * element_size * num_layers
+    return kv_cache_elements(num_layers, G, D) * element_size
 
 
 def decode_step_bytes(B: int, H: int, G: int, S: int, D: int, element_size: int) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from .._checks import check_kv_heads
+
 POSITIONS = ("learned", "rope", "none")
 
 
@@ -42,8 +44,7 @@ class GPTConfig:
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd: E must be divisible by n_head H; got E={self.n_embd}, "
                              f"H={self.n_head}")
-        if G <= 0 or self.n_head % G:
-            raise ValueError(f"n_kv_head: G must divide n_head H; got H={self.n_head}, G={G}")
+        check_kv_heads("n_kv_head", self.n_head, G, of="n_head H")
         if self.positions not in POSITIONS:
             raise ValueError(f"positions: expected one of {POSITIONS}, got {self.positions!r}")
         if not 0.0 <= self.dropout < 1.0:

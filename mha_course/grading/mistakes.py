@@ -12,6 +12,9 @@ import math
 import numpy as np
 import torch
 
+from mha_grader.items import Mistake
+
+from ..gqa import kv_cache_bytes
 from ..masks import causal_mask
 from ..sdpa import stable_softmax
 
@@ -32,6 +35,9 @@ SPLIT_WITH_VIEW = ("heads split with view/reshape only: (B, L, E) -> (B, L, H, D
 REPEAT_NOT_INTERLEAVE = ("key/value heads repeated with repeat (0, 1, 0, 1, ...) where "
                          "repeat_interleave (0, 0, 1, 1, ...) was needed: query head h reads "
                          "key/value head h // (H // G)")
+H_INSTEAD_OF_G = ("counted the query heads H instead of the key/value heads G: only the G "
+                  "key/value heads are cached — that is the point of GQA/MQA")
+NO_FACTOR_2 = "missing the factor 2: the cache holds keys AND values"
 
 
 def naive_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -124,3 +130,23 @@ def repeat_kv_with_repeat(x: torch.Tensor, n_rep: int, dim: int = -3) -> torch.T
     reps = [1] * x.dim()
     reps[dim] = n_rep
     return x.repeat(*reps)  # (..., G, S, D) -> (..., G * n_rep, S, D), order 0, 1, 0, 1
+
+
+def kv_cache_bytes_variant(num_layers: int, num_heads: int, num_kv_heads: int, head_dim: int,
+                           seq_len: int, batch: int, dtype: torch.dtype, *,
+                           count_query_heads: bool = False, keys_and_values: bool = True) -> int:
+    """The graders' one reference for KV-cache bytes (chapter 7's :func:`kv_cache_bytes`), with
+    the two classic mistakes as switches: H counted instead of G, and keys only (no factor 2)."""
+    G = num_heads if count_query_heads else num_kv_heads
+    nbytes = kv_cache_bytes(num_layers, G, head_dim, seq_len=seq_len, batch=batch, dtype=dtype)
+    return nbytes if keys_and_values else nbytes // 2
+
+
+def kv_bytes_mistakes(reference) -> tuple[Mistake, ...]:
+    """"H instead of G" and "no factor 2" for an item whose ``reference(*args, **switches)``
+    passes :func:`kv_cache_bytes_variant`'s switches on (chapters 7 and 8)."""
+    return (
+        Mistake("H instead of G", H_INSTEAD_OF_G,
+                variant=lambda *a: reference(*a, count_query_heads=True)),
+        Mistake("no factor 2", NO_FACTOR_2, variant=lambda *a: reference(*a, keys_and_values=False)),
+    )

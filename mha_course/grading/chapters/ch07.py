@@ -10,7 +10,7 @@ import torch
 
 from mha_grader.items import Dtype, Item, Mistake
 
-from ...gqa import kv_cache_bytes, mean_pool_heads
+from ...gqa import mean_pool_heads
 from ...mha import MultiHeadAttention, merge_heads, split_heads
 from ...sdpa import repeat_kv
 from .. import mistakes as M
@@ -19,9 +19,6 @@ from ..forbidden import ATTENTION
 NOTEBOOK = "ex07_mqa_gqa"
 _ATTENTION_FORBID = (*ATTENTION, "mha_course.gqa.mha_to_gqa")
 
-H_INSTEAD_OF_G = ("counted the query heads H instead of the key/value heads G: only the G "
-                  "key/value heads are cached — that is the point of GQA/MQA")
-NO_FACTOR_2 = "missing the factor 2: the cache holds keys AND values"
 REPEAT_ON_SEQUENCE = ("repeated along the sequence axis S instead of the head axis G: "
                       "(B, G, S, D) -> (B, G * n_rep, S, D) repeats dim 1")
 HEADS_NOT_MERGED = ("heads not merged: (B, H, T, D) -> transpose -> (B, T, H * D), then "
@@ -91,8 +88,8 @@ def _bytes_cases(rng: np.random.Generator) -> list[dict]:
     ]
 
 
-def _bytes_reference(n_layers, H, G, D, seq_len, batch, dtype):
-    return kv_cache_bytes(n_layers, G, D, seq_len=seq_len, batch=batch, dtype=dtype)
+def _bytes_reference(n_layers, H, G, D, seq_len, batch, dtype, **mistake):
+    return M.kv_cache_bytes_variant(n_layers, H, G, D, seq_len, batch, dtype, **mistake)
 
 
 # ---- ex07_mean_pool_kv ------------------------------------------------------------------------
@@ -160,17 +157,16 @@ ITEMS = [
         make_cases=_bytes_cases, shape="()", reference=_bytes_reference,
         dtype_must_match=False, rtol=0.0, atol=0.5,
         mistakes=(
-            Mistake("H instead of G", H_INSTEAD_OF_G,
-                    variant=lambda n, H, G, D, s, b, dt: _bytes_reference(n, H, H, D, s, b, dt)),
-            Mistake("no factor 2", NO_FACTOR_2,
-                    variant=lambda n, H, G, D, s, b, dt: _bytes_reference(n, H, G, D, s, b, dt) // 2),
-            Mistake("H instead of G, no factor 2", f"{H_INSTEAD_OF_G}; and {NO_FACTOR_2}",
-                    variant=lambda n, H, G, D, s, b, dt: _bytes_reference(n, H, H, D, s, b, dt) // 2),
+            *M.kv_bytes_mistakes(_bytes_reference),
+            Mistake("H instead of G, no factor 2", f"{M.H_INSTEAD_OF_G}; and {M.NO_FACTOR_2}",
+                    variant=lambda *a: _bytes_reference(*a, count_query_heads=True,
+                                                        keys_and_values=False)),
             Mistake("bits, not bytes", "counted bits (× 8): use dtype's bytes per element "
                     "(torch.empty((), dtype=dtype).element_size())",
                     variant=lambda *a: 8 * _bytes_reference(*a)),
         ),
-        forbidden=("mha_course.gqa.kv_cache_bytes", "mha_course.benchmark.flops.kv_bytes_per_token",
+        forbidden=("mha_course.gqa.kv_cache_bytes", "mha_course.gqa.kv_cache_elements",
+                   "mha_course.benchmark.flops.kv_bytes_per_token",
                    "mha_course.benchmark.flops.decode_step_bytes"),
     ),
     Item(

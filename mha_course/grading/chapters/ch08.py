@@ -8,9 +8,9 @@ import torch
 
 from mha_grader.items import Dtype, Item, Mistake
 
-from ...benchmark.flops import attention_flops, io_bytes, kv_bytes_per_token
+from ...benchmark.flops import attention_flops, io_bytes
 from ...benchmark.simulated import SimulatedAsyncDevice
-from .ch07 import H_INSTEAD_OF_G, NO_FACTOR_2
+from .. import mistakes as M
 
 NOTEBOOK = "ex08_gpu_timed_comparison"
 FIRST_CALL_EXTRA_MS = 500.0  # the simulated device's first call also pays this "set-up" cost
@@ -60,8 +60,8 @@ def _bytes_cases(rng: np.random.Generator) -> list[dict]:
     ]
 
 
-def _bytes_reference(B, H, G, D, S, dtype):
-    return B * S * kv_bytes_per_token(G, D, _element_size(dtype))
+def _bytes_reference(B, H, G, D, S, dtype, **mistake):
+    return M.kv_cache_bytes_variant(1, H, G, D, S, B, dtype, **mistake)  # one layer's K and V
 
 
 # ---- ex08_attention_intensity -----------------------------------------------------------------
@@ -161,16 +161,14 @@ ITEMS = [
         make_cases=_bytes_cases, shape="()", reference=_bytes_reference,
         dtype_must_match=False, rtol=0.0, atol=0.5,
         mistakes=(
-            Mistake("H instead of G", H_INSTEAD_OF_G,
-                    variant=lambda B, H, G, D, S, dt: _bytes_reference(B, H, H, D, S, dt)),
-            Mistake("no factor 2", NO_FACTOR_2,
-                    variant=lambda B, H, G, D, S, dt: _bytes_reference(B, H, G, D, S, dt) // 2),
+            *M.kv_bytes_mistakes(_bytes_reference),
             Mistake("4 bytes", "assumed 4 bytes per number: use the dtype's element size "
                     "(torch.empty((), dtype=dtype).element_size())",
                     variant=lambda B, H, G, D, S, dt: _bytes_reference(B, H, G, D, S, torch.float32)),
         ),
         forbidden=("mha_course.benchmark.flops.kv_bytes_per_token",
-                   "mha_course.benchmark.flops.decode_step_bytes", "mha_course.gqa.kv_cache_bytes"),
+                   "mha_course.benchmark.flops.decode_step_bytes", "mha_course.gqa.kv_cache_bytes",
+                   "mha_course.gqa.kv_cache_elements"),
     ),
     Item(
         id="ex08_attention_intensity", notebook=NOTEBOOK, function="attention_intensity", points=1,
