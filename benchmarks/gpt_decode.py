@@ -30,6 +30,8 @@ from mha_course.gpt import GPT, GPTConfig, load_checkpoint
 from mha_course.gpt.generate import generate
 from mha_course.gpt.reference import static_decode
 
+BASELINE = "torch static loop"  # the row every ratio is taken against
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     fns = {
         "course KVCache": lambda: generate(model, prompt, n, temperature=0.0),
         "course StaticKVCache": lambda: generate(model, prompt, n, temperature=0.0, caches=static),
-        "torch static loop": lambda: static_decode(model, prompt, n),
+        BASELINE: lambda: static_decode(model, prompt, n),
         "no cache (recompute)": lambda: generate(model, prompt, n, temperature=0.0, use_cache=False),
     }
     ref = static_decode(model, prompt, n)
@@ -65,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
           f"fp32, {args.threads} thread(s), {args.rounds} interleaved rounds, load average "
           f"{load:.1f} on {os.cpu_count()} CPUs")
     results = time_interleaved(fns, "cpu", rounds=args.rounds, threads=args.threads)
-    base = results["torch static loop"]["ms_median"]
+    base = results[BASELINE]["ms_median"]
     for label, r in results.items():
         tok_s = args.batch * n / (r["ms_median"] / 1e3)
         print(f"{label:>22}: median {r['ms_median']:8.2f} ms  IQR {r['ms_iqr']:6.2f} ms  "

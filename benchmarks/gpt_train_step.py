@@ -23,6 +23,8 @@ from mha_course.gpt import GPT, GPTConfig, TrainConfig, lm_loss
 from mha_course.gpt.reference import torch_reference
 from mha_course.gpt.train import make_optimizer
 
+BASELINE = "torch (nn.Linear + SDPA)"  # the row every ratio is taken against
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -51,14 +53,14 @@ def main(argv: list[str] | None = None) -> int:
             opt.step()
         return step
 
-    fns = {"course (MultiHeadAttention, sdpa)": stepper(course), "torch (nn.Linear + SDPA)": stepper(ref)}
+    fns = {"course (MultiHeadAttention, sdpa)": stepper(course), BASELINE: stepper(ref)}
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"GPT train step: B={args.batch_size} T={T} E={course.config.n_embd} "
           f"L={course.config.n_layer} H={course.config.n_head} G={course.config.kv_heads} fp32, "
           f"{args.threads} thread(s), {args.rounds} interleaved rounds, load average {load:.1f} "
           f"on {os.cpu_count()} CPUs")
     results = time_interleaved(fns, "cpu", rounds=args.rounds, threads=args.threads)
-    base = results["torch (nn.Linear + SDPA)"]["ms_median"]
+    base = results[BASELINE]["ms_median"]
     for name, r in results.items():
         print(f"{name:>34}: median {r['ms_median']:8.2f} ms  IQR {r['ms_iqr']:6.2f} ms  "
               f"ratio {r['ms_median'] / base:5.3f}")

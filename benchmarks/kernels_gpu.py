@@ -30,6 +30,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
+COURSE, FLASH = "course", "flash"  # the goal row compares these two variants
+
 
 def _variants(q, k, v, causal, backward):
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -48,9 +50,9 @@ def _variants(q, k, v, causal, backward):
             if causal else None)
     flex = torch.compile(flex_attention)
     fwd = {
-        "course": lambda: tf.triton_flash_attention(q, k, v, is_causal=causal, block_m=128,
+        COURSE: lambda: tf.triton_flash_attention(q, k, v, is_causal=causal, block_m=128,
                                                     block_n=64),
-        "flash": sdpa_with(SDPBackend.FLASH_ATTENTION),
+        FLASH: sdpa_with(SDPBackend.FLASH_ATTENTION),
         "cudnn": sdpa_with(SDPBackend.CUDNN_ATTENTION),
         "mem_eff": sdpa_with(SDPBackend.EFFICIENT_ATTENTION),
         "flex": lambda: flex(q, k, v, block_mask=mask),
@@ -126,12 +128,12 @@ def main(argv: list[str] | None = None) -> int:
                                         if row["pct_peak"] is not None else "")
                                      if "tflops" in row else r.get("status", "?")), flush=True)
     goal = [(r["dtype"], r["L"], r["causal"]) for r in rows
-            if r["variant"] == "course" and not r["backward"] and r["D"] == 128 and r["L"] >= 4096]
+            if r["variant"] == COURSE and not r["backward"] and r["D"] == 128 and r["L"] >= 4096]
     for dtype, L, causal in goal:
         pick = {r["variant"]: r.get("tflops") for r in rows if (r["dtype"], r["L"], r["causal"],
                 r["D"], r["backward"]) == (dtype, L, causal, 128, False)}
-        if pick.get("course") and pick.get("flash"):
-            ratio = pick["course"] / pick["flash"]
+        if pick.get(COURSE) and pick.get(FLASH):
+            ratio = pick[COURSE] / pick[FLASH]
             print(f"goal (course fwd >= 50 % of flash), {dtype} L={L} causal={causal}: "
                   f"{ratio:.0%} -> {'met' if ratio >= 0.5 else 'NOT met'}")
     if args.out:

@@ -34,6 +34,7 @@ from mha_course import (
     quantized_cache_bytes,
     sliding_window_mask,
 )
+from mha_course.benchmark.labels import MHA, MQA
 from mha_course.benchmark.peaks import lookup_peak
 from mha_course.benchmark.timing import time_interleaved
 
@@ -56,7 +57,7 @@ def variants(S: int, args, device, dtype) -> dict[str, tuple]:
     def sdpa(qq, k, v, **kw):
         return F.scaled_dot_product_attention(qq, k, v, enable_gqa=k.shape[1] != qq.shape[1], **kw)
 
-    for n, name in ((H, "MHA"), (G, f"GQA G={G}"), (1, "MQA")):
+    for n, name in ((H, MHA), (G, f"GQA G={G}"), (1, MQA)):
         k, v = kv[n]
         out[name] = (lambda k=k, v=v: sdpa(q, k, v), kv_cache_bytes(1, n, D, S, B, dtype),
                      sdpa(q, k.repeat_interleave(H // n, 1), v.repeat_interleave(H // n, 1)))
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.rounds} interleaved rounds, medians")
     for S in args.S:
         vs = variants(S, args, device, dtype)
-        ref = vs["MHA"][0]()
+        ref = vs[MHA][0]()
         for name, (fn, _, want) in vs.items():  # never time a wrong answer
             got = fn()
             if isinstance(want, str):  # int8: close to the float cache, not equal
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                 torch.testing.assert_close(got, want)
         res = time_interleaved({n: v[0] for n, v in vs.items()}, device, rounds=args.rounds,
                                threads=threads, min_block_s=0.02 if device.type == "cpu" else 0.0)
-        base_ms, base_b = res["MHA"]["ms_median"], vs["MHA"][1]
+        base_ms, base_b = res[MHA]["ms_median"], vs[MHA][1]
         print(f"\nS = {S}")
         print(f"{'variant':>24} {'ms':>9} {'cache MiB':>10} {'t/t_MHA':>8} {'B/B_MHA':>8} {'t/(bytes-pred)':>14}"
               + ("  GB/s  %bw" if bw else ""))

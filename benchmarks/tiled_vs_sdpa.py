@@ -19,6 +19,8 @@ import torch.nn.functional as F
 from mha_course.benchmark.timing import time_interleaved
 from mha_course.tiled import tiled_attention
 
+BASELINE = "torch SDPA"  # the row every ratio is taken against
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -35,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     q, k, v = (torch.randn(args.B, args.H, args.L, args.D) for _ in range(3))
     sdpa = F.scaled_dot_product_attention(q, k, v, is_causal=args.causal)
-    fns = {"torch SDPA": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=args.causal)}
+    fns = {BASELINE: lambda: F.scaled_dot_product_attention(q, k, v, is_causal=args.causal)}
     for spec in args.blocks:
         bq, bk = (int(n) for n in spec.split("x"))
         out = tiled_attention(q, k, v, is_causal=args.causal, block_q=bq, block_k=bk)
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"B={args.B} H={args.H} L=S={args.L} D={args.D} causal={args.causal} float32, "
           f"{threads} thread(s), {args.rounds} interleaved rounds")
     results = time_interleaved(fns, "cpu", rounds=args.rounds, threads=threads, min_block_s=0.0)
-    base = results["torch SDPA"]["ms_median"]
+    base = results[BASELINE]["ms_median"]
     for name, r in results.items():
         if r["status"] != "ok":
             print(f"{name:>16}: {r['status']} {r['reason']}")

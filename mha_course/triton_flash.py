@@ -22,7 +22,7 @@ import sys
 
 import torch
 
-from ._checks import check_qkv, shape_str
+from ._checks import check_kv_heads, check_qkv, shape_str
 
 # Triton decorates its own library (tl.max's combine function, ...) when it is first imported, so
 # if something imported it before this module set the variable (torch.utils.flop_counter does),
@@ -189,9 +189,11 @@ def _check(query, key, value, block_m, block_n):
     if query.dim() != 4 or key.dim() != 4:
         raise ValueError(f"query: expected shape (B, H, L, D), got {shape_str(query)}")
     B, H, _, D = query.shape
-    if key.shape[0] != B or H % key.shape[1] or value.shape[-1] != D:
+    if key.shape[0] != B or value.shape[-1] != D:
         raise ValueError(f"key/value: expected shape (B, G, S, D) with B = {B}, G dividing H = {H} "
                          f"and D = {D}, got {shape_str(key)} and {shape_str(value)}")
+    check_kv_heads("key/value", H, key.shape[1], of=f"the query heads H = {H} (shape (B, G, S, D))",
+                   got=f"{shape_str(key)} and {shape_str(value)}")
     for name, blk in (("block_m", block_m), ("block_n", block_n)):
         if not isinstance(blk, int) or blk < 16 or blk & (blk - 1):
             raise ValueError(f"{name}: expected a power of 2 >= 16 (tl.dot's minimum), got {blk!r}")

@@ -18,6 +18,7 @@ from mha_course.benchmark import (
     classify_failure,
     committed_results,
     environment_stamp,
+    labels,
     load_results,
     loglog_slope,
     run_benchmark,
@@ -142,7 +143,7 @@ def test_cpu_run_is_stamped_bannered_and_valid(tiny_results):
     validate_results(r)
     assert r["banner"] == CPU_BANNER and "not comparable to GPU" in r["banner"]
     rows = {row["variant"]: row for row in r["comparison"]["rows"]}
-    assert rows["SDPA [efficient]"]["status"] == "unsupported"  # no such kernel on CPU
+    assert rows[labels.sdpa_forced("efficient")]["status"] == "unsupported"  # no such kernel on CPU
     ok = [row for row in rows.values() if row["status"] == "ok"]
     assert len(ok) >= 8
     for row in ok:
@@ -183,8 +184,8 @@ def test_gpu_targets_do_not_apply_to_cpu_results_and_decide_on_gpu_ones(tiny_res
     gpu = copy.deepcopy(tiny_results)
     gpu["stamp"]["device_type"] = "cuda"
     gpu["decode"]["rows"] = [
-        {"variant": "MHA", "S": 8192, "H": 32, "G": 32, "status": "ok", "ms_median": 1.0},
-        {"variant": "GQA (G=8)", "S": 8192, "H": 32, "G": 8, "status": "ok", "ms_median": 0.3},
+        {"variant": labels.MHA, "S": 8192, "H": 32, "G": 32, "status": "ok", "ms_median": 1.0},
+        {"variant": labels.gqa(8), "S": 8192, "H": 32, "G": 8, "status": "ok", "ms_median": 0.3},
     ]
     decode = evaluate_gpu_targets(gpu)[2]
     assert decode["goal"] == pytest.approx(3.2) and decode["ratio"] == pytest.approx(1 / 0.3)

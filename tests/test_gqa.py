@@ -185,3 +185,28 @@ def test_mean_pool_heads_on_a_bias_and_a_weight():
 def test_mean_pool_heads_rejects_bad_input(shape, H, G, arg):
     with pytest.raises(ValueError, match=arg):
         mean_pool_heads(torch.zeros(shape), H, G)
+
+
+# ---- the one "G divides H" check ---------------------------------------------------------------
+def _bad_groups():
+    from mha_course import GPTConfig, scaled_dot_product_attention
+    from mha_course.benchmark.flops import projection_flops
+
+    q, k = torch.zeros(1, 4, 2, 8), torch.zeros(1, 3, 2, 8)
+    return {
+        "MultiHeadAttention": lambda: MultiHeadAttention(16, 4, num_kv_heads=3),
+        "kv_group_of_query_heads": lambda: kv_group_of_query_heads(8, 3),
+        "mean_pool_heads": lambda: mean_pool_heads(torch.zeros(16, 2), 4, 3),
+        "mha_to_gqa": lambda: mha_to_gqa(_mha(), 3),
+        "sdpa enable_gqa": lambda: scaled_dot_product_attention(q, k, k, enable_gqa=True),
+        "GPTConfig": lambda: GPTConfig(n_head=4, n_kv_head=3, n_embd=16),
+        "projection_flops": lambda: projection_flops(1, 2, 2, 16, 4, 3),
+    }
+
+
+@pytest.mark.parametrize("where", list(_bad_groups()))
+def test_every_g_divides_h_check_is_the_one_in_checks(where):
+    """Each place that needs G | H calls _checks.check_kv_heads, so all say it the same way."""
+    with pytest.raises(ValueError, match=r"G must be a positive divisor of .*each key/value head "
+                                         r"serves H / G query heads"):
+        _bad_groups()[where]()

@@ -13,18 +13,19 @@ import torch
 import torch.nn.functional as F
 
 from ..mha import MultiHeadAttention
+from . import labels
 from .backends import chosen_backend
 from .flops import attention_flops, decode_step_bytes, kv_bytes_per_token, projection_flops
 from .timing import time_interleaved
 
 
 def kv_head_choices(H: int) -> dict[str, int]:
-    """``{"MHA": H, "GQA": H / 4 (or the largest proper divisor), "MQA": 1}``."""
+    """``{"MHA": H, "GQA (G=…)": H / 4 (or the largest proper divisor), "MQA": 1}``."""
     gqa = next((g for g in (H // 4, H // 2) if g > 1 and H % g == 0), None)
-    out = {"MHA": H}
+    out = {labels.MHA: H}
     if gqa is not None and gqa != H:
-        out[f"GQA (G={gqa})"] = gqa
-    out["MQA"] = 1
+        out[labels.gqa(gqa)] = gqa
+    out[labels.MQA] = 1
     return out
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ..sdpa import scaled_dot_product_attention
+from . import labels
 from .flops import attention_flops, scores_bytes
 from .timing import time_interleaved
 
@@ -43,15 +44,15 @@ def sweep_rows(B: int, H: int, D: int, lengths: list[int], device: torch.device,
     for L in tqdm(lengths, desc="sweep", unit="L", disable=not progress):
         q, k, v = (torch.randn(B, H, L, D, generator=g).to(device, dtype) for _ in range(3))
         fns = {
-            "course naive eager": lambda q=q, k=k, v=v: scaled_dot_product_attention(q, k, v, is_causal=True),
-            "SDPA (torch's choice)": lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            labels.COURSE_NAIVE: lambda q=q, k=k, v=v: scaled_dot_product_attention(q, k, v, is_causal=True),
+            labels.SDPA_AUTO: lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
         }
         flops = attention_flops(B, H, L, L, D, causal=True)
         for name, r in time_interleaved(fns, device, **timing).items():
             row = {"variant": name, "B": B, "H": H, "L": L, "D": D, "flops": flops,
                    "dtype": str(dtype).removeprefix("torch."),
                    "scores_bytes": scores_bytes(B, H, L, L, q.element_size())
-                   if name.startswith("course") else 0}
+                   if name == labels.COURSE_NAIVE else 0}
             row.update(r)
             if r["status"] == "ok":
                 row["gflops_per_s"] = flops / (r["ms_median"] / 1e3) / 1e9

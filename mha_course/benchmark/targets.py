@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import torch
 
+from . import labels
 from .timing import time_interleaved
 from .variants import Problem, kernel_variants, module_variants
 
@@ -20,9 +21,9 @@ CPU_TARGET_PROBLEM = Problem(B=8, L=1024, E=768, H=12, causal=True, dtype=torch.
 CPU_TARGETS = (
     # (what, numerator variant, denominator variant, goal: numerator / denominator <= goal)
     ("course MHA(impl='sdpa') / nn.MultiheadAttention(need_weights=False)",
-     "course MHA impl=sdpa", "nn.MultiheadAttention need_weights=False", 0.9),
+     labels.COURSE_MODULE_SDPA, labels.TORCH_MHA_FAST, 0.9),
     ("course eager kernel / bare matmul-softmax-matmul",
-     "course naive eager", "bare matmul-softmax-matmul", 1.25),
+     labels.COURSE_NAIVE, labels.BARE_EAGER, 1.25),
 )
 
 
@@ -67,12 +68,12 @@ def evaluate_gpu_targets(results: dict) -> list[dict]:
     on_gpu = results["stamp"]["device_type"] == "cuda"
     cmp_rows = results["comparison"]["rows"]
     out = [ratio_row("course MHA(impl='sdpa') / (bare SDPA + projections)",
-                     _by(cmp_rows, variant="course MHA impl=sdpa") or {},
-                     _by(cmp_rows, variant="bare SDPA + projections") or {}, 1.05)]
+                     _by(cmp_rows, variant=labels.COURSE_MODULE_SDPA) or {},
+                     _by(cmp_rows, variant=labels.BARE_SDPA_MODULE) or {}, 1.05)]
     if not on_gpu:  # a GPU target: on a CPU the ratio is kept for information, not judged
         out[0].update(met=None, note="GPU target; not judged on CPU")
     prob = results["comparison"]["problem"]
-    kernels = [r for r in cmp_rows if r["variant"].startswith("SDPA [") and r["status"] == "ok"
+    kernels = [r for r in cmp_rows if r["variant"].startswith(labels.SDPA_FORCED_PREFIX) and r["status"] == "ok"
                and r.get("pct_of_peak") is not None]
     applies = on_gpu and prob["dtype"] == "bfloat16" and prob["D"] == 128 and prob["L"] >= 4096
     best = max(kernels, key=lambda r: r["pct_of_peak"], default=None)
@@ -81,8 +82,8 @@ def evaluate_gpu_targets(results: dict) -> list[dict]:
                 "met": (best["pct_of_peak"] >= 60.0) if best and applies else None,
                 "note": best["variant"] if best and applies else "not applicable to this run"})
     dec = results["decode"]["rows"]
-    mha = _by(dec, variant="MHA", S=8192, status="ok")
-    gqa = next((r for r in dec if r["variant"].startswith("GQA") and r["S"] == 8192
+    mha = _by(dec, variant=labels.MHA, S=8192, status="ok")
+    gqa = next((r for r in dec if r["variant"].startswith(labels.GQA_PREFIX) and r["S"] == 8192
                 and r["status"] == "ok"), None)
     if on_gpu and mha and gqa:
         speedup, bound = mha["ms_median"] / gqa["ms_median"], mha["H"] / gqa["G"]

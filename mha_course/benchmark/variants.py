@@ -21,6 +21,7 @@ from torch import nn
 from ..masks import causal_mask
 from ..mha import MultiHeadAttention
 from ..sdpa import scaled_dot_product_attention
+from . import labels
 from .backends import BACKENDS, chosen_backend, forced_sdpa
 from .flops import attention_flops, io_bytes, projection_flops, scores_bytes
 
@@ -120,20 +121,20 @@ def kernel_variants(p: Problem, device: torch.device, include_compiled: bool = T
     def make(name, fn, backend, materializes):
         return Variant(name, "kernel", fn, backend, flops, 0, nbytes, full if materializes else 0, ref)
 
-    out = [make("course naive eager", lambda: scaled_dot_product_attention(q, k, v, is_causal=p.causal),
+    out = [make(labels.COURSE_NAIVE, lambda: scaled_dot_product_attention(q, k, v, is_causal=p.causal),
                 "course eager (materialised)", True),
-           make("bare matmul-softmax-matmul", lambda: bare_attention(q, k, v, p.causal),
+           make(labels.BARE_EAGER, lambda: bare_attention(q, k, v, p.causal),
                 "eager (materialised)", True)]
     for backend in BACKENDS:
-        out.append(make(f"SDPA [{backend}]", forced_sdpa(backend, q, k, v, is_causal=p.causal),
+        out.append(make(labels.sdpa_forced(backend), forced_sdpa(backend, q, k, v, is_causal=p.causal),
                         backend, backend == "math"))
     if include_compiled:
         compiled = torch.compile(scaled_dot_product_attention)
-        out.append(make("torch.compile(course naive)",
+        out.append(make(labels.COMPILED_COURSE,
                         lambda: compiled(q, k, v, is_causal=p.causal), "inductor", True))
         flex = _flex_variant(q, k, v, p.causal, device)
         if flex is not None:
-            out.append(make("FlexAttention (compiled)", flex, "flex", False))
+            out.append(make(labels.FLEX_COMPILED, flex, "flex", False))
     return out
 
 
@@ -184,12 +185,12 @@ def module_variants(p: Problem, device: torch.device, generator_seed: int = 0) -
         return Variant(name, "module", fn, backend, flops, proj, nbytes, full if materializes else 0, ref)
 
     return [
-        make("course MHA impl=eager", lambda: ours["eager"](x, is_causal=p.causal)[0],
+        make(labels.COURSE_MODULE_EAGER, lambda: ours["eager"](x, is_causal=p.causal)[0],
              "course eager (materialised)", True),
-        make("course MHA impl=sdpa", lambda: ours["sdpa"](x, is_causal=p.causal)[0], picked, False),
-        make("bare SDPA + projections", lambda: bare_sdpa_with_projections(ours["sdpa"], x, p.causal),
+        make(labels.COURSE_MODULE_SDPA, lambda: ours["sdpa"](x, is_causal=p.causal)[0], picked, False),
+        make(labels.BARE_SDPA_MODULE, lambda: bare_sdpa_with_projections(ours["sdpa"], x, p.causal),
              picked, False),
-        make("nn.MultiheadAttention need_weights=True", theirs_fn(True), "torch math (weights)", True),
-        make("nn.MultiheadAttention need_weights=False", theirs_fn(False),
+        make(labels.TORCH_MHA_WEIGHTS, theirs_fn(True), "torch math (weights)", True),
+        make(labels.TORCH_MHA_FAST, theirs_fn(False),
              "native MHA fast path (eval, no grad)", device.type == "cpu"),  # profiled on CPU
     ]
