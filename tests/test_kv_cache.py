@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import TOL, TOL64
 from torch.testing import assert_close
 
 from mha_course import KVCache, MultiHeadAttention
@@ -38,7 +39,7 @@ def test_decoding_equals_full_causal_forward(impl, G, schedule, dtype):
     x = torch.randn(B, T, E, dtype=dtype)
     full = m(x, is_causal=True)[0]
     cache = KVCache()
-    tol = {"rtol": 1e-10, "atol": 1e-12} if dtype == torch.float64 else {"rtol": 1e-5, "atol": 1e-5}
+    tol = TOL[dtype]
     assert_close(decode(m, x, SCHEDULES[schedule], cache), full, **tol)
     G = H if G is None else G
     assert cache.length == len(cache) == T
@@ -60,8 +61,8 @@ def test_decoding_with_need_weights_and_padding(impl):
     out, w = m(x[:, 6:7], is_causal=True, kv_cache=cache, key_padding_mask=kpm[:, :7],
                need_weights=True)
     assert w.shape == (B, H, 1, 7)
-    assert_close(out, full[:, 6:7], rtol=1e-10, atol=1e-12)
-    assert_close(w[..., 0, :], full_w[..., 6, :7], rtol=1e-10, atol=1e-12)
+    assert_close(out, full[:, 6:7], **TOL64)
+    assert_close(w[..., 0, :], full_w[..., 6, :7], **TOL64)
 
 
 def test_without_is_causal_a_chunk_sees_its_own_future():
@@ -110,4 +111,4 @@ def test_a_rejected_call_leaves_the_cache_unchanged(bad):
         m(x[:, 3:], is_causal=True, kv_cache=cache, **{bad: wrong[bad]})
     assert cache.length == 3
     out = m(x[:, 3:], is_causal=True, kv_cache=cache)[0]
-    assert_close(out, m(x, is_causal=True)[0][:, 3:], rtol=1e-10, atol=1e-12)
+    assert_close(out, m(x, is_causal=True)[0][:, 3:], **TOL64)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import TOL64
 from torch.testing import assert_close
 
 from mha_course import (
@@ -21,7 +22,6 @@ from mha_course import (
 )
 
 B, T, E, H = 2, 9, 16, 4
-F64 = {"rtol": 1e-10, "atol": 1e-12}
 SCHEDULES = {"token-by-token": [1] * T, "prompt-then-tokens": [5, 1, 1, 1, 1],
              "uneven-chunks": [2, 3, 1, 3]}
 POSITIONS = [{"rope": "half"}, {"rope": "interleaved"}, {"alibi": True},
@@ -45,7 +45,7 @@ def test_cached_decoding_equals_full_causal_forward(kw, impl, G, schedule):
     m = MultiHeadAttention(E, H, num_kv_heads=G, impl=impl, dtype=torch.float64, **kw).eval()
     x = torch.randn(B, T, E, dtype=torch.float64)
     cache = KVCache()
-    assert_close(decode(m, x, SCHEDULES[schedule], cache), m(x, is_causal=True)[0], **F64)
+    assert_close(decode(m, x, SCHEDULES[schedule], cache), m(x, is_causal=True)[0], **TOL64)
     assert cache.length == T
 
 
@@ -56,7 +56,7 @@ def test_cached_keys_are_stored_rotated():
     cache = KVCache()
     decode(m, x, [4, 5], cache)
     k = split_heads(m.k_proj(x), H)  # (B, T, E) -> (B, H, T, D)
-    assert_close(cache.key, apply_rope(k, torch.arange(T), layout="half"), **F64)
+    assert_close(cache.key, apply_rope(k, torch.arange(T), layout="half"), **TOL64)
 
 
 def test_positions_not_offset_by_the_cache_break_decoding():
@@ -98,7 +98,7 @@ def test_rope_equals_rotating_queries_and_keys_by_hand():
     k = apply_rope(split_heads(m.k_proj(x), 2), pos, layout="interleaved", base=50.0)
     v = split_heads(m.v_proj(x), 2)
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-    assert_close(m(x, is_causal=True)[0], m.out_proj(merge_heads(ref)), **F64)
+    assert_close(m(x, is_causal=True)[0], m.out_proj(merge_heads(ref)), **TOL64)
 
 
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])
@@ -110,7 +110,7 @@ def test_alibi_equals_its_bias_as_a_float_mask(impl):
     x = torch.randn(B, T, E, dtype=torch.float64)
     bias = alibi_bias(H, T, dtype=torch.float64)  # (H, T, T)
     assert_close(m(x, is_causal=True)[0],
-                 plain(x, is_causal=True, attn_mask=bias[None])[0], **F64)
+                 plain(x, is_causal=True, attn_mask=bias[None])[0], **TOL64)
 
 
 @pytest.mark.parametrize("kw", POSITIONS[:3], ids=lambda kw: "+".join(kw))
@@ -121,7 +121,7 @@ def test_positions_break_permutation_equivariance(kw):
     m.load_state_dict(plain.state_dict())
     x = torch.randn(B, T, E, dtype=torch.float64)
     perm = torch.randperm(T)
-    assert_close(plain(x[:, perm])[0], plain(x)[0][:, perm], **F64)
+    assert_close(plain(x[:, perm])[0], plain(x)[0][:, perm], **TOL64)
     assert not torch.allclose(m(x[:, perm])[0], m(x)[0][:, perm])
 
 
@@ -137,10 +137,10 @@ def test_gqa_conversion_and_pruning_keep_positions(kw):
             w = proj.weight.view(2, 2, H, -1)  # (H*D, E) -> (G, H/G, D, E)
             w[:, 1] = w[:, 0]
             proj.bias.view(2, 2, -1)[:, 1] = proj.bias.view(2, 2, -1)[:, 0]
-    assert_close(mha_to_gqa(m, 2)(x, is_causal=True)[0], m(x, is_causal=True)[0], **F64)
+    assert_close(mha_to_gqa(m, 2)(x, is_causal=True)[0], m(x, is_causal=True)[0], **TOL64)
     pruned = prune_heads(m, [1, 2])
     head_mask = torch.tensor([1.0, 0.0, 0.0, 1.0], dtype=torch.float64)
-    assert_close(pruned(x, is_causal=True)[0], m(x, is_causal=True, head_mask=head_mask)[0], **F64)
+    assert_close(pruned(x, is_causal=True)[0], m(x, is_causal=True, head_mask=head_mask)[0], **TOL64)
 
 
 def test_alibi_error():

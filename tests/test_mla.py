@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+from conftest import TOL64
 from torch.testing import assert_close
 
 from mha_course import (
@@ -69,7 +70,7 @@ def test_explicit_equals_reference(cfg):
 def test_absorbed_equals_explicit(cfg):
     m = make(cfg)
     x = torch.randn(B, T, E, dtype=torch.float64)
-    assert_close(m(x, absorbed=True), m(x), rtol=1e-10, atol=1e-12)
+    assert_close(m(x, absorbed=True), m(x), **TOL64)
 
 
 @pytest.mark.parametrize("absorbed", [False, True])
@@ -82,7 +83,7 @@ def test_decode_with_latent_cache_equals_full_forward(cfg, absorbed):
     w = m.absorbed_weights()
     outs = [m(x[:, :4], kv_cache=cache, absorbed=absorbed, weights=w)]
     outs += [m(x[:, t:t + 1], kv_cache=cache, absorbed=absorbed, weights=w) for t in range(4, T)]
-    assert_close(torch.cat(outs, 1), full, rtol=1e-10, atol=1e-12)
+    assert_close(torch.cat(outs, 1), full, **TOL64)
     assert cache.latent.shape == (B, T, m.latent_dim) and cache.rope_key.shape == (B, T, m.rope_dim)
 
 
