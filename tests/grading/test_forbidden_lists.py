@@ -43,6 +43,51 @@ return torch.stack([alive[group == g].any() for g in range(num_kv_heads)])"""),
     ("ex13", "ex13_sampling_probs"): _fn("def sampling_probs(logits, temperature, top_k):", """
 from mha_course.gpt.generate import sampling_distribution
 return sampling_distribution(logits, temperature, top_k)"""),
+    ("ex14", "ex14_window_mask"): _fn("def window_mask(L, S, window, num_sink):",
+                                      "return mha_course.sliding_window_mask(L, S, window=window, offset=S - L, num_sink=num_sink)"),
+    ("ex14", "ex14_ring_slots"): _fn("def ring_slots(positions, window, num_sink):", """
+out = []
+for p in positions.tolist():
+    cache, z = mha_course.SlidingWindowCache(window, num_sink), torch.zeros(1, 1, p + 1, 1)
+    cache.update(z, z)
+    out.append(-1 if p < num_sink else int((cache.slot_position == p).nonzero()))
+return torch.tensor(out)"""),
+    ("ex14", "ex14_ring_write"): _fn("def ring_write(ring, slot_position, new, start, num_sink):", """
+cache = mha_course.SlidingWindowCache(ring.shape[2], num_sink)
+cache.update(torch.zeros_like(new[:, :, :1]).expand(-1, -1, start, -1), torch.zeros_like(new[:, :, :1]).expand(-1, -1, start, -1))
+cache.key, cache.slot_position = ring.clone(), slot_position.clone()
+cache.update(new, new)
+return cache.key, cache.slot_position"""),
+    ("ex14", "ex14_layout_bytes"): _fn("def interleaved_cache_bytes(num_layers, global_every, window, num_sink, num_kv_heads, head_dim, seq_len, batch, dtype):", """
+windows = [None if (i + 1) % global_every == 0 else window for i in range(num_layers)]
+return mha_course.layout_cache_bytes(windows, num_kv_heads, head_dim, seq_len, batch, dtype, num_sink=num_sink)"""),
+    ("ex15", "ex15_latent_step"): _fn("def latent_cache_step(x, W_DKV, W_KR, latent_cache, rope_cache):", """
+S_old, L = latent_cache.shape[1], x.shape[1]
+cache = mha_course.LatentKVCache()
+cache.update(latent_cache, rope_cache)
+k_r = mha_course.apply_rope((x @ W_KR.T)[:, None], torch.arange(S_old, S_old + L))[:, 0]
+return cache.update(x @ W_DKV.T, k_r)"""),
+    ("ex15", "ex15_absorb_query"): _fn("def absorb_query(W_UQ, W_UK, num_heads):", """
+m = mha_course.MultiHeadLatentAttention(W_UQ.shape[1], num_heads, latent_dim=W_UK.shape[1], head_dim=W_UQ.shape[0] // num_heads, dtype=W_UQ.dtype)
+with torch.no_grad():
+    m.q_up.weight.copy_(W_UQ)
+    m.k_up.weight.copy_(W_UK)
+    return m.absorbed_weights()[0]"""),
+    ("ex15", "ex15_kv_bytes_per_token"): _fn("def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, latent_dim, rope_dim, dtype):",
+                                             "return mha_course.kv_cache_bytes(num_layers, num_kv_heads, head_dim, dtype=dtype, latent_dim=latent_dim, rope_dim=rope_dim)"),
+    ("ex16", "ex16_quantize"): _fn("def quantize_int8(x, axis):", "return mha_course.quantize(x, axis)"),
+    ("ex16", "ex16_block_lookup"): _fn("def block_lookup(block_table, positions, block_size):", """
+N = int(block_table.max()) + 1
+pool = mha_course.BlockPool(N * block_size, block_size, 1, 2, dtype=torch.float64)
+pool.key[:, 0, :, 0] = torch.arange(N, dtype=torch.float64)[:, None]
+pool.key[:, 0, :, 1] = torch.arange(block_size, dtype=torch.float64)[None, :]
+cache = mha_course.PagedKVCache(pool)
+cache.tables["s"], cache.lengths["s"] = block_table.tolist(), len(block_table) * block_size
+where = cache.gather("s")[0][0, positions].long()
+return where[:, 0], where[:, 1]"""),
+    ("ex16", "ex16_cache_waste"): _fn("def cache_waste(lengths, block_size, max_len):", """
+ls, used = lengths.tolist(), int(lengths.sum())
+return mha_course.slots_needed(ls, block_size) - used, mha_course.slots_needed(ls, None, max_len) - used"""),
     ("ex17", "ex17_d_term"): _fn("def d_term(out, d_out):",
                                  "return mha_course.flash_backward.backward_d_term(out, d_out)"),
     ("ex18", "ex18_sliding_window"): _fn("def sliding_window_mask(q_idx, kv_idx, window):",  # chapter 14's
@@ -52,7 +97,8 @@ from mha_course import ring
 return ring.shard(torch.arange(T)[:, None], rank, world_size, "zigzag")[:, 0]  # (T, 1) -> (T / P,)"""),
 }
 
-CALLERS = {"ex01_softmax": {"ex01_attend"}, "ex07_repeat_kv": {"ex07_gqa_forward"}}
+CALLERS = {"ex01_softmax": {"ex01_attend"}, "ex07_repeat_kv": {"ex07_gqa_forward"},
+           "ex14_ring_slots": {"ex14_ring_write"}}
 
 
 def test_every_forbidden_name_resolves():
