@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from conftest import TOL64
@@ -101,3 +103,21 @@ def test_mla_checkpoint_round_trip_and_old_configs_still_load(tmp_path):
     old = {k: v for k, v in to_dict(GPTConfig()).items()
            if k not in ("attention", "kv_latent_dim", "rope_dim")}  # a chapter 13 checkpoint
     assert from_dict(GPTConfig, old).attention == "mha"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name,changes", [
+    ("ch13_mla.pt", {"attention": "mla", "kv_latent_dim": 96}),  # rope_dim stays 0
+    ("ch13_mha_rope.pt", {"positions": "rope"}),
+])
+def test_shipped_runs_are_matched_to_chapter_13s_recipe(name, changes):
+    """Same training recipe and steps as ch13_mha.pt; the model config differs only in ``changes``."""
+    mha = load_checkpoint(ROOT / "checkpoints" / "ch13_mha.pt", verify_corpus=False)
+    ckpt = load_checkpoint(ROOT / "checkpoints" / name, verify_corpus=False)
+    assert ckpt.train_config == mha.train_config
+    assert ckpt.meta["steps"] == mha.meta["steps"] == 2000
+    assert ckpt.meta["corpus_sha256"] == mha.meta["corpus_sha256"]
+    diff = {k: v for k, v in to_dict(ckpt.config).items() if to_dict(mha.config)[k] != v}
+    assert diff == changes
