@@ -121,3 +121,15 @@ def test_shipped_runs_are_matched_to_chapter_13s_recipe(name, changes):
     assert ckpt.meta["corpus_sha256"] == mha.meta["corpus_sha256"]
     diff = {k: v for k, v in to_dict(ckpt.config).items() if to_dict(mha.config)[k] != v}
     assert diff == changes
+
+
+def test_train_command_reads_the_mla_config_and_flags():
+    from mha_course.cli import build_parser
+    from mha_course.commands.train import resolve
+
+    args = build_parser().parse_args(["train", "--config", str(ROOT / "configs/ch13/mla.json")])
+    model, train, out, _, _ = resolve(args)
+    assert (model.attention, model.kv_latent_dim, model.rope_dim, out.name) == ("mla", 96, 0, "ch13_mla.pt")
+    args = build_parser().parse_args(["train", "--attention", "mla", "--kv-latent-dim", "8",
+                                      "--positions", "rope", "--rope-dim", "4"])
+    assert resolve(args)[0].rope_dim == 4

@@ -17,8 +17,9 @@ re-numbers positions inside the cache — not measured here. Losses are in nats 
 per block of T positions. The attention mass on the first token is measured by full forwards
 inside the training context (``first_token_mass``) and past it (``first_token_mass_far``).
 
-Run ``python -m mha_course.experiments.long_context`` (about a minute on one CPU thread); it
-writes ``results/ch14_long_context.json`` (stamped), which notebook 14 loads.
+Run ``python -m mha_course.experiments.long_context`` (225 s on one CPU thread of a shared
+machine at load average 9-20); it writes ``results/ch14_long_context.json`` (stamped), which
+notebook 14 loads.
 """
 
 from __future__ import annotations
