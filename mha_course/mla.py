@@ -36,6 +36,10 @@ class LatentKVCache:
     def __len__(self) -> int:
         return self.length
 
+    def reset(self) -> None:
+        """Forget everything (start a new sequence)."""
+        self.latent = self.rope_key = None
+
     @property
     def length(self) -> int:
         """Number of cached positions S (0 when empty)."""

@@ -18,7 +18,8 @@ from pathlib import Path
 HELP = "train chapter 13's small GPT (one process, or DDP under torchrun); write a checkpoint"
 
 _MODEL_FLAGS = ("block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "mlp_ratio",
-                "dropout", "positions", "rope_layout", "impl")
+                "dropout", "positions", "rope_layout", "impl", "attention", "kv_latent_dim",
+                "rope_dim")
 _TRAIN_FLAGS = ("batch_size", "max_iters", "learning_rate", "min_lr", "warmup_iters",
                 "lr_decay_iters", "weight_decay", "beta1", "beta2", "grad_clip", "eval_interval",
                 "eval_windows", "final_eval_windows", "seed", "dtype")

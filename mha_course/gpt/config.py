@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from .._checks import check_kv_heads
 
 POSITIONS = ("learned", "rope", "none")
+ATTENTIONS = ("mha", "mla")
 
 
 @dataclass
@@ -20,6 +21,12 @@ class GPTConfig:
     """The model's shape.
 
     ``n_kv_head`` None is MHA (G = H), 1 is MQA, a divisor of ``n_head`` is GQA.
+    ``attention="mla"`` uses chapter 15's multi-head latent attention instead: keys and values
+    of all heads are read from one cached latent of ``kv_latent_dim`` C features per token
+    (``n_kv_head`` must then be None). With learned (or no) positions the position is already
+    in the token's vector, so MLA needs no rotary part (``rope_dim`` 0); with
+    ``positions="rope"`` only MLA's decoupled rotary key/query of ``rope_dim`` R > 0 features
+    carry the position (DeepSeek-V2).
     ``positions``: ``"learned"`` absolute embeddings (nanoGPT), ``"rope"`` rotary (chapter 12,
     applied inside attention), or ``"none"``.
     """
@@ -38,6 +45,9 @@ class GPTConfig:
     rope_base: float = 10000.0
     tie_weights: bool = True
     impl: str = "sdpa"
+    attention: str = "mha"  # "mha" (MHA/GQA/MQA through n_kv_head) or "mla" (chapter 15)
+    kv_latent_dim: int | None = None  # C, MLA's cached latent width
+    rope_dim: int = 0  # R, MLA's decoupled rotary width (positions="rope" only)
 
     def __post_init__(self) -> None:
         G = self.n_head if self.n_kv_head is None else self.n_kv_head
@@ -49,6 +59,34 @@ class GPTConfig:
             raise ValueError(f"positions: expected one of {POSITIONS}, got {self.positions!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout: expected a probability in [0, 1), got {self.dropout}")
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"attention: expected one of {ATTENTIONS}, got {self.attention!r}")
+        if self.attention == "mla":
+            self._check_mla()
+        elif self.kv_latent_dim is not None or self.rope_dim:
+            raise ValueError(f"kv_latent_dim, rope_dim: only for attention='mla', got "
+                             f"kv_latent_dim={self.kv_latent_dim}, rope_dim={self.rope_dim} "
+                             f"with attention={self.attention!r}")
+
+    def _check_mla(self) -> None:
+        C, R = self.kv_latent_dim, self.rope_dim
+        if isinstance(C, bool) or not isinstance(C, int) or C <= 0:
+            raise ValueError(f"kv_latent_dim: attention='mla' needs a positive int C (the cached "
+                             f"latent width), got {C!r}")
+        if self.n_kv_head is not None:
+            raise ValueError(f"n_kv_head: attention='mla' has no key/value heads to share (all "
+                             f"heads read one latent); expected None, got {self.n_kv_head}")
+        if isinstance(R, bool) or not isinstance(R, int) or R < 0 or R % 2:
+            raise ValueError(f"rope_dim: expected an even int R >= 0 (RoPE rotates pairs), got {R!r}")
+        if self.positions == "rope" and R == 0:
+            raise ValueError("rope_dim: positions='rope' with attention='mla' puts the position "
+                             "only in the decoupled rotary part; expected an even R > 0, got 0")
+        if self.positions != "rope" and R:
+            raise ValueError(f"rope_dim: positions={self.positions!r} carries no rotation; "
+                             f"expected 0, got {R}")
+        if self.dropout:
+            raise ValueError(f"dropout: attention='mla' has no attention-weight dropout; "
+                             f"expected 0.0, got {self.dropout}")
 
     @property
     def kv_heads(self) -> int:

@@ -4,7 +4,9 @@ Token embedding (+ learned positions, or RoPE inside attention), ``n_layer`` pre
 — ``x + dropout(attention(LayerNorm(x)))`` then ``x + dropout(MLP(LayerNorm(x)))`` — a final
 LayerNorm and a read-out that shares the embedding matrix (weight tying). The attention is
 :class:`mha_course.MultiHeadAttention` (MHA, GQA or MQA through ``n_kv_head``), causal, with
-one :class:`mha_course.KVCache` per layer for generation.
+one :class:`mha_course.KVCache` per layer for generation — or, with ``attention="mla"``,
+chapter 15's :class:`mha_course.mla.MultiHeadLatentAttention` with one
+:class:`~mha_course.mla.LatentKVCache` per layer.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from torch import nn
 from .._checks import check_rank, check_tensor, shape_str
 from ..kv_cache import KVCache
 from ..mha import MultiHeadAttention
+from ..mla import LatentKVCache, MultiHeadLatentAttention
 from ..positions import LearnedPositionEmbedding
 from ..static_kv_cache import StaticKVCache
 from .config import GPTConfig
@@ -43,8 +46,11 @@ class MLP(nn.Module):
         return self.dropout(h) if self.training else h  # eval: dropout is the identity
 
 
-def make_attention(config: GPTConfig) -> MultiHeadAttention:
+def make_attention(config: GPTConfig) -> MultiHeadAttention | MultiHeadLatentAttention:
     """The block's causal self-attention; ``dropout`` acts on the attention weights."""
+    if config.attention == "mla":  # chapter 15: one cached latent of C features per token
+        return MultiHeadLatentAttention(config.n_embd, config.n_head, config.kv_latent_dim,
+                                        rope_dim=config.rope_dim, rope_base=config.rope_base)
     kwargs = {}
     if config.positions == "rope":  # chapter 12: rotate q and k after the head split
         kwargs = {"rope": config.rope_layout, "rope_base": config.rope_base}
@@ -71,8 +77,13 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor, kv_cache: KVCache | None = None,
                 head_mask: torch.Tensor | None = None, need_weights: bool = False):
         """Returns x (B, L, E), or with ``need_weights`` (x, weights (B, H, L, S))."""
-        a, w = self.attn(self.ln_1(x), is_causal=True, kv_cache=kv_cache, head_mask=head_mask,
-                         need_weights=need_weights)
+        if isinstance(self.attn, MultiHeadLatentAttention):  # always causal; no weights/mask
+            if head_mask is not None or need_weights:
+                raise ValueError("head_mask, need_weights: not supported with attention='mla'")
+            a, w = self.attn(self.ln_1(x), kv_cache=kv_cache), None
+        else:
+            a, w = self.attn(self.ln_1(x), is_causal=True, kv_cache=kv_cache,
+                             head_mask=head_mask, need_weights=need_weights)
         x = x + (self.resid_dropout(a) if self.training else a)  # dropout: training only
         x = x + self.mlp(self.ln_2(x))
         return (x, w) if need_weights else x
@@ -111,7 +122,12 @@ class GPT(nn.Module):
 
     def new_caches(self, static: bool = False) -> list:
         """One empty cache per layer: :class:`KVCache` (grows by concatenation), or with
-        ``static`` a :class:`~mha_course.static_kv_cache.StaticKVCache` of ``block_size``."""
+        ``static`` a :class:`~mha_course.static_kv_cache.StaticKVCache` of ``block_size``;
+        with ``attention="mla"`` a :class:`~mha_course.mla.LatentKVCache` (no static form)."""
+        if self.config.attention == "mla":
+            if static:
+                raise ValueError("static: attention='mla' has no static cache; use static=False")
+            return [LatentKVCache() for _ in range(self.config.n_layer)]
         if static:
             return [StaticKVCache(self.config.block_size) for _ in range(self.config.n_layer)]
         return [KVCache() for _ in range(self.config.n_layer)]
