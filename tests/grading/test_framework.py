@@ -182,3 +182,13 @@ def test_judging_in_threads_keeps_seeded_references():
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = list(pool.map(lambda j: judge(*j), jobs * 12))
     assert all(r.passed for r in results), [r.message for r in results if not r.passed][:3]
+
+
+def test_ex10_interleaved_groups_feedback_fits_a_task_without_repeat():
+    """ex10 task 3 has no repeat/repeat_interleave call: its feedback talks about the groups."""
+    item = next(it for it in ITEMS if it.id == "ex10_kv_groups_kept")
+    (m,) = [m for m in item.mistakes if m.name == "interleaved groups"]
+    cases = item.cases(0)
+    r = judge(item, cases, {"status": "ok", "outputs": [as_arrays(m.variant(*to_framework(item, c))) for c in cases]})
+    assert not r.passed and "h % G" in r.message and "h // (H // G)" in r.message
+    assert "repeat" not in r.message
