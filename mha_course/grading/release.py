@@ -157,8 +157,9 @@ def tasks(nb: nbformat.NotebookNode, stem: str) -> dict[int, Task]:
                 raise ValueError(f"{where}: task {heading[0]} has a second solution cell")
             out[i] = Task(stem.split("_")[0], heading[0], _task_override(cell.source) or heading[1],
                           _grade_id(cell), levels(cell.source, where))
-            if not out[i].levels:
-                raise ValueError(f"{where}: no '# HINT 1:' line; every task needs hint levels")
+            if len(out[i].levels) < 2:
+                raise ValueError(f"{where}: every task needs at least two hint levels ('# HINT 1:' a nudge, "
+                                 f"'# HINT 2:' the approach), got {len(out[i].levels)}")
     return out
 
 

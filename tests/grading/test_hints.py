@@ -12,7 +12,14 @@ from grading_helpers import EXERCISES, SOLUTIONS
 from mha_course import hint
 from mha_course.grading import check, notebooks
 from mha_course.grading import hints as H
-from mha_course.grading.release import Task, _map_blocks, levels, nbgrader_source, stub_source
+from mha_course.grading.release import (
+    Task,
+    _map_blocks,
+    levels,
+    nbgrader_source,
+    release,
+    stub_source,
+)
 
 TABLE = H.table()
 SOLVED = sorted(SOLUTIONS.glob("ex*.ipynb"))
@@ -109,3 +116,19 @@ def test_level_format_is_enforced():
     with pytest.raises(ValueError, match="without gaps"):
         levels(block.format("# HINT 1: a\n# HINT 3: c"))
     assert levels(block.format("# HINT 1: a\n# HINT 2: b\n# HINT 2: b, cont.")) == ["a", "b\nb, cont."]
+
+
+def test_release_refuses_a_task_without_two_levels(tmp_path):
+    """A new solution cell with a single level (or none) stops `mha-course release`, naming it."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("## Task 1 — f (1 point)"),
+                nbformat.v4.new_code_cell("def f(x):\n    ### BEGIN SOLUTION\n    # HINT 1: only one\n"
+                                          "    return x\n    ### END SOLUTION")]
+    (tmp_path / "sol").mkdir()
+    nbformat.write(nb, tmp_path / "sol" / "ex98_demo.ipynb")
+    with pytest.raises(ValueError, match="ex98_demo cell 1: every task needs at least two hint levels"):
+        release(tmp_path / "sol", tmp_path / "ex", hints=tmp_path / "hints.json")
+    nb.cells = nb.cells[1:]  # no heading above the solution cell
+    nbformat.write(nb, tmp_path / "sol" / "ex98_demo.ipynb")
+    with pytest.raises(ValueError, match="needs a '## Task k — title' heading"):
+        release(tmp_path / "sol", tmp_path / "ex", hints=tmp_path / "hints.json")
