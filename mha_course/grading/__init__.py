@@ -46,20 +46,10 @@ def check(name: str | os.PathLike, namespace: dict | None = None, seed: int = 12
             import __main__
             namespace = vars(__main__)
         results, notes = grade_namespace(namespace, items, seed), []
-    notes = [*notes, *_hint_pointers(results)]
+    from .hints import hint_notes
+
+    notes = [*notes, *hint_notes(results)]
     if not quiet:
         where = "" if path.suffix == ".ipynb" else ", in your kernel: not isolated"
         print_results(results, notes, title=f"{resolve(name)} ({PublicSeed(seed).describe()}{where})")
     return results
-
-
-def _hint_pointers(results: list[ItemResult]) -> list[str]:
-    """One note per failed item that has hints: how to ask for the next one."""
-    from .hints import pointer
-
-    out = []
-    for r in results:
-        call = None if r.passed else pointer(r.id)
-        if call:
-            out.append(f"stuck on {r.id}? {call} shows the next hint")
-    return out

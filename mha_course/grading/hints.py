@@ -87,6 +87,12 @@ def pointer(item_id: str) -> str | None:
     return None
 
 
+def hint_notes(results) -> list[str]:
+    """One note per failed item (an ``ItemResult``) that has hints: which call shows the next one."""
+    calls = [(r.id, None if r.passed else pointer(r.id)) for r in results]
+    return [f"stuck on {item_id}? {call} shows the next hint" for item_id, call in calls if call]
+
+
 def reset() -> None:
     """Forget which levels this kernel has shown."""
     _shown.clear()
