@@ -33,8 +33,10 @@ from .window import SlidingWindowCache, layout_cache_bytes, receptive_field, sli
 __version__ = "0.1.0"
 
 from .gpt import GPT, GPTConfig, evaluate, generate, load_checkpoint  # noqa: E402  (chapter 13)
+from .grading.hints import hint  # noqa: E402  (the exercises' hints, one level per call)
 
 __all__ = [
+    "hint",
     "activation_importance", "gradient_importance", "prune_heads", "prune_model_heads",
     "online_softmax_update", "tiled_attention",
     "GPT", "GPTConfig", "evaluate", "generate", "load_checkpoint", "StaticKVCache",

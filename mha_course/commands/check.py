@@ -35,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
     limits = Limits(memory_gb=args.memory_gb, item_timeout=args.timeout)
     mode = isolation.choose(allow_none=True)
     results, notes = grade_notebook(args.notebook, items, args.seed, limits, mode)
+    from ..grading.hints import hint_notes
+
+    notes = [*notes, *hint_notes(results)]
     where = {"bwrap": "in a bubblewrap sandbox", "user": "as a dedicated unprivileged user",
              "none": "NOT isolated (no sandbox here; fine for checking your own work)"}[mode]
     print_results(results, notes, title=f"{resolve(args.notebook)}: {args.notebook} ({where}; "

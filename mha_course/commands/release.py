@@ -1,4 +1,5 @@
-"""``mha-course release [--check]``: write exercises/ from solutions/ (stubs, outputs cleared).
+"""``mha-course release [--check]``: write exercises/ from solutions/ (stubs, outputs cleared) and
+the hints table ``mha_course/grading/hints.json`` from the solutions' ``# HINT k:`` lines.
 
 ``mha-course release --nbgrader COURSE --assignment NAME [--seed S] [--notebooks ex01 ex02]``
 writes an nbgrader source folder instead (``COURSE/source/NAME/``), with hidden tests on seed S.
@@ -18,6 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="change nothing; exit 1 and list the files if exercises/ is out of date")
     parser.add_argument("--solutions", type=Path, default=Path("solutions"))
     parser.add_argument("--exercises", type=Path, default=Path("exercises"))
+    parser.add_argument("--hints", type=Path, default=None,
+                        help="the hints table to write (default: mha_course/grading/hints.json beside exercises/)")
     parser.add_argument("--nbgrader", type=Path, metavar="COURSE", default=None,
                         help="write COURSE/source/ASSIGNMENT/ for nbgrader (exercises/ is not touched)")
     parser.add_argument("--assignment", default="mha", help="nbgrader assignment name (with --nbgrader)")
@@ -51,12 +54,16 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.nbgrader is not None:
         return _nbgrader(args)
-    changed = release(args.solutions, args.exercises, check=args.check)
+    try:
+        changed = release(args.solutions, args.exercises, check=args.check, hints=args.hints)
+    except ValueError as e:  # a solution cell breaks the hint format: say which
+        print(e)
+        return 2
     if args.check:
         for p in changed:
             print(f"out of date: {p}")
         if changed:
-            print("run `mha-course release` and commit exercises/")
+            print("run `mha-course release` and commit exercises/ and the hints table")
         return 1 if changed else 0
     for p in changed:
         print(f"wrote {p}")

@@ -46,6 +46,9 @@ def check(name: str | os.PathLike, namespace: dict | None = None, seed: int = 12
             import __main__
             namespace = vars(__main__)
         results, notes = grade_namespace(namespace, items, seed), []
+    from .hints import hint_notes
+
+    notes = [*notes, *hint_notes(results)]
     if not quiet:
         where = "" if path.suffix == ".ipynb" else ", in your kernel: not isolated"
         print_results(results, notes, title=f"{resolve(name)} ({PublicSeed(seed).describe()}{where})")

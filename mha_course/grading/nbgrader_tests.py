@@ -43,4 +43,8 @@ def assert_item(item_id: str, seed: int = LEARNER_SEED, namespace: dict | None =
         raise ItemFailed(f"{item_id}: the check itself failed ({type(e).__name__})") from None
     print(line(result))
     if not result.passed:
-        raise ItemFailed(f"{result.id}: {result.status}: {result.message}")
+        from .hints import pointer
+
+        call = pointer(result.id)
+        stuck = f" (stuck? {call} shows the next hint)" if call else ""
+        raise ItemFailed(f"{result.id}: {result.status}: {result.message}{stuck}")

@@ -1,22 +1,32 @@
-"""solutions/ -> exercises/ (the course's student copies) and -> an nbgrader source folder.
+"""solutions/ -> exercises/ (the course's student copies), the hints table, and an nbgrader source.
 
-Student copy (``exercises/``): between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` only
-``# HINT:`` lines survive; the stub's message is the hints (or the item's task). After each item's
-section an nbgrader **test cell** (graded, locked, points = the item's points) runs the course's
-check of that item on the learners' inputs (seed 12345). Outputs and execution counts are
-cleared, so the file written is deterministic and ``--check`` can compare it byte for byte.
+Student copy (``exercises/``): each ``### BEGIN SOLUTION`` ... ``### END SOLUTION`` block becomes
+two lines, the task and a ``raise NotImplementedError`` that says what to write and how to ask for
+a hint. No hint text is released in the notebook. After each item's section an nbgrader **test
+cell** (graded, locked, points = the item's points) runs the course's check of that item on the
+learners' inputs (seed 12345). Outputs and execution counts are cleared, so the file written is
+deterministic and ``--check`` can compare it byte for byte.
 
-nbgrader source (``mha-course release --nbgrader COURSE``): the solutions with the hints moved
-just above ``### BEGIN SOLUTION`` (so nbgrader's own stub keeps them) and the same test cells,
-each with a ``### BEGIN HIDDEN TESTS`` region that checks again on inputs from the instructor's
-seed. ``nbgrader generate_assignment`` removes that region from the student version and
-``nbgrader autograde`` puts it back, so the seed is only ever in the instructor's files and the
-student version equals ``exercises/`` except for the stub lines.
+Hints (one source: the solution blocks). A block holds numbered levels, ``# HINT 1: ...`` (a
+nudge: where to look), ``# HINT 2: ...`` (the approach), ``# HINT 3: ...`` (close to the code); a
+level may go on over several lines with the same prefix. ``release`` writes them, per exercise
+and task, to ``mha_course/grading/hints.json``, which ``mha_course.hint("ex04", 3)`` reads one
+level per call. The task number and title come from the ``## Task k — title`` heading above the
+solution cell; ``# TASK: <one line>`` in the block overrides the title shown in the stub.
+
+nbgrader source (``mha-course release --nbgrader COURSE``): the solutions with the task line moved
+just above ``### BEGIN SOLUTION`` (so nbgrader's own stub keeps it; hints stay out here too) and
+the same test cells, each with a ``### BEGIN HIDDEN TESTS`` region that checks again on inputs
+from the instructor's seed. ``nbgrader generate_assignment`` removes that region from the student
+version and ``nbgrader autograde`` puts it back, so the seed is only ever in the instructor's
+files and the student version equals ``exercises/`` except for the stub lines.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -27,7 +37,30 @@ from .nbgrader_tests import LEARNER_SEED  # the seed check() uses: inputs learne
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
-_HINT = re.compile(r"^\s*# HINT:\s?(.*)$")
+_HINT = re.compile(r"^\s*# HINT(?:\s+(\d+))?\s*:\s?(.*)$")
+_TASK = re.compile(r"^\s*# TASK:\s?(.*)$")
+_HEADING = re.compile(r"^#+\s*Task\s+(\d+)\s*[—:-]*\s*(.*?)\s*(?:\(\d+(?:\.\d+)? points?\))?\s*$")
+HINTS_FILE = Path("mha_course") / "grading" / "hints.json"  # relative to the repository root
+
+
+@dataclass
+class Task:
+    """One solution cell: the exercise's prefix (``ex04``), its task number and title, its levels."""
+
+    exercise: str
+    number: int
+    title: str
+    item: str = ""
+    levels: list[str] = field(default_factory=list)
+
+    def call(self) -> str:
+        return f'from mha_course import hint; hint("{self.exercise}", {self.number})'
+
+    def comment(self) -> str:
+        return f"# TASK {self.number} — {self.title}. Stuck? {self.call()}"
+
+    def message(self) -> str:
+        return f"task {self.number} ({self.title}) is not written yet. Stuck? {self.call()}"
 
 
 def _map_blocks(source: str, rewrite) -> str:
@@ -51,29 +84,83 @@ def _map_blocks(source: str, rewrite) -> str:
     return "\n".join(out)
 
 
-def _hints(block: list[str]) -> list[str]:
-    return [m.group(1) for m in map(_HINT.match, block) if m]
+def _blocks(source: str) -> list[list[str]]:
+    found: list[list[str]] = []
+    _map_blocks(source, lambda indent, begin, block, end: found.append(block) or [])
+    return found
 
 
-def stub_source(source: str, task: str = "") -> str:
-    """Replace every solution block in one cell's source by hints + ``raise NotImplementedError``."""
+def levels(source: str, where: str = "source") -> list[str]:
+    """The hint levels of one cell's solution blocks: ``# HINT k:`` lines, numbered 1, 2, ...
+    without gaps (consecutive lines with the same number form one level)."""
+    by_level: dict[int, list[str]] = {}
+    for block in _blocks(source):
+        for m in filter(None, map(_HINT.match, block)):
+            if m.group(1) is None:
+                raise ValueError(f"{where}: '# HINT:' without a level; write '# HINT 1:', '# HINT 2:', ... "
+                                 "(see docs/grading.md, 'Hints')")
+            by_level.setdefault(int(m.group(1)), []).append(m.group(2).rstrip())
+    if sorted(by_level) != list(range(1, len(by_level) + 1)):
+        raise ValueError(f"{where}: hint levels must be 1, 2, ... without gaps, got {sorted(by_level)}")
+    return ["\n".join(by_level[k]) for k in sorted(by_level)]
+
+
+def _task_override(source: str) -> str:
+    for block in _blocks(source):
+        for m in filter(None, map(_TASK.match, block)):
+            return m.group(1).strip()
+    return ""
+
+
+def _is_hint_or_task(line: str) -> bool:
+    return bool(_HINT.match(line) or _TASK.match(line))
+
+
+def stub_source(source: str, task: Task | None = None) -> str:
+    """Replace every solution block in one cell's source by the task line and
+    ``raise NotImplementedError`` (no hint text)."""
+    task = task or Task("ex", 0, _task_override(source) or "write this function")
+
     def stub(indent: str, begin: str, block: list[str], end: str) -> list[str]:
-        hints = _hints(block)
-        message = " ".join(hints) or task or "write this function"
-        return [f"{indent}# HINT: {h}" for h in hints] + [f"{indent}raise NotImplementedError({message!r})"]
+        return [f"{indent}{task.comment()}", f"{indent}raise NotImplementedError({task.message()!r})"]
 
     return _map_blocks(source, stub)
 
 
-def hints_outside(source: str, task: str = "") -> str:
-    """Move each solution block's ``# HINT:`` lines (or, with none, ``# TASK: <task>``) to just
-    above its ``### BEGIN SOLUTION``, where nbgrader's stub keeps them."""
+def task_outside(source: str, task: Task) -> str:
+    """Move each solution block's task line to just above its ``### BEGIN SOLUTION`` (nbgrader's
+    stub keeps it) and drop its hint lines (they are in hints.json, not in what students get)."""
     def lift(indent: str, begin: str, block: list[str], end: str) -> list[str]:
-        hints = [f"{indent}# HINT: {h}" for h in _hints(block)]
-        hints = hints or ([f"{indent}# TASK: {task}"] if task else [])
-        return [*hints, begin, *(b for b in block if not _HINT.match(b)), end]
+        return [f"{indent}{task.comment()}", begin, *(b for b in block if not _is_hint_or_task(b)), end]
 
     return _map_blocks(source, lift)
+
+
+def tasks(nb: nbformat.NotebookNode, stem: str) -> dict[int, Task]:
+    """Cell index -> its ``Task`` for every code cell with a solution block, numbered by the
+    ``## Task k — title`` heading above it."""
+    heading: tuple[int, str] | None = None
+    out: dict[int, Task] = {}
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            for line in cell.source.split("\n"):
+                m = _HEADING.match(line)
+                if m:
+                    heading = (int(m.group(1)), m.group(2))
+                elif line.startswith("#"):
+                    heading = None
+        elif BEGIN in cell.source:
+            where = f"{stem} cell {i}"
+            if heading is None:
+                raise ValueError(f"{where}: a solution cell needs a '## Task k — title' heading above it")
+            if any(t.number == heading[0] for t in out.values()):
+                raise ValueError(f"{where}: task {heading[0]} has a second solution cell")
+            out[i] = Task(stem.split("_")[0], heading[0], _task_override(cell.source) or heading[1],
+                          _grade_id(cell), levels(cell.source, where))
+            if len(out[i].levels) < 2:
+                raise ValueError(f"{where}: every task needs at least two hint levels ('# HINT 1:' a nudge, "
+                                 f"'# HINT 2:' the approach), got {len(out[i].levels)}")
+    return out
 
 
 def test_cell_source(item: Item, seed: int | None = None) -> str:
@@ -141,10 +228,8 @@ def _read(solution: Path) -> tuple[nbformat.NotebookNode, dict[str, Item]]:
 def exercise_from_solution(solution: Path) -> str:
     """The exercise notebook's text for one solution notebook."""
     nb, items = _read(solution)
-    for cell in nb.cells:
-        if cell.cell_type == "code" and BEGIN in cell.source:
-            it = items.get(_grade_id(cell))
-            cell.source = stub_source(cell.source, it.task if it else "")
+    for i, task in tasks(nb, solution.stem).items():
+        nb.cells[i].source = stub_source(nb.cells[i].source, task)
     nb.cells = _with_test_cells(nb.cells, items, seed=None)
     return nbformat.writes(nb) + "\n"
 
@@ -152,20 +237,40 @@ def exercise_from_solution(solution: Path) -> str:
 def nbgrader_source(solution: Path, seed: int) -> str:
     """The nbgrader source notebook for one solution notebook (hidden tests on ``seed``)."""
     nb, items = _read(solution)
-    for cell in nb.cells:
-        if cell.cell_type == "code" and BEGIN in cell.source:
-            it = items.get(_grade_id(cell))
-            cell.source = hints_outside(cell.source, it.task if it else "")
+    for i, task in tasks(nb, solution.stem).items():
+        nb.cells[i].source = task_outside(nb.cells[i].source, task)
     nb.cells = _with_test_cells(nb.cells, items, seed=seed)
     return nbformat.writes(nb) + "\n"
 
 
-def release(solutions: Path, exercises: Path, check: bool = False) -> list[Path]:
-    """Write (or with ``check``, only compare) ``exercises/`` from ``solutions/``.
+def hints_table(solutions: Path) -> dict[str, dict[str, dict]]:
+    """Exercise stem -> task number (a string, as JSON keys are) -> its item, title and levels."""
+    table: dict[str, dict[str, dict]] = {}
+    for sol in sorted(solutions.glob("ex*.ipynb")):
+        found = tasks(nbformat.read(sol, as_version=4), sol.stem).values()
+        table[sol.stem] = {str(t.number): {"item": t.item, "title": t.title, "levels": t.levels}
+                           for t in sorted(found, key=lambda t: t.number)}
+    return table
 
-    Returns the exercise files that were (or, with ``check``, would be) changed.
+
+def hints_text(solutions: Path) -> str:
+    return json.dumps(hints_table(solutions), indent=1, ensure_ascii=False) + "\n"
+
+
+def release(solutions: Path, exercises: Path, check: bool = False, hints: Path | None = None) -> list[Path]:
+    """Write (or with ``check``, only compare) ``exercises/`` and the hints table ``hints``
+    (default: ``mha_course/grading/hints.json`` beside ``exercises/``) from ``solutions/``.
+
+    Returns the files that were (or, with ``check``, would be) changed.
     """
+    hints = hints if hints is not None else exercises.parent / HINTS_FILE
+    text = hints_text(solutions)
     changed = []
+    if not hints.exists() or hints.read_text(encoding="utf-8") != text:
+        changed.append(hints)
+        if not check:
+            hints.parent.mkdir(parents=True, exist_ok=True)
+            hints.write_text(text, encoding="utf-8")
     for sol in sorted(solutions.glob("ex*.ipynb")):
         target = exercises / sol.name
         text = exercise_from_solution(sol)

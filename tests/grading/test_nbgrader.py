@@ -160,7 +160,7 @@ def test_student_version_is_exercises_except_stub_lines(course):
             if a.source != b.source:  # only solution cells may differ, and only in the stub line
                 assert a.metadata["nbgrader"]["solution"], a.source
                 assert _without_stub_lines(a.source) == _without_stub_lines(b.source)
-                assert "# HINT:" in a.source  # the task's hints survived nbgrader's stub
+                assert "# TASK " in a.source and "# HINT" not in a.source  # the task line, no hints
 
 
 def test_precomputed_public_inputs_do_not_score(course):

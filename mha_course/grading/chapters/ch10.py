@@ -10,7 +10,6 @@ from mha_grader.items import Item, Mistake
 
 from ...mha import MultiHeadAttention
 from ...pruning import prune_heads
-from .. import mistakes as M
 
 NOTEBOOK = "ex10_head_pruning"
 _FORBID = ("mha_course.pruning.prune_heads", "mha_course.pruning.gradient_importance",
@@ -23,6 +22,9 @@ _STRIDED = ("head h's features are the contiguous block h*D .. h*D + D - 1 (spli
             "every H-th feature")
 _KEPT_DROPPED = "kept the heads listed in drop and removed the others"
 _W_O_ROWS = "removed rows of W_O: W_O is (E, H*D), so a head owns D of its columns"
+_GROUPS_INTERLEAVED = ("query heads assigned to key/value heads in turn (h -> h % G): the groups are "
+                       "contiguous, query head h reads key/value head h // (H // G), so key/value head "
+                       "g serves query heads g*H/G .. (g+1)*H/G - 1")
 
 
 def _importance_cases(rng: np.random.Generator) -> list[dict]:
@@ -139,7 +141,7 @@ ITEMS = [
         task="bool (G,): True for each key/value head that still serves a query head after pruning",
         make_cases=_groups_cases, shape="(G,)", reference=_groups_ref,
         mistakes=(
-            Mistake("interleaved groups", M.REPEAT_NOT_INTERLEAVE,
+            Mistake("interleaved groups", _GROUPS_INTERLEAVED,
                     variant=lambda H, G, d: _groups_ref(H, G, d, interleaved=True)),
         ),
         forbidden=(*_FORBID, "mha_course.gqa.kv_group_of_query_heads"),
