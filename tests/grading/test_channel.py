@@ -7,7 +7,6 @@ well-formed requests the real object would refuse come back as an error reply, n
 from __future__ import annotations
 
 import json
-import socket
 import struct
 
 import numpy as np
