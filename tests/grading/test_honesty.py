@@ -4,7 +4,10 @@ ex05 ``greedy_generate`` and ex08 ``time_call``: the evidence lives in the PAREN
 the model (weights, caches, a token counter) and the simulated device (its clock, its kernel
 times, its log of launches, events and reads) over a socket (mha_grader/channel.py); the child
 gets proxies, and the values only the parent needs (the model's seed, the kernel times) are
-hidden from it. Each attack below got full marks (or would) with the evidence in the child.
+hidden from it. Checked by removing each defence (the parent's token count, ``Item.hidden``,
+the frame cap, the op list, the id check with the catch-all, one session per case): every test
+below then fails, except ``kernel_times_from_the_process``, whose defence is the structure itself
+(the old device in the child gave ``fn.__self__.kernel_s`` away: a strict xfail until now).
 
 ex09 ``blockwise_attention``: "never build the (L, S) matrix" is a memory bound the KERNEL
 enforces: the item runs in a child of its own whose hard RLIMIT_AS is lowered (address space
