@@ -72,6 +72,13 @@ class Item:
             sandbox) lowers its HARD RLIMIT_AS to (address space after start-up + ``memory_mb``
             MiB) before any submission code runs, so nothing the submission does can lift it.
             Give it a case whose naive answer cannot fit.
+        service: ``case -> channel.Service``, built in the PARENT for each case: an object the
+            learner's code uses through a proxy (the driver builds it from ``channel.client()``),
+            whose evidence (tokens fed, the device's own clock) the parent judges; see
+            ``mha_grader/channel.py``. ``Service.judged`` makes the arrays compared with the
+            reference from the learner's outputs and that evidence.
+        hidden: case keys the child never sees (sent as ``None``): what only the service needs,
+            e.g. the seed of a model's weights or a device's kernel times.
     """
 
     id: str
@@ -90,6 +97,8 @@ class Item:
     rtol: float = 1e-4
     atol: float = 1e-5
     memory_mb: int | None = None
+    service: Callable[[Case], Any] | None = None
+    hidden: Sequence[str] = field(default_factory=tuple)
 
     def cases(self, seed: int | Any) -> list[Case]:
         """The cases for ``seed``: an int (public self-check seed, deterministic per item id and
@@ -107,6 +116,7 @@ class Item:
             "forbidden": list(self.forbidden),
             "driver": self.driver,
             "memory_mb": self.memory_mb,
+            "service": self.service is not None,
         }
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import channel, isolation, protocol
 from . import compare as C
-from . import isolation, protocol
 from .feedback import cell_note
 from .items import STATIC_FORBIDDEN, Case, Dtype, Item
 from .notebook import InvalidNotebook, code_cells
@@ -54,8 +54,10 @@ def encode_cases(item: Item, cases: list[Case], arrays: dict) -> list[list[dict]
     out = []
     for i, case in enumerate(cases):
         spec = []
-        for k, v in enumerate(case.values()):
-            if isinstance(v, np.ndarray):
+        for k, (name, v) in enumerate(case.items()):
+            if name in item.hidden:  # only the parent's service needs it
+                spec.append({"value": None})
+            elif isinstance(v, np.ndarray):
                 key = f"{item.id}__c{i}__a{k}"
                 arrays[key] = v
                 spec.append({"array": key})
@@ -76,6 +78,16 @@ def _read_child_result(out: Path, item: Item) -> dict | None:
         return None
     except protocol.Invalid as e:
         return {"status": C.INVALID_RESULT, "parent_message": f"the result breaks the protocol: {e}"[:300]}
+
+
+def _servers(todo: dict[str, list[Item]], cases: dict[str, list[Case]]) -> dict[str, channel.Server]:
+    """One evidence channel per unit that holds items with a ``service`` (see channel.py)."""
+    out = {}
+    for u, its in todo.items():
+        factories = {it.id: (lambda i, it=it: it.service(cases[it.id][i])) for it in its if it.service}
+        if factories:
+            out[u] = channel.Server(factories, {i: len(cases[i]) for i in factories})
+    return out
 
 
 def _preload(cells: list[dict]) -> list[str]:
@@ -172,6 +184,8 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
                         raw[it.id] = {"status": C.TIMEOUT, "parent_message": "the submission ran out of time"}
                 break
             arrays: dict[str, np.ndarray] = {}
+            servers = _servers(todo, cases)  # the parent's side of the evidence channels
+            socks = {u: srv.start() for u, srv in servers.items()}
             spec = {"needs_torch": any(it.framework == "torch" or any(
                                            not f.startswith("mha_course.") for f in it.forbidden)
                                        for its in todo.values() for it in its),
@@ -179,18 +193,28 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
                     "sys_path": isolation.site_packages(), "item_cpu": limits.item_cpu,
                     "read_only": sorted({courses[n] for n in todo}),
                     "notebooks": [{"name": u, "course": courses[u],
+                                   "channel_fd": socks[u].fileno() if u in socks else None,
                                    "cells": [c for c in cells[units[u][0]] if (units[u][0], c["index"]) not in skip],
                                    "items": [{**it.child_spec(), "cases": encode_cases(it, cases[it.id], arrays),
                                               "static_forbidden": sorted(banned[units[u][0]] & set(it.forbidden))}
                                              for it in its]}
                                   for u, its in todo.items()]}
             out = Path(tmp) / f"run{attempt}" / "out"
-            stage, killed, code = run_child(out.parent, spec, arrays, limits, deadline, mode)
+            try:
+                stage, killed, code = run_child(out.parent, spec, arrays, limits, deadline, mode,
+                                                pass_fds=[sk.fileno() for sk in socks.values()])
+            finally:
+                for sk in socks.values():
+                    sk.close()
+                for srv in servers.values():
+                    srv.stop()
             trusted = _finished(stage, todo)
             for u, its in todo.items():
                 n = units[u][0]
                 for it in its:
                     res = _read_child_result(out, it) if it.id in trusted else None
+                    if res is not None and it.service is not None:
+                        res = servers[u].finish(it.id, res)  # judged on the parent's evidence
                     if res is not None:
                         raw[it.id] = res
                 with contextlib.suppress(Exception):

@@ -160,8 +160,11 @@ def _gone(pid: int | None, timeout: float = 10.0) -> None:
 
 
 def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Limits,
-              deadline: float, mode: str) -> tuple[str, str | None, int | None]:
+              deadline: float, mode: str, pass_fds: list[int] = ()) -> tuple[str, str | None, int | None]:
     """Run one child on ``spec`` in ``root/{job,out}``; returns (last stage, killed, code).
+
+    ``pass_fds``: descriptors the child inherits (the evidence channels' sockets, channel.py);
+    bubblewrap passes inherited descriptors through to the sandboxed process.
 
     ``killed`` is ``"timeout"`` when we stopped a stage that ran past ``limits.item_timeout``
     (start-up gets 30 s more) or the ``deadline``. When this returns, every process of the
@@ -210,7 +213,7 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
                 cmd, cwd=home if mode != "bwrap" else None, env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=None if _DEBUG else subprocess.DEVNULL,
                 start_new_session=True,
-            close_fds=True, pass_fds=(info_w,) if info_w is not None else (),
+            close_fds=True, pass_fds=(*((info_w,) if info_w is not None else ()), *pass_fds),
             preexec_fn=_preexec(limits, nproc, len(spec["notebooks"]), uid))
             _LIVE.add(proc.pid)
         inner = None

@@ -8,12 +8,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mha_grader import channel
 from mha_grader.items import Item, Mistake
 
 from ...kv_cache import KVCache
 from ...masks import causal_mask
 from ...tiny_lm import TinyCausalLM, greedy_generate_reference
 from .. import mistakes as M
+from ..served_model import ModelService, RemoteModel
 
 NOTEBOOK = "ex05_causal_attention_kv_cache"
 
@@ -113,27 +115,31 @@ def _build(seed: int, num_layers: int) -> TinyCausalLM:
 
 
 def _generate_cases(rng: np.random.Generator) -> list[dict]:
+    # The model's seed is HIDDEN from the child and drawn from 2**62: the weights exist only in
+    # the parent (served_model.py), so no one can rebuild the model, or search its seed, locally.
     return [
-        {"seed": int(rng.integers(1000)), "num_layers": 2, "prompt": rng.integers(0, 16, size=(2, 3)),
+        {"seed": int(rng.integers(2**62)), "num_layers": 2, "prompt": rng.integers(0, 16, size=(2, 3)),
          "n_new": 4},
-        {"seed": int(rng.integers(1000)), "num_layers": 3, "prompt": rng.integers(0, 16, size=(1, 5)),
+        {"seed": int(rng.integers(2**62)), "num_layers": 3, "prompt": rng.integers(0, 16, size=(1, 5)),
          "n_new": 3},
     ]
 
 
-def drive_generate(fn, seed, num_layers, prompt, n_new):
-    """Runs in the CHILD: build the seeded model, count the tokens it is fed, call the learner.
+def serve_model(case: dict) -> ModelService:
+    """PARENT: the case's real model, which counts the tokens the learner's loop feeds it."""
+    B, P = case["prompt"].shape
+    return ModelService(_build(case["seed"], case["num_layers"]), B, P, case["n_new"])
 
-    Returns the learner's ids and whether the model was fed at most P + n_new tokens per sequence
-    (a loop that re-feeds the prefix every step is the uncached O(T²) one).
+
+def drive_generate(fn, seed, num_layers, prompt, n_new):
+    """Runs in the CHILD: call the learner with a proxy of the model the PARENT holds.
+
+    ``seed`` is hidden (``None`` here). The parent appends its own verdict on the tokens it was
+    fed (``ModelService.judged``): at most P + n_new per sequence, or the loop was the uncached
+    O(T²) one.
     """
-    model = _build(int(seed), int(num_layers))
-    fed = [0]
-    hook = model.tok.register_forward_hook(lambda m, inp, out: fed.__setitem__(0, fed[0] + inp[0].shape[-1]))
     with torch.no_grad():
-        ids = fn(model, prompt.clone(), int(n_new))
-    hook.remove()
-    return ids, torch.tensor(fed[0] <= prompt.shape[1] + n_new)
+        return fn(RemoteModel(channel.client()), prompt.clone(), int(n_new))
 
 
 def _generate_reference(seed, num_layers, prompt, n_new):
@@ -192,7 +198,7 @@ ITEMS = [
         id="ex05_greedy_generate", notebook=NOTEBOOK, function="greedy_generate", points=2,
         task="greedy decoding with one KVCache per layer: prefill the prompt, then feed one token per step",
         make_cases=_generate_cases, shape="(B, P + n_new)", reference=_generate_reference,
-        driver="mha_course.grading.chapters.ch05:drive_generate",
+        driver="mha_course.grading.chapters.ch05:drive_generate", service=serve_model, hidden=("seed",),
         mistakes=(
             Mistake("whole sequence fed to the cache", "the whole sequence was fed while the caches "
                     "already hold its prefix, so its keys/values are appended twice: after the "

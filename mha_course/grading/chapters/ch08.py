@@ -1,16 +1,21 @@
 """Chapter 8's graded items: attention FLOPs (causal halves them), KV bytes read per decode step,
-the arithmetic intensity of a fused attention forward, and a correctly synchronized timer."""
+the arithmetic intensity of a fused attention forward, a timer that uses the device's events
+(judged by the parent, which serves the simulated device), and the median/IQR summary."""
 
 from __future__ import annotations
+
+import statistics
 
 import numpy as np
 import torch
 
+from mha_grader import channel
 from mha_grader.items import Dtype, Item, Mistake
 
 from ...benchmark.flops import attention_flops, io_bytes
-from ...benchmark.simulated import SimulatedAsyncDevice
+from ...benchmark.timing import summarize
 from .. import mistakes as M
+from ..served_device import DeviceService, RemoteDevice
 
 NOTEBOOK = "ex08_gpu_timed_comparison"
 FIRST_CALL_EXTRA_MS = 500.0  # the simulated device's first call also pays this "set-up" cost
@@ -94,49 +99,75 @@ def _intensity_variant(mistake: str):
 
 
 # ---- ex08_time_call ---------------------------------------------------------------------------
+# The device lives in the PARENT (served_device.py); the child sees only repeats and warmup.
 def _timer_cases(rng: np.random.Generator) -> list[dict]:
-    return [
-        {"kernel_ms": round(float(rng.uniform(10, 20)), 3), "repeats": int(rng.integers(3, 6)), "warmup": 1},
-        {"kernel_ms": round(float(rng.uniform(12, 18)), 3), "repeats": 4, "warmup": int(rng.integers(2, 4))},
-    ]
+    def case(repeats, warmup):
+        return {"kernel_ms": round(float(rng.uniform(5, 20)), 3), "jitter": round(float(rng.uniform(0.05, 0.3)), 3),
+                "seed": int(rng.integers(2**62)), "repeats": repeats, "warmup": warmup}
+    return [case(int(rng.integers(5, 9)), 1), case(int(rng.integers(4, 8)), int(rng.integers(2, 4)))]
 
 
-def drive_timer(fn, kernel_ms, repeats, warmup):
-    """Runs in the CHILD: time a simulated asynchronous device with the learner's ``time_call``.
-
-    Returns (float64) [samples returned, calls made, every sample >= the kernel time (ms),
-    first call's set-up kept out of the samples, samples look like seconds].
-    """
-    device = SimulatedAsyncDevice(float(kernel_ms), first_extra_ms=FIRST_CALL_EXTRA_MS)
-    try:
-        samples = fn(device.launch, device.synchronize, int(repeats), int(warmup))
-        device.synchronize()
-    finally:
-        device.close()
-    s = np.asarray(torch.as_tensor(samples, dtype=torch.float64).reshape(-1))  # any shape -> (n,)
-    if s.size == 0:
-        return torch.tensor([0.0, device.calls, 0.0, 0.0, 0.0], dtype=torch.float64)
-    at_least = bool(np.all(s >= 0.95 * kernel_ms))
-    seconds = bool(np.all((s >= 0.95 * kernel_ms / 1e3) & (s < 1.0))) and not at_least
-    first_out = bool(s.max() < kernel_ms + FIRST_CALL_EXTRA_MS / 2)
-    return torch.tensor([s.size, device.calls, at_least, first_out, seconds], dtype=torch.float64)
+def serve_device(case: dict) -> DeviceService:
+    """PARENT: the case's device, with per-student kernel times and a slow first launch."""
+    return DeviceService(case["kernel_ms"], FIRST_CALL_EXTRA_MS, case["jitter"], case["seed"],
+                         case["repeats"], case["warmup"])
 
 
-def _timer_reference(kernel_ms, repeats, warmup):
-    return torch.tensor([repeats, repeats + warmup, 1.0, 1.0, 0.0], dtype=torch.float64)
+def drive_timer(fn, kernel_ms, jitter, seed, repeats, warmup):
+    """Runs in the CHILD: the learner times the grader's device through ``launch``, ``Event`` and
+    ``synchronize`` (its kernel times are hidden: ``None`` here). Returns the samples (n,); the
+    parent judges them against its own log (``DeviceService.judged``)."""
+    device = RemoteDevice(channel.client())
+    samples = fn(device.launch, device.Event, device.synchronize, int(repeats), int(warmup))
+    return torch.as_tensor(samples, dtype=torch.float64).reshape(-1)  # any shape -> (n,)
 
 
-NOT_SYNCHRONIZED = ("the clock was read before the work finished: call synchronize() after fn() "
-                    "(and before starting the clock) — a GPU launch returns at once, like this "
-                    "simulated device's")
-IN_SECONDS = "returned seconds; return milliseconds ((t1 - t0) * 1e3)"
+def _timer_reference(kernel_ms, jitter, seed, repeats, warmup):
+    return torch.tensor([repeats, 1.0, 1.0, 0.0, 0.0, 1.0], dtype=torch.float64)
+
+
+HOST_CLOCK = ("host clock: the samples were not read from the device's events; a launch returns "
+              "at once and the device keeps its own clock: start.record(); fn(); end.record(), "
+              "then synchronize() and start.elapsed_time(end)")
+IN_SECONDS = "returned seconds; elapsed_time() is in milliseconds: return it as it is"
 WARMUP_TIMED = "the warm-up calls were returned as samples too: return only the `repeats` timed ones"
-NO_WARMUP = ("the first call's set-up cost is in the samples: run fn() `warmup` times (and "
-             "synchronize) before timing")
+NO_WARMUP = ("no warm-up: the first launch's set-up cost is in the samples: call fn() `warmup` "
+             "times before the first timed one")
+ONE_PAIR = ("one pair of events around all the repeats gives only their mean: record a start and "
+            "an end event around EACH fn() call, so the samples keep their spread")
 
 
-def _sample_count_is(extra: int):
-    return lambda out, case: out.shape == (5,) and out[0] == case["repeats"] + extra * case["warmup"]
+def _flag(k: int, value: float):
+    return lambda out, case: out.shape == (6,) and out[k] == value
+
+
+# ---- ex08_median_iqr ---------------------------------------------------------------------------
+def _summary_cases(rng: np.random.Generator) -> list[dict]:
+    def samples(n):
+        x = float(rng.uniform(2, 20)) * (1 + 0.2 * rng.standard_exponential(n))
+        x[rng.choice(n, size=max(1, n // 6), replace=False)] *= rng.uniform(2, 4)  # slow outliers
+        return np.round(x, 4)
+    return [{"samples_ms": samples(int(rng.integers(4, 9)) * 2)},  # an even count
+            {"samples_ms": samples(int(rng.integers(3, 8)) * 2 + 1)},  # an odd count
+            {"samples_ms": samples(6)}]
+
+
+def _median_iqr(samples_ms):
+    s = summarize(samples_ms.tolist())
+    return torch.tensor(s["ms_median"], dtype=torch.float64), torch.tensor(s["ms_iqr"], dtype=torch.float64)
+
+
+def _summary_variant(median: str = "ok", spread: str = "ok"):
+    def run(samples_ms):
+        x = samples_ms.double()
+        xs = x.sort().values
+        m = {"ok": torch.quantile(x, 0.5), "mean": x.mean(), "lower middle": xs[(len(xs) - 1) // 2],
+             "unsorted": x[len(x) // 2]}[median]
+        q = statistics.quantiles(x.tolist(), n=4)  # the "exclusive" method
+        r = {"ok": torch.quantile(x, 0.75) - torch.quantile(x, 0.25), "std": x.std(),
+             "range": xs[-1] - xs[0], "exclusive": torch.tensor(q[2] - q[0], dtype=torch.float64)}[spread]
+        return m, r
+    return run
 
 
 ITEMS = [
@@ -188,18 +219,42 @@ ITEMS = [
     ),
     Item(
         id="ex08_time_call", notebook=NOTEBOOK, function="time_call", points=2,
-        task="time fn `repeats` times after `warmup` untimed calls, synchronizing; ms per call",
-        make_cases=_timer_cases, shape="(5,) summary of the samples",
+        task="time fn `repeats` times after `warmup` untimed calls, with an event pair around each "
+             "call read after a synchronize; ms per call",
+        make_cases=_timer_cases, shape="(6,) the grader's verdict on the samples",
         reference=_timer_reference, driver="mha_course.grading.chapters.ch08:drive_timer",
+        service=serve_device, hidden=("kernel_ms", "jitter", "seed"),
         dtype_must_match=False, rtol=0.0, atol=0.0,
         mistakes=(
-            Mistake("not synchronized", NOT_SYNCHRONIZED,
-                    matches=lambda out, case: out.shape == (5,) and out[2] == 0 and out[4] == 0),
-            Mistake("seconds", IN_SECONDS, matches=lambda out, case: out.shape == (5,) and out[4] == 1),
-            Mistake("warm-up timed", WARMUP_TIMED, matches=_sample_count_is(1)),
-            Mistake("no warm-up", NO_WARMUP,
-                    matches=lambda out, case: out.shape == (5,) and out[3] == 0),
+            Mistake("host clock", HOST_CLOCK, matches=_flag(5, 0)),
+            Mistake("warm-up timed", WARMUP_TIMED,
+                    matches=lambda out, case: out.shape == (6,) and out[0] == case["repeats"] + case["warmup"]),
+            Mistake("seconds", IN_SECONDS, matches=_flag(3, 1)),
+            Mistake("one pair of events", ONE_PAIR, matches=_flag(4, 1)),
+            Mistake("no warm-up", NO_WARMUP, matches=_flag(1, 0)),
         ),
         forbidden=("mha_course.benchmark.timing.time_interleaved",),
+    ),
+    Item(
+        id="ex08_median_iqr", notebook=NOTEBOOK, function="median_and_iqr", points=1,
+        task="the median and the inter-quartile range (q3 - q1, linear interpolation) of timing samples",
+        make_cases=_summary_cases, shape="() and ()", reference=_median_iqr, dtype_must_match=False,
+        mistakes=(
+            Mistake("mean instead of median", "the mean: one slow run pulls it up; report the median "
+                    "(the middle of the sorted samples)", variant=_summary_variant(median="mean")),
+            Mistake("lower middle", "for an even count the median is the mean of the two middle "
+                    "values (torch.median returns the lower one; torch.quantile(x, 0.5) does not)",
+                    variant=_summary_variant(median="lower middle")),
+            Mistake("not sorted", "took the middle sample without sorting the samples first",
+                    variant=_summary_variant(median="unsorted")),
+            Mistake("standard deviation", "the standard deviation, not the IQR: q3 - q1 (the middle "
+                    "half of the runs), which one slow run does not move", variant=_summary_variant(spread="std")),
+            Mistake("range", "max - min, not the IQR: q3 - q1, which ignores the slowest and "
+                    "fastest quarter", variant=_summary_variant(spread="range")),
+            Mistake("exclusive quartiles", "quartiles by the 'exclusive' method (statistics.quantiles' "
+                    "default): use linear interpolation (torch.quantile, numpy.percentile, "
+                    "statistics.quantiles(..., method='inclusive'))", variant=_summary_variant(spread="exclusive")),
+        ),
+        forbidden=("mha_course.benchmark.timing.summarize",),
     ),
 ]

@@ -1,13 +1,15 @@
-"""ex08: a synchronized timer without warm-up: the first call's set-up is in the samples."""
+"""ex08: an event timer without warm-up: the first launch's set-up cost is in the samples."""
 NOTEBOOK = "ex08"
 REPLACE = {"ex08_time_call": '''
-def time_call(fn, synchronize, repeats, warmup):
-    samples = []
+def time_call(fn, new_event, synchronize, repeats, warmup):
+    pairs = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        start, end = new_event(), new_event()
+        start.record()
         fn()
-        synchronize()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return samples
+        end.record()
+        pairs.append((start, end))
+    synchronize()
+    return [s.elapsed_time(e) for s, e in pairs]
 '''}
 EXPECT = {"ex08_time_call": ("wrong values", "no warm-up")}
