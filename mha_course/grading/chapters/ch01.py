@@ -89,8 +89,9 @@ HALF_FIXED = ("half fixed: the maximum subtracted and the sum divided by must bo
 
 def _np_softmax_axes(scores: np.ndarray, max_axis: int, sum_axis: int) -> np.ndarray:
     """``exp(s - max over max_axis) / sum over sum_axis``: the given bug and its half fixes."""
-    e = np.exp(scores - scores.max(axis=max_axis, keepdims=True))
-    return e / e.sum(axis=sum_axis, keepdims=True)
+    with np.errstate(invalid="ignore"):  # a half fix can underflow a whole row: 0 / 0
+        e = np.exp(scores - scores.max(axis=max_axis, keepdims=True))
+        return e / e.sum(axis=sum_axis, keepdims=True)
 
 
 def _weights_cases(rng: np.random.Generator) -> list[dict]:

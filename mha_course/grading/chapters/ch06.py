@@ -196,8 +196,6 @@ ITEMS = [
 
 
 # ---- debug: a key padding mask passed where SDPA wants True = may attend ----------------------
-PAD_WRONG_AXIS = ("the (B, S) padding mask broadcast over the queries: reshape it to (B, 1, 1, S) so "
-                  "it masks KEYS (the last axis of the (B, H, L, S) scores)")
 
 
 def _padded_sdpa_cases(rng: np.random.Generator) -> list[dict]:
@@ -240,8 +238,6 @@ ITEMS += [
                     variant=lambda q, k, v, kpm: _padded_sdpa(q, k, v, kpm, pad="inverted")),
             Mistake("padding ignored", PAD_IGNORED,
                     variant=lambda q, k, v, kpm: M.attention_variant(q, k, v, None)),
-            Mistake("queries masked", PAD_WRONG_AXIS,  # broadcasts only when L = S (case 2)
-                    variant=lambda q, k, v, kpm: M.attention_variant(q, k, v, ~kpm[:, None, :, None])),
         ),
         forbidden=_FORBID_MHA,
     ),
