@@ -32,6 +32,9 @@ SPLIT_WITH_VIEW = ("heads split with view/reshape only: (B, L, E) -> (B, L, H, D
 REPEAT_NOT_INTERLEAVE = ("key/value heads repeated with repeat (0, 1, 0, 1, ...) where "
                          "repeat_interleave (0, 0, 1, 1, ...) was needed: query head h reads "
                          "key/value head h // (H // G)")
+H_INSTEAD_OF_G = ("counted the query heads H instead of the key/value heads G: only the G "
+                  "key/value heads are cached — that is the point of GQA/MQA")
+NO_FACTOR_2 = "missing the factor 2: the cache holds keys AND values"
 
 
 def naive_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:

@@ -10,7 +10,6 @@ import torch
 
 from mha_grader.items import Dtype, Item, Mistake
 
-from ...benchmark import flops as flop_counts
 from ...gqa import kv_cache_bytes, mean_pool_heads
 from ...mha import MultiHeadAttention, merge_heads, split_heads
 from ...pruning import count_parameters
@@ -229,7 +228,8 @@ def _cache_per_token(config, use_heads=2, element_size=True):
     layers, H, G, D, size = (int(n) for n in config)
     heads = G if use_heads == 2 else H
     dtype = _ELEMENT_DTYPES[size] if element_size else torch.bfloat16
-    return kv_cache_bytes(layers, heads, D, dtype=dtype)
+    from ... import kv_cache_bytes as cache_bytes  # the package's one formula, by its public name
+    return cache_bytes(layers, heads, D, dtype=dtype)
 
 
 def _smallest(configs, **kw):
@@ -277,10 +277,10 @@ ITEMS += [
         dtype_must_match=False, rtol=0.0, atol=0.0,
         reference=lambda configs: _smallest(configs),
         mistakes=(
-            Mistake("H instead of G", H_INSTEAD_OF_G, variant=lambda c: _smallest(c, use_heads=1)),
+            Mistake("H instead of G", M.H_INSTEAD_OF_G, variant=lambda c: _smallest(c, use_heads=1)),
             Mistake("element size ignored", "the element size counts: a float32 cache is twice a "
                     "bfloat16 one, an 8-bit one half", variant=lambda c: _smallest(c, element_size=False)),
         ),
-        forbidden=(defining_name(kv_cache_bytes), defining_name(flop_counts.kv_bytes_per_token)),
+        forbidden=("mha_course.gqa.kv_cache_bytes", "mha_course.benchmark.flops.kv_bytes_per_token"),
     ),
 ]
