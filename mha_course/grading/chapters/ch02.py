@@ -16,7 +16,7 @@ from .. import mistakes as M
 from ..forbidden import ATTENTION, NUMPY_ATTENTION, defining_name
 
 NOTEBOOK = "ex02_scaled_dot_product_attention"
-_SDPA_FORBID = ATTENTION + NUMPY_ATTENTION
+_SDPA_FORBID = ATTENTION + NUMPY_ATTENTION + (defining_name(flop_counts.attention_flops),)  # one unit
 
 
 def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:
@@ -214,7 +214,7 @@ ITEMS += [
                     variant=lambda *a: _flops(*a, matmuls=1, per_fma=1)),
             Mistake("no B·H", FLOPS_NO_BATCH, variant=lambda *a: _flops(*a, batch=False)),
         ),
-        forbidden=(defining_name(flop_counts.attention_flops),),
+        forbidden=_SDPA_FORBID,  # attention_flops answers it; the rest joins task 4's unit
     ),
     Item(
         id="ex02_which_mask", notebook=NOTEBOOK, function="which_mask", points=1,

@@ -12,10 +12,9 @@ from mha_grader.items import Dtype, Item, Mistake
 
 from ...gqa import kv_cache_bytes, mean_pool_heads
 from ...mha import MultiHeadAttention, merge_heads, split_heads
-from ...pruning import count_parameters
 from ...sdpa import repeat_kv
 from .. import mistakes as M
-from ..forbidden import ATTENTION, COURSE_MHA, TORCH_MHA, defining_name
+from ..forbidden import ATTENTION
 
 NOTEBOOK = "ex07_mqa_gqa"
 _ATTENTION_FORBID = (*ATTENTION, "mha_course.gqa.mha_to_gqa")
@@ -266,8 +265,7 @@ ITEMS += [
             Mistake("W_O forgotten", GQA_PARAMS_NO_W_O,
                     variant=lambda E, H, G, b: _gqa_params(E, H, G, b, w_o=False)),
         ),
-        forbidden=(COURSE_MHA, *TORCH_MHA, "mha_course.gqa.mha_to_gqa",
-                   defining_name(count_parameters)),  # build one and count: no prediction
+        forbidden=_ATTENTION_FORBID,  # has MultiHeadAttention and torch's: build one and count, no
     ),
     Item(
         id="ex07_smallest_cache", notebook=NOTEBOOK, function="smallest_cache", points=1,
@@ -281,6 +279,7 @@ ITEMS += [
             Mistake("element size ignored", "the element size counts: a float32 cache is twice a "
                     "bfloat16 one, an 8-bit one half", variant=lambda c: _smallest(c, element_size=False)),
         ),
-        forbidden=("mha_course.gqa.kv_cache_bytes", "mha_course.benchmark.flops.kv_bytes_per_token"),
+        forbidden=("mha_course.gqa.kv_cache_bytes", "mha_course.benchmark.flops.kv_bytes_per_token",
+                   "mha_course.benchmark.flops.decode_step_bytes"),  # task 3's set: one unit
     ),
 ]

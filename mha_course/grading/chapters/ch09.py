@@ -16,8 +16,8 @@ from .. import mistakes as M
 from ..forbidden import ATTENTION, TILED, defining_name
 
 NOTEBOOK = "ex09_flash_attention"
-_FORBID = TILED
-_FORBID_ATTENTION = ATTENTION  # includes _FORBID
+_FORBID = (*TILED, defining_name(block_counts))  # block_counts: a BlockMask's computed tiles
+_FORBID_ATTENTION = (*ATTENTION, defining_name(block_counts))  # includes _FORBID
 _NO_RESCALE = ("running sum/output not rescaled: when the maximum grows from m to m_new, multiply "
                "the old row_sum and acc by alpha = exp(m - m_new) before adding the new block")
 _RESCALE_INVERTED = "rescaled by exp(m_new - m): the factor is alpha = exp(m - m_new) <= 1"
@@ -227,6 +227,6 @@ ITEMS += [
             Mistake("diagonal tiles skipped", _TILES_NO_DIAGONAL,
                     variant=lambda *a: _causal_tiles(*a, rule="below only")),
         ),
-        forbidden=(*TILED, defining_name(block_counts)),
+        forbidden=_FORBID,
     ),
 ]
