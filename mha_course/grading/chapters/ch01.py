@@ -105,7 +105,7 @@ def _weights_cases(rng: np.random.Generator) -> list[dict]:
 
 ITEMS.append(Item(
     id="ex01_fix_weights", notebook=NOTEBOOK, function="attention_weights", points=1,
-    framework="numpy", task="debug: the given attention_weights_buggy normalises over the wrong axis",
+    framework="numpy", task="debug: attention_weights_buggy corrected (the weights of query @ keys.T over the keys)",
     make_cases=_weights_cases, reference=lambda q, k: softmax(q @ k.T, axis=-1), shape="(L, S)",
     mistakes=(
         Mistake("wrong axis (the given bug)", M.WRONG_AXIS,

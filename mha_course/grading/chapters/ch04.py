@@ -206,8 +206,7 @@ def _offset_head(weights, offset):
 ITEMS += [
     Item(
         id="ex04_fix_packed_mha", notebook=NOTEBOOK, function="packed_mha", points=2,
-        task="debug: packed_mha_buggy (nn.MultiheadAttention's packed weights) merges the heads "
-             "in the wrong order",
+        task="debug: packed_mha_buggy corrected (equal to nn.MultiheadAttention without biases)",
         make_cases=_packed_cases, shape="(B, T, E)", reference=_torch_packed,
         mistakes=(
             Mistake("interleaved (the given bug)", MERGE_INTERLEAVED, variant=_packed_variant()),

@@ -230,8 +230,7 @@ def _lengths(weights):
 ITEMS += [
     Item(
         id="ex06_fix_padded_sdpa", notebook=NOTEBOOK, function="padded_attention", points=1,
-        task="debug: padded_attention_buggy passes a key padding mask (True = padding) as SDPA's "
-             "attn_mask (True = may attend)",
+        task="debug: padded_attention_buggy corrected (padded keys get no weight)",
         make_cases=_padded_sdpa_cases, shape="(B, H, L, D)", reference=_padded_sdpa,
         mistakes=(
             Mistake("padding mask inverted (the given bug)", PAD_INVERTED,
