@@ -16,7 +16,10 @@ from .. import mistakes as M
 from ..forbidden import ATTENTION, NUMPY_ATTENTION, defining_name
 
 NOTEBOOK = "ex02_scaled_dot_product_attention"
-_SDPA_FORBID = ATTENTION + NUMPY_ATTENTION + (defining_name(flop_counts.attention_flops),)  # one unit
+_SDPA_FORBID = ATTENTION + NUMPY_ATTENTION
+# Items that need no attention forbidden share one unit (SDPA's name is also searched for in the
+# source, per notebook: forbidding it here would cost these items a learner's SDPA in task 4).
+_FLOPS_FORBID = (defining_name(flop_counts.attention_flops),)
 
 
 def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:
@@ -83,6 +86,7 @@ ITEMS = [
             Mistake("transposed", "scores transposed: (..., L, S) is query @ keyᵀ, not key @ queryᵀ",
                     variant=lambda q, k: k @ q.transpose(-2, -1) / math.sqrt(q.shape[-1])),
         ),
+        forbidden=_FLOPS_FORBID,  # nothing computes the scores alone; shares task 5's unit
     ),
     Item(
         id="ex02_causal_mask", notebook=NOTEBOOK, function="make_causal_mask", points=1,
@@ -214,7 +218,7 @@ ITEMS += [
                     variant=lambda *a: _flops(*a, matmuls=1, per_fma=1)),
             Mistake("no B·H", FLOPS_NO_BATCH, variant=lambda *a: _flops(*a, batch=False)),
         ),
-        forbidden=_SDPA_FORBID,  # attention_flops answers it; the rest joins task 4's unit
+        forbidden=_FLOPS_FORBID,
     ),
     Item(
         id="ex02_which_mask", notebook=NOTEBOOK, function="which_mask", points=1,
@@ -227,5 +231,6 @@ ITEMS += [
             Mistake("half check", "a mask must block EXACTLY the zero-weight keys: a candidate that "
                     "blocks more (or fewer) keys is a different mask", variant=_zeros_inside),
         ),
+        forbidden=_FLOPS_FORBID,  # nothing computes it; shares task 5's unit
     ),
 ]

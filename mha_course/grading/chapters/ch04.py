@@ -228,6 +228,6 @@ ITEMS += [
             Mistake("picked the diagonal", PICKED_SELF, variant=lambda w: _offset_head(w, 0)),
             Mistake("two back", PICKED_TWO_BACK, variant=lambda w: _offset_head(w, -2)),
         ),
-        forbidden=_SDPA_FORBID,  # nothing computes it; the same set as task 3 keeps one unit
+        forbidden=("mha_course.mha.split_heads",),  # nothing computes it: task 1's set, task 1's unit
     ),
 ]

@@ -14,7 +14,7 @@ from ...gqa import kv_cache_bytes, mean_pool_heads
 from ...mha import MultiHeadAttention, merge_heads, split_heads
 from ...sdpa import repeat_kv
 from .. import mistakes as M
-from ..forbidden import ATTENTION
+from ..forbidden import ATTENTION, COURSE_MHA, TORCH_MHA
 
 NOTEBOOK = "ex07_mqa_gqa"
 _ATTENTION_FORBID = (*ATTENTION, "mha_course.gqa.mha_to_gqa")
@@ -265,7 +265,7 @@ ITEMS += [
             Mistake("W_O forgotten", GQA_PARAMS_NO_W_O,
                     variant=lambda E, H, G, b: _gqa_params(E, H, G, b, w_o=False)),
         ),
-        forbidden=_ATTENTION_FORBID,  # has MultiHeadAttention and torch's: build one and count, no
+        forbidden=(COURSE_MHA, *TORCH_MHA, "mha_course.gqa.mha_to_gqa"),  # build one and count: no
     ),
     Item(
         id="ex07_smallest_cache", notebook=NOTEBOOK, function="smallest_cache", points=1,
