@@ -22,3 +22,10 @@ OTHER_ATTENTION = ("mha_course.single_head.SelfAttentionHead", "mha_course.bench
 ATTENTION = (TORCH_SDPA, COURSE_SDPA, *TORCH_MHA, COURSE_MHA, *TILED, *OTHER_ATTENTION)
 # NumPy attention of chapter 1 (it takes a scale, so it also answers chapter 2-4 items on arrays).
 NUMPY_ATTENTION = ("mha_course.numpy_attention.dot_product_attention",)
+
+
+def defining_name(obj) -> str:
+    """``module.qualname`` where ``obj`` is DEFINED — the form a forbidden list needs. Items that
+    reach package code through its public ``mha_course`` name use this, so moving a function to
+    another module does not leave a stale dotted name behind."""
+    return f"{obj.__module__}.{obj.__qualname__}"

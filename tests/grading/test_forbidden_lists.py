@@ -39,6 +39,22 @@ group = mha_course.kv_group_of_query_heads(num_heads, num_kv_heads)
 alive = torch.ones(num_heads, dtype=torch.bool)
 alive[torch.as_tensor(drop, dtype=torch.long)] = False
 return torch.stack([alive[group == g].any() for g in range(num_kv_heads)])"""),
+    ("ex02", "ex02_predict_flops"): _fn("def predict_attention_flops(B, H, L, S, D, Dv):", """
+from mha_course.benchmark.flops import attention_flops
+return (attention_flops(B, H, L, S, D) + attention_flops(B, H, L, S, Dv)) // 2"""),
+    ("ex07", "ex07_predict_gqa_params"): _fn("def predict_gqa_params(E, num_heads, num_kv_heads, bias):",
+                                             "return sum(p.numel() for p in mha_course.MultiHeadAttention(E, num_heads, num_kv_heads=num_kv_heads, bias=bias).parameters())"),
+    ("ex07", "ex07_smallest_cache"): _fn("def smallest_cache(configs):", """
+dtypes = {1: torch.float8_e4m3fn, 2: torch.bfloat16, 4: torch.float32}
+sizes = [mha_course.kv_cache_bytes(int(n), int(g), int(d), dtype=dtypes[int(b)]) for n, h, g, d, b in configs]
+return sizes.index(min(sizes))"""),
+    ("ex09", "ex09_predict_causal_tiles"): _fn("def predict_causal_tiles(L, S, block_q, block_k):", """
+from unittest import mock
+import mha_course.tiled
+calls, real = [], mha_course.tiled.online_softmax_update
+with mock.patch.object(mha_course.tiled, "online_softmax_update", lambda *a, **kw: calls.append(1) or real(*a, **kw)):
+    mha_course.tiled_attention(torch.randn(L, 1), torch.randn(S, 1), torch.randn(S, 1), is_causal=True, block_q=block_q, block_k=block_k)
+return len(calls)"""),
     ("ex12", "ex12_alibi"): _fn("def alibi(num_heads, L, S):", "return mha_course.alibi_bias(num_heads, L, S)"),
     ("ex13", "ex13_sampling_probs"): _fn("def sampling_probs(logits, temperature, top_k):", """
 from mha_course.gpt.generate import sampling_distribution

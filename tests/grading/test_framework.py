@@ -161,7 +161,7 @@ def test_in_process_check_grades_a_namespace_and_restores_torch(capsys):
     assert results["ex02_causal_mask"].status == "missing function"
     assert F.scaled_dot_product_attention is original and torch.nn.MultiheadAttention.__module__.startswith("torch")
     out = capsys.readouterr().out
-    assert "FAILED" in out and "score: 0/6" in out
+    assert "FAILED" in out and "score: 0/8" in out
 
 
 def test_judging_in_threads_keeps_seeded_references():

@@ -80,3 +80,40 @@ ITEMS = [
         forbidden=_FORBID,
     ),
 ]
+
+
+# ---- debug: a given attention-weights function normalises over the wrong axis -----------------
+HALF_FIXED = ("half fixed: the maximum subtracted and the sum divided by must both run over the "
+              "keys (axis -1); mixing axes gives weights that are not a softmax of the row")
+
+
+def _np_softmax_axes(scores: np.ndarray, max_axis: int, sum_axis: int) -> np.ndarray:
+    """``exp(s - max over max_axis) / sum over sum_axis``: the given bug and its half fixes."""
+    with np.errstate(invalid="ignore"):  # a half fix can underflow a whole row: 0 / 0
+        e = np.exp(scores - scores.max(axis=max_axis, keepdims=True))
+        return e / e.sum(axis=sum_axis, keepdims=True)
+
+
+def _weights_cases(rng: np.random.Generator) -> list[dict]:
+    L, S = (int(n) for n in rng.integers(3, 9, size=2))
+    return [
+        {"query": rng.normal(size=(4, 4)), "keys": rng.normal(size=(4, 4))},  # square: no shape error
+        {"query": rng.normal(size=(L, 6)) * 2, "keys": rng.normal(size=(S, 6)) * 2},
+        {"query": rng.normal(size=(3, 5)) * 20, "keys": rng.normal(size=(7, 5)) * 20},  # large scores
+    ]
+
+
+ITEMS.append(Item(
+    id="ex01_fix_weights", notebook=NOTEBOOK, function="attention_weights", points=1,
+    framework="numpy", task="debug: attention_weights_buggy corrected (the weights of query @ keys.T over the keys)",
+    make_cases=_weights_cases, reference=lambda q, k: softmax(q @ k.T, axis=-1), shape="(L, S)",
+    mistakes=(
+        Mistake("wrong axis (the given bug)", M.WRONG_AXIS,
+                variant=lambda q, k: _np_softmax_axes(q @ k.T, 0, 0)),
+        Mistake("half fixed", HALF_FIXED, variant=lambda q, k: _np_softmax_axes(q @ k.T, 0, -1)),
+        Mistake("half fixed", HALF_FIXED, variant=lambda q, k: _np_softmax_axes(q @ k.T, -1, 0)),
+        Mistake("overflow", M.OVERFLOW, status="non-finite",
+                variant=lambda q, k: M.np_naive_softmax(q @ k.T, axis=-1)),
+    ),
+    forbidden=_FORBID,
+))

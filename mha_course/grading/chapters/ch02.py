@@ -5,16 +5,21 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
 from mha_grader.items import Dtype, Item, Mistake
 
+from ...benchmark import flops as flop_counts
 from ...masks import causal_mask, to_additive
 from ...sdpa import scaled_dot_product_attention
 from .. import mistakes as M
-from ..forbidden import ATTENTION, NUMPY_ATTENTION
+from ..forbidden import ATTENTION, NUMPY_ATTENTION, defining_name
 
 NOTEBOOK = "ex02_scaled_dot_product_attention"
 _SDPA_FORBID = ATTENTION + NUMPY_ATTENTION
+# Items that need no attention forbidden share one unit (SDPA's name is also searched for in the
+# source, per notebook: forbidding it here would cost these items a learner's SDPA in task 4).
+_FLOPS_FORBID = (defining_name(flop_counts.attention_flops),)
 
 
 def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:
@@ -81,6 +86,7 @@ ITEMS = [
             Mistake("transposed", "scores transposed: (..., L, S) is query @ keyᵀ, not key @ queryᵀ",
                     variant=lambda q, k: k @ q.transpose(-2, -1) / math.sqrt(q.shape[-1])),
         ),
+        forbidden=_FLOPS_FORBID,  # nothing computes the scores alone; shares task 5's unit
     ),
     Item(
         id="ex02_causal_mask", notebook=NOTEBOOK, function="make_causal_mask", points=1,
@@ -128,5 +134,103 @@ ITEMS = [
                     variant=lambda q, k, v, m: M.attention_variant(q, k, v, m, softmax="naive")),
         ),
         forbidden=_SDPA_FORBID,
+    ),
+]
+
+
+# ---- predict then measure: the FLOPs of one attention forward ---------------------------------
+FLOPS_MULTIPLY_ADDS = "counted multiply-adds: one multiply-add is 2 FLOPs (the course's convention)"
+FLOPS_ONE_MATMUL = ("counted only the scores Q Kᵀ (2·L·S·D per head): the weighted sum of the values "
+                    "costs 2·L·S·Dv more")
+FLOPS_NO_BATCH = "every batch entry and every head does the work: multiply by B·H"
+
+
+def _flops_cases(rng: np.random.Generator) -> list[dict]:
+    def case():
+        B, H = (int(n) for n in rng.integers(1, 9, size=2))
+        L, S = (int(n) for n in rng.integers(16, 4097, size=2))
+        D, Dv = (int(n) for n in rng.choice([16, 32, 48, 64, 80, 96, 128], size=2))
+        return {"B": B, "H": H, "L": L, "S": S, "D": D, "Dv": Dv}
+    return [case() for _ in range(3)]
+
+
+def _flops(B, H, L, S, D, Dv, *, per_fma=2, matmuls=2, batch=True):
+    """2·B·H·L·S·(D + Dv): Q Kᵀ is L·S·D multiply-adds per head, weights @ V L·S·Dv (softmax
+    not counted, as in ``benchmark.flops.attention_flops``, which assumes Dv = D)."""
+    work = L * S * D + (L * S * Dv if matmuls == 2 else 0)  # multiply-adds per head
+    return per_fma * work * (B * H if batch else 1)
+
+
+# ---- interpret: which mask produced these weights? --------------------------------------------
+def _candidate_masks(rng: np.random.Generator, L: int, S: int) -> list[np.ndarray]:
+    i, j = np.arange(L)[:, None], np.arange(S)[None, :]
+    window = int(rng.integers(2, 4))
+    pad = np.ones((L, S), dtype=bool)
+    pad[:, int(rng.integers(1, S)):] = False  # one sequence's padding: its last keys
+    return [j <= i, j <= i + 1, (j <= i) & (j > i - window), pad, np.ones((L, S), dtype=bool)]
+
+
+def _mask_cases(rng: np.random.Generator) -> list[dict]:
+    cases = []
+    for L, S in ((6, 6), (int(rng.integers(5, 10)), int(rng.integers(8, 13))), (7, 7)):
+        masks = _candidate_masks(rng, L, S)
+        truth = int(rng.integers(len(masks) - 1))  # never the all-True mask: it must stay a superset
+        masks.append(~masks[truth])  # its inverse is a candidate too: the inverted reading picks it
+        order = list(rng.permutation(len(masks)))
+        everything = len(masks) - 2  # the all-True mask goes before the truth: a half check picks it
+        if order.index(everything) > order.index(truth):
+            i, j = order.index(everything), order.index(truth)
+            order[i], order[j] = order[j], order[i]
+        masks = [masks[k] for k in order]
+        pos = order.index(truth)
+        q, k = rng.normal(size=(L, 8)), rng.normal(size=(S, 8))
+        scores = np.where(masks[pos], q @ k.T / np.sqrt(8), -np.inf)  # (L, S)
+        weights = np.exp(scores - scores.max(-1, keepdims=True))
+        cases.append({"weights": (weights / weights.sum(-1, keepdims=True)).astype(np.float32),
+                      "masks": np.stack(masks)})
+    return cases
+
+
+def _which_mask(weights, masks, inverted=False):
+    """Index of the candidate whose blocked keys are exactly the zero weights (True = may attend)."""
+    seen = weights > 0  # (L, S): a masked key gets exactly 0 (exp(-inf)); a visible one never does
+    hits = [k for k in range(masks.shape[0]) if torch.equal(~masks[k] if inverted else masks[k], seen)]
+    return hits[0] if hits else -1
+
+
+def _zeros_inside(weights, masks):
+    """The half check: the first candidate under which every visible key is allowed (it may
+    allow keys that got weight 0, which the mask would have blocked)."""
+    seen = weights > 0
+    return next(k for k in range(masks.shape[0]) if bool((masks[k] | ~seen).all()))
+
+
+ITEMS += [
+    Item(
+        id="ex02_predict_flops", notebook=NOTEBOOK, function="predict_attention_flops", points=1,
+        task="predict: FLOPs of Q Kᵀ and weights @ V for (B, H, L, S, D, Dv), before measuring them",
+        make_cases=_flops_cases, shape="()", dtype_must_match=False, rtol=0.0, atol=0.5,
+        reference=_flops,
+        mistakes=(
+            Mistake("multiply-adds", FLOPS_MULTIPLY_ADDS, variant=lambda *a: _flops(*a, per_fma=1)),
+            Mistake("one matmul", FLOPS_ONE_MATMUL, variant=lambda *a: _flops(*a, matmuls=1)),
+            Mistake("one matmul", f"{FLOPS_ONE_MATMUL}; and {FLOPS_MULTIPLY_ADDS}",
+                    variant=lambda *a: _flops(*a, matmuls=1, per_fma=1)),
+            Mistake("no B·H", FLOPS_NO_BATCH, variant=lambda *a: _flops(*a, batch=False)),
+        ),
+        forbidden=_FLOPS_FORBID,
+    ),
+    Item(
+        id="ex02_which_mask", notebook=NOTEBOOK, function="which_mask", points=1,
+        task="interpret: the index of the candidate bool mask (True = may attend) that produced these weights",
+        make_cases=_mask_cases, shape="()", dtype_must_match=False, rtol=0.0, atol=0.0,
+        reference=_which_mask,
+        mistakes=(
+            Mistake("inverted reading", M.MASK_INVERTED,
+                    variant=lambda w, m: _which_mask(w, m, inverted=True)),
+            Mistake("half check", "a mask must block EXACTLY the zero-weight keys: a candidate that "
+                    "blocks more (or fewer) keys is a different mask", variant=_zeros_inside),
+        ),
+        forbidden=_FLOPS_FORBID,  # nothing computes it; shares task 5's unit
     ),
 ]

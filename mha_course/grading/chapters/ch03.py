@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
 from mha_grader.items import Item, Mistake
 
@@ -87,3 +88,44 @@ ITEMS = [
         forbidden=("mha_course.single_head.SelfAttentionHead",),  # build one and count: no work
     ),
 ]
+
+
+# ---- interpret: which head's scores come from one shared projection (W_Q = W_K)? --------------
+PICKED_SELF_CENTRED = ("picked the head with the strongest diagonal: a head can favour each token itself "
+                       "without W_Q = W_K; what a shared projection guarantees is symmetric scores, "
+                       "score(i, j) = score(j, i)")
+
+
+def _symmetric_cases(rng: np.random.Generator) -> list[dict]:
+    cases = []
+    for _ in range(3):
+        T, E, D, K = int(rng.integers(5, 10)), 8, 4, int(rng.integers(4, 6))
+        x = rng.normal(size=(T, E))
+        heads = [(_weights(rng, E, D, np.float64), _weights(rng, E, D, np.float64)) for _ in range(K)]
+        shared, decoy = rng.choice(K, size=2, replace=False)
+        heads[shared] = (heads[shared][0], heads[shared][0])  # W_K = W_Q: symmetric scores
+        scores = [(x @ W_Q) @ (x @ W_K).T / math.sqrt(D) for W_Q, W_K in heads]  # (T, T) each
+        skew = rng.normal(size=(T, T))
+        scores[decoy] = scores[decoy] + 3.0 * np.eye(T) + 0.5 * (skew - skew.T)  # self-centred, not symmetric
+        cases.append({"scores": np.stack(scores)})  # (K, T, T)
+    return cases
+
+
+def _asymmetry(scores):
+    return (scores - scores.transpose(-2, -1)).norm(dim=(-2, -1)) / scores.norm(dim=(-2, -1))  # (K,)
+
+
+def _self_centred(scores):
+    T = scores.shape[-1]
+    diag = torch.diagonal(scores, dim1=-2, dim2=-1).mean(-1)  # (K,)
+    off = (scores.sum((-2, -1)) - diag * T) / (T * T - T)
+    return int((diag - off).argmax())
+
+
+ITEMS.append(Item(
+    id="ex03_shared_projection_head", notebook=NOTEBOOK, function="shared_projection_head", points=1,
+    task="interpret: the index of the head whose scores come from one shared projection (W_Q = W_K)",
+    make_cases=_symmetric_cases, shape="()", dtype_must_match=False, rtol=0.0, atol=0.0,
+    reference=lambda scores: int(_asymmetry(scores).argmin()),
+    mistakes=(Mistake("self-centred", PICKED_SELF_CENTRED, variant=_self_centred),),
+))

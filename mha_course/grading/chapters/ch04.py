@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
 from mha_grader.items import Item, Mistake
 
@@ -136,5 +137,97 @@ ITEMS = [
             Mistake("bias forgotten", PARAMS_NO_BIAS, variant=lambda E, H, bias: 4 * E * E),
         ),
         forbidden=(COURSE_MHA, *TORCH_MHA),  # build one and count its parameters: no work
+    ),
+]
+
+
+# ---- debug: nn.MultiheadAttention's packed weights, heads merged in the wrong order ------------
+def _packed_cases(rng: np.random.Generator) -> list[dict]:
+    def case(B, T, E, H, dtype):
+        return {"x": _f(rng, dtype, B, T, E),
+                "in_proj_weight": (rng.normal(size=(3 * E, E)) / math.sqrt(E)).astype(dtype),
+                "out_proj_weight": (rng.normal(size=(E, E)) / math.sqrt(E)).astype(dtype),
+                "num_heads": H}
+    return [case(2, 5, 12, 3, np.float32), case(1, 4, 8, 2, np.float64), case(2, 3, 16, 4, np.float32)]
+
+
+def _torch_packed(x, in_proj_weight, out_proj_weight, num_heads):
+    E = x.shape[-1]
+    mha = torch.nn.MultiheadAttention(E, num_heads, bias=False, batch_first=True, dtype=x.dtype)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(in_proj_weight)
+        mha.out_proj.weight.copy_(out_proj_weight)
+        return mha(x, x, x, need_weights=False)[0]  # (B, T, E)
+
+
+def _packed_variant(merge=_merge_interleaved, scale="sqrt_d"):
+    def run(x, in_proj_weight, out_proj_weight, num_heads):
+        W_Q, W_K, W_V = (W.T for W in in_proj_weight.chunk(3))  # (3E, E) -> 3 x (E, E), as x @ W
+        return _forward_variant(merge=merge, scale=scale)(x, W_Q, W_K, W_V, out_proj_weight.T, num_heads)
+    return run
+
+
+# ---- interpret: which head attends to the previous token? -------------------------------------
+HEAD_ROLES = ("previous", "self", "first", "uniform", "two back")
+PICKED_SELF = ("picked the head that attends to the token ITSELF (the diagonal, weights[h, i, i]); "
+               "the previous token is one below the diagonal, weights[h, i, i - 1]")
+PICKED_TWO_BACK = "off by one: that head looks two tokens back (weights[h, i, i - 2])"
+PICKED_ABOVE = ("read above the diagonal: under the causal mask weights[h, i, i + 1] is always 0; "
+                "the previous token of query i is key i - 1")
+
+
+def _heads_cases(rng: np.random.Generator) -> list[dict]:
+    cases = []
+    for _ in range(3):
+        T, H = int(rng.integers(6, 13)), int(rng.integers(4, 7))
+        roles = ["previous", "self", "two back"] + [HEAD_ROLES[int(r)] for r in
+                                                    rng.integers(1, len(HEAD_ROLES), size=H - 3)]
+        roles = [roles[r] for r in rng.permutation(H)]  # one previous-token head, somewhere
+        i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+        target = {"previous": np.maximum(i - 1, 0), "self": i, "first": 0 * i,
+                  "two back": np.maximum(i - 2, 0)}
+        logits = rng.normal(size=(H, T, T)) * 0.7  # noise: no head is a perfect pattern
+        for h, role in enumerate(roles):
+            if role != "uniform":
+                logits[h] += 4.0 * (j == target[role])
+        logits = np.where(j <= i, logits, -np.inf)  # causal
+        w = np.exp(logits - logits.max(-1, keepdims=True))
+        cases.append({"weights": (w / w.sum(-1, keepdims=True)).astype(np.float32)})
+    return cases
+
+
+def _offset_head(weights, offset):
+    """The head with the largest mean weight on key i + offset (over the queries that have one)."""
+    T = weights.shape[-1]
+    rows = torch.arange(max(0, -offset), min(T, T - offset))
+    return int(weights[:, rows, rows + offset].mean(-1).argmax())
+
+
+ITEMS += [
+    Item(
+        id="ex04_fix_packed_mha", notebook=NOTEBOOK, function="packed_mha", points=2,
+        task="debug: packed_mha_buggy corrected (equal to nn.MultiheadAttention without biases)",
+        make_cases=_packed_cases, shape="(B, T, E)", reference=_torch_packed,
+        mistakes=(
+            Mistake("interleaved (the given bug)", MERGE_INTERLEAVED, variant=_packed_variant()),
+            Mistake("merge with view", MERGE_WITH_VIEW, variant=_packed_variant(merge=_merge_view)),
+            Mistake("scaled by 1/sqrt(E)", M.SCALE_BY_E,
+                    variant=_packed_variant(merge=merge_heads, scale="sqrt_e")),
+            Mistake("weights not transposed", WEIGHTS_TRANSPOSED,
+                    variant=lambda x, w_in, w_out, H: _packed_variant(merge=merge_heads)(
+                        x, torch.cat([W.T for W in w_in.chunk(3)]), w_out.T, H)),
+        ),
+        forbidden=_SDPA_FORBID,
+    ),
+    Item(
+        id="ex04_previous_token_head", notebook=NOTEBOOK, function="previous_token_head", points=1,
+        task="interpret: the index of the head that attends to the previous token, from causal weights",
+        make_cases=_heads_cases, shape="()", dtype_must_match=False, rtol=0.0, atol=0.0,
+        reference=lambda w: _offset_head(w, -1),
+        mistakes=(
+            Mistake("picked the diagonal", PICKED_SELF, variant=lambda w: _offset_head(w, 0)),
+            Mistake("two back", PICKED_TWO_BACK, variant=lambda w: _offset_head(w, -2)),
+        ),
+        forbidden=("mha_course.mha.split_heads",),  # nothing computes it: task 1's set, task 1's unit
     ),
 ]

@@ -193,3 +193,64 @@ ITEMS = [
         forbidden=_FORBID_MHA,
     ),
 ]
+
+
+# ---- debug: a key padding mask passed where SDPA wants True = may attend ----------------------
+
+
+def _padded_sdpa_cases(rng: np.random.Generator) -> list[dict]:
+    def case(B, H, L, S, D, dtype):
+        return {"q": _f(rng, dtype, B, H, L, D), "k": _f(rng, dtype, B, H, S, D),
+                "v": _f(rng, dtype, B, H, S, D), "key_padding_mask": _pads(B, S, rng)}
+    return [case(2, 2, 3, 5, 4, np.float32), case(3, 1, 4, 4, 8, np.float64),
+            case(1, 3, 2, 7, 4, np.float32)]
+
+
+def _padded_sdpa(q, k, v, kpm, pad="ok"):
+    mask = ~kpm[:, None, None, :]  # (B, S) -> (B, 1, 1, S), True = may attend
+    return M.attention_variant(q, k, v, mask, mask_mode="inverted" if pad == "inverted" else "ok")
+
+
+# ---- interpret: read each sequence's length off its attention weights -------------------------
+def _lengths_cases(rng: np.random.Generator) -> list[dict]:
+    cases = []
+    for B, H, L, S in ((2, 2, 3, 6), (3, 4, 2, int(rng.integers(8, 15))), (4, 1, 5, 9)):
+        lengths = rng.integers(1, S + 1, size=B)
+        q, k = rng.normal(size=(B, H, L, 4)), rng.normal(size=(B, H, S, 4))
+        scores = np.where(np.arange(S) < lengths[:, None, None, None], q @ k.swapaxes(-1, -2), -np.inf)
+        w = np.exp(scores - scores.max(-1, keepdims=True))
+        cases.append({"weights": w / w.sum(-1, keepdims=True)})  # (B, H, L, S)
+    return cases
+
+
+def _lengths(weights):
+    return (weights > 0).any(dim=-2).any(dim=-2).sum(dim=-1)  # (B, H, L, S) -> (B, S) -> (B,)
+
+
+ITEMS += [
+    Item(
+        id="ex06_fix_padded_sdpa", notebook=NOTEBOOK, function="padded_attention", points=1,
+        task="debug: padded_attention_buggy corrected (padded keys get no weight)",
+        make_cases=_padded_sdpa_cases, shape="(B, H, L, D)", reference=_padded_sdpa,
+        mistakes=(
+            Mistake("padding mask inverted (the given bug)", PAD_INVERTED,
+                    variant=lambda q, k, v, kpm: _padded_sdpa(q, k, v, kpm, pad="inverted")),
+            Mistake("padding ignored", PAD_IGNORED,
+                    variant=lambda q, k, v, kpm: M.attention_variant(q, k, v, None)),
+        ),
+        forbidden=_FORBID_MHA,
+    ),
+    Item(
+        id="ex06_lengths_from_weights", notebook=NOTEBOOK, function="lengths_from_weights", points=1,
+        task="interpret: each sequence's length (its real memory positions) from padded attention weights",
+        make_cases=_lengths_cases, shape="(B,)", dtype_must_match=False, rtol=0.0, atol=0.0,
+        reference=_lengths,
+        mistakes=(
+            Mistake("counted padding", "counted the padded (zero-weight) positions: the length is the "
+                    "number of positions that get weight", variant=lambda w: w.shape[-1] - _lengths(w)),
+            Mistake("last index", "that is the index of the last real position; the length is one more",
+                    variant=lambda w: _lengths(w) - 1),
+        ),
+        forbidden=("mha_course.masks.padding_mask",),
+    ),
+]

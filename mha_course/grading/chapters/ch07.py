@@ -14,7 +14,7 @@ from ...gqa import mean_pool_heads
 from ...mha import MultiHeadAttention, merge_heads, split_heads
 from ...sdpa import repeat_kv
 from .. import mistakes as M
-from ..forbidden import ATTENTION
+from ..forbidden import ATTENTION, COURSE_MHA, TORCH_MHA
 
 NOTEBOOK = "ex07_mqa_gqa"
 _ATTENTION_FORBID = (*ATTENTION, "mha_course.gqa.mha_to_gqa")
@@ -187,5 +187,95 @@ ITEMS = [
                     matches=_pool_not_flattened),
         ),
         forbidden=("mha_course.gqa.mean_pool_heads", "mha_course.gqa.mha_to_gqa"),
+    ),
+]
+
+
+# ---- predict then measure: the parameters of a GQA layer --------------------------------------
+GQA_PARAMS_H = ("counted H key/value heads: W_K and W_V are (G·D, E), only G heads wide — GQA "
+                "saves parameters as well as cache")
+GQA_PARAMS_KV_BIAS = "the key/value biases have G·D entries each (one per output feature), not E"
+GQA_PARAMS_NO_W_O = "W_O forgotten: a GQA layer still has its (E, E) output projection"
+
+
+def _gqa_params_cases(rng: np.random.Generator) -> list[dict]:
+    cases = [{"E": 64, "num_heads": 8, "num_kv_heads": 2, "bias": False}]
+    for bias in (True, True, False):
+        G = int(rng.integers(1, 9))
+        H = G * int(rng.integers(2, 9))
+        cases.append({"E": H * int(rng.integers(4, 129)), "num_heads": H, "num_kv_heads": G, "bias": bias})
+    return cases
+
+
+def _gqa_params(E, H, G, bias, *, kv_heads=None, kv_bias=None, w_o=True):
+    kv = (G if kv_heads is None else kv_heads) * (E // H)  # width of W_K and W_V: G·D
+    weights = E * E * (2 if w_o else 1) + 2 * kv * E
+    biases = E * (2 if w_o else 1) + 2 * (kv if kv_bias is None else kv_bias)
+    return weights + (biases if bias else 0)
+
+
+# ---- interpret: which config has the smallest KV cache? ---------------------------------------
+_ELEMENT_DTYPES = {1: torch.float8_e4m3fn, 2: torch.bfloat16, 4: torch.float32}
+
+
+def _cache_per_token(config, use_heads=2, element_size=True):
+    """KV-cache bytes per token of one config row (layers, H, G, D, bytes per element)."""
+    layers, H, G, D, size = (int(n) for n in config)
+    heads = G if use_heads == 2 else H
+    dtype = _ELEMENT_DTYPES[size] if element_size else torch.bfloat16
+    from ... import kv_cache_bytes as cache_bytes  # the package's one formula, by its public name
+    return cache_bytes(layers, heads, D, dtype=dtype)
+
+
+def _smallest(configs, **kw):
+    return int(np.argmin([_cache_per_token(c, **kw) for c in configs]))
+
+
+def _configs(rng: np.random.Generator) -> np.ndarray:
+    """4-6 configs whose smallest cache is unique and differs from the two misreadings' picks."""
+    while True:
+        K = int(rng.integers(4, 7))
+        H = rng.choice([8, 16, 32, 64], size=K)
+        G = np.array([int(rng.choice([g for g in (1, 2, 4, 8, 16) if h % g == 0 and g <= h]))
+                      for h in H])
+        configs = np.stack([rng.integers(12, 81, size=K), H, G, rng.choice([64, 128], size=K),
+                            rng.choice([1, 2, 4], size=K)], axis=1).astype(np.int64)
+        sizes = sorted(_cache_per_token(c) for c in configs)
+        truth = _smallest(configs)
+        if (sizes[0] < sizes[1] and _smallest(configs, use_heads=1) != truth
+                and _smallest(configs, element_size=False) != truth):
+            return configs
+
+
+ITEMS += [
+    Item(
+        id="ex07_predict_gqa_params", notebook=NOTEBOOK, function="predict_gqa_params", points=1,
+        task="predict: parameters of a GQA layer (E, H, G, bias), before counting a module's",
+        make_cases=_gqa_params_cases, shape="()", dtype_must_match=False, rtol=0.0, atol=0.5,
+        reference=_gqa_params,
+        mistakes=(
+            Mistake("H instead of G", GQA_PARAMS_H,
+                    variant=lambda E, H, G, b: _gqa_params(E, H, G, b, kv_heads=H)),
+            Mistake("key/value bias of E", GQA_PARAMS_KV_BIAS,
+                    variant=lambda E, H, G, b: _gqa_params(E, H, G, b, kv_bias=E)),
+            Mistake("W_O forgotten", GQA_PARAMS_NO_W_O,
+                    variant=lambda E, H, G, b: _gqa_params(E, H, G, b, w_o=False)),
+        ),
+        forbidden=(COURSE_MHA, *TORCH_MHA, "mha_course.gqa.mha_to_gqa"),  # build one and count: no
+    ),
+    Item(
+        id="ex07_smallest_cache", notebook=NOTEBOOK, function="smallest_cache", points=1,
+        task="interpret: the index of the config (layers, H, G, D, bytes/element) with the smallest "
+             "KV cache per token",
+        make_cases=lambda rng: [{"configs": _configs(rng)} for _ in range(3)], shape="()",
+        dtype_must_match=False, rtol=0.0, atol=0.0,
+        reference=lambda configs: _smallest(configs),
+        mistakes=(
+            Mistake("H instead of G", M.H_INSTEAD_OF_G, variant=lambda c: _smallest(c, use_heads=1)),
+            Mistake("element size ignored", "the element size counts: a float32 cache is twice a "
+                    "bfloat16 one, an 8-bit one half", variant=lambda c: _smallest(c, element_size=False)),
+        ),
+        forbidden=("mha_course.gqa.kv_cache_bytes", "mha_course.benchmark.flops.kv_bytes_per_token",
+                   "mha_course.benchmark.flops.decode_step_bytes"),  # task 3's set: one unit
     ),
 ]

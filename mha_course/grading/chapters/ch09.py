@@ -10,13 +10,14 @@ import torch.nn.functional as F
 
 from mha_grader.items import Item, Mistake
 
+from ...flex_masks import block_counts
 from ...tiled import online_softmax_update, tiled_attention
 from .. import mistakes as M
-from ..forbidden import ATTENTION, TILED
+from ..forbidden import ATTENTION, TILED, defining_name
 
 NOTEBOOK = "ex09_flash_attention"
-_FORBID = TILED
-_FORBID_ATTENTION = ATTENTION  # includes _FORBID
+_FORBID = (*TILED, defining_name(block_counts))  # block_counts: a BlockMask's computed tiles
+_FORBID_ATTENTION = (*ATTENTION, defining_name(block_counts))  # includes _FORBID
 _NO_RESCALE = ("running sum/output not rescaled: when the maximum grows from m to m_new, multiply "
                "the old row_sum and acc by alpha = exp(m - m_new) before adding the new block")
 _RESCALE_INVERTED = "rescaled by exp(m_new - m): the factor is alpha = exp(m - m_new) <= 1"
@@ -175,5 +176,57 @@ ITEMS = [
         ),
         forbidden=_FORBID_ATTENTION,
         memory_mb=MEMORY_MB,  # "never build the (L, S) matrix", enforced by the kernel (RLIMIT_AS)
+    ),
+]
+
+
+# ---- predict then measure: how many tiles does a causal blockwise pass compute? ---------------
+_TILES_ALL = "causal attention skips every tile wholly above the diagonal: count only tiles with a visible key"
+_TILES_BLOCK_INDEX = ("compared block indices (key block j <= query block i), which holds only when "
+                      "block_q = block_k: compare positions — a tile is needed when its first key "
+                      "j·block_k <= its last query")
+_TILES_NO_DIAGONAL = ("counted only the tiles wholly below the diagonal: a tile the diagonal crosses has "
+                      "visible keys too, and is computed (then masked)")
+
+
+def _tiles_cases(rng: np.random.Generator) -> list[dict]:
+    def case(square: bool):
+        L = int(rng.integers(64, 2049))
+        S = L if square else int(rng.integers(64, 2049))
+        bq, bk = (int(n) for n in rng.choice([16, 32, 64, 128], size=2, replace=False))
+        return {"L": L, "S": S, "block_q": bq, "block_k": bk}
+    return [{"L": 256, "S": 256, "block_q": 64, "block_k": 64}, case(True), case(True), case(False)]
+
+
+def _causal_tiles(L, S, block_q, block_k, rule="positions"):
+    """Tiles (query block, key block) that hold at least one pair j <= i (top-left causal)."""
+    n_k = -(-S // block_k)
+    total = 0
+    for i0 in range(0, L, block_q):
+        last = min(i0 + block_q, L) - 1  # the block's last query row
+        if rule == "positions":
+            total += -(-min(S, last + 1) // block_k)  # key blocks starting at or before `last`
+        elif rule == "block index":
+            total += min(i0 // block_q + 1, n_k)
+        elif rule == "below only":
+            total += min((i0 + 1) // block_k, n_k)  # key blocks whose last key <= the first query
+    return total
+
+
+ITEMS += [
+    Item(
+        id="ex09_predict_causal_tiles", notebook=NOTEBOOK, function="predict_causal_tiles", points=1,
+        task="predict: how many (block_q, block_k) tiles a causal blockwise pass computes, before counting",
+        make_cases=_tiles_cases, shape="()", dtype_must_match=False, rtol=0.0, atol=0.5,
+        reference=_causal_tiles,
+        mistakes=(
+            Mistake("every tile", _TILES_ALL,
+                    variant=lambda L, S, bq, bk: -(-L // bq) * -(-S // bk)),
+            Mistake("block indices", _TILES_BLOCK_INDEX,
+                    variant=lambda *a: _causal_tiles(*a, rule="block index")),
+            Mistake("diagonal tiles skipped", _TILES_NO_DIAGONAL,
+                    variant=lambda *a: _causal_tiles(*a, rule="below only")),
+        ),
+        forbidden=_FORBID,
     ),
 ]

@@ -147,3 +147,75 @@ ITEMS = [
         forbidden=(*_FORBID, "mha_course.gqa.kv_group_of_query_heads"),
     ),
 ]
+
+
+# ---- per-example gradients through a batched head mask (Michel et al.'s point) ----------------
+_GRADS_MEAN_LOSS = ("the batch loss was a mean over the B examples, so every gradient is divided by B: "
+                    "sum the examples' losses (each loss_fn(logits[b:b+1], targets[b:b+1]))")
+_GRADS_SHARED_MASK = ("one (layers, H) mask for the whole batch gives the gradient of the SUM over "
+                      "examples; give every example its own multipliers: a (layers, B, H) mask")
+_GRADS_LAYOUT = "mask.grad is (layers, B, H); return it as (B, layers, H), one row per example"
+_GRADS_ABS = "return the signed gradients: the importance takes |.| per example afterwards"
+
+
+def _sequence_loss():
+    """The chapter's loss (``sequence_loss`` moves from ``tiny_transformer`` to ``tasks``)."""
+    try:
+        from ...tasks import sequence_loss
+    except ImportError:  # before the move
+        from ...tiny_transformer import sequence_loss
+    return sequence_loss
+
+
+def _grads_cases(rng: np.random.Generator) -> list[dict]:
+    cases = []
+    for B, T, layers, H, E in ((3, 5, 2, 2, 8), (4, 6, 3, 4, 16), (2, 4, 1, 3, 12)):
+        vocab = int(rng.integers(4, 9))
+        tokens = rng.integers(0, vocab, size=(B, T))
+        cases.append({"seed": int(rng.integers(2**31)), "vocab_size": vocab, "num_layers": layers,
+                      "num_heads": H, "embed_dim": E, "tokens": tokens,
+                      "targets": np.ascontiguousarray(tokens[:, ::-1])})  # sequence reversal
+    return cases
+
+
+def _grads_model(seed, vocab_size, num_layers, num_heads, embed_dim, max_len) -> torch.nn.Module:
+    """A float64 TinyTransformer initialised from ``seed`` (same weights in parent and child)."""
+    from ...tiny_transformer import TinyTransformer
+    with torch.random.fork_rng():
+        torch.manual_seed(int(seed))
+        return TinyTransformer(int(vocab_size), int(max_len), embed_dim=int(embed_dim),
+                               num_heads=int(num_heads), num_layers=int(num_layers)).double().eval()
+
+
+def drive_head_grads(fn, seed, vocab_size, num_layers, num_heads, embed_dim, tokens, targets):
+    """Child side: build the case's model and call ``fn(model, tokens, targets, loss_fn)``."""
+    model = _grads_model(seed, vocab_size, num_layers, num_heads, embed_dim, tokens.shape[1])
+    return fn(model, tokens.long(), targets.long(), _sequence_loss())
+
+
+def _grads_ref(seed, vocab_size, num_layers, num_heads, embed_dim, tokens, targets):
+    """One example at a time, its own (layers, H) mask: a different method from the learner's."""
+    model = _grads_model(seed, vocab_size, num_layers, num_heads, embed_dim, tokens.shape[1])
+    loss_fn, out = _sequence_loss(), []
+    for b in range(tokens.shape[0]):
+        mask = torch.ones(int(num_layers), int(num_heads), dtype=torch.float64, requires_grad=True)
+        loss = loss_fn(model(tokens[b:b + 1].long(), head_mask=mask), targets[b:b + 1].long())
+        out.append(torch.autograd.grad(loss, mask)[0])  # (layers, H)
+    return torch.stack(out)  # (B, layers, H)
+
+
+ITEMS.append(Item(
+    id="ex10_head_mask_grads", notebook=NOTEBOOK, function="per_example_head_grads", points=2,
+    task="per-example dL/dξ through a (layers, B, H) head mask: one forward, one backward, read ξ.grad",
+    make_cases=_grads_cases, shape="(B, layers, H)", reference=_grads_ref,
+    driver="mha_course.grading.chapters.ch10:drive_head_grads",
+    mistakes=(
+        Mistake("mean loss", _GRADS_MEAN_LOSS, variant=lambda *a: _grads_ref(*a) / a[5].shape[0]),
+        Mistake("one mask for the batch", _GRADS_SHARED_MASK,
+                matches=lambda got, case: got.shape == (case["num_layers"], case["num_heads"])),
+        Mistake("layers first", _GRADS_LAYOUT,
+                variant=lambda *a: _grads_ref(*a).transpose(0, 1)),
+        Mistake("absolute value", _GRADS_ABS, variant=lambda *a: _grads_ref(*a).abs()),
+    ),
+    forbidden=_FORBID,
+))
