@@ -19,10 +19,10 @@ error, not silently skipped.
 from __future__ import annotations
 
 import ast
-import hashlib
 import importlib
 import importlib.util
 import os
+import secrets
 import shutil
 import threading
 from collections.abc import Iterable
@@ -178,7 +178,8 @@ class Stager:
         with self._lock:
             if names in self._done:
                 return self._done[names]
-            key = hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()[:16]
+            # Unguessable (defence in depth: a unit must not find a sibling's copy by its name).
+            key = secrets.token_hex(16)
             dest = self.root / f"course-{key}"
             tmp = self.root / f"course-{key}.tmp"
             _copy(package_dir(COURSE), tmp / COURSE)
