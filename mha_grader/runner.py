@@ -217,7 +217,10 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
                     note = cell_note(e, lines[n])
                     if note and note not in notes[n]:
                         notes[n].append(note)
-            if stage == "done":  # all of todo ran (with one sandbox per unit: the next unit)
+            if stage == "done":  # all of todo ran; one sandbox per unit: on to the next unit
+                for its in todo.values():
+                    for it in its:
+                        raw.setdefault(it.id, {"status": C.CRASHED, "parent_message": "no result"})
                 continue
             status, why = _why(killed, code)
             words = stage.split()

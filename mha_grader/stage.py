@@ -146,6 +146,14 @@ def _copy(src: Path, dest: Path) -> None:
     shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
 
 
+def _precompile(root: Path) -> None:
+    """Write the bytecode of every staged module now: the sandbox mounts the stage read-only, so
+    each unit would otherwise compile every module it imports from source, every time."""
+    import compileall
+    if not compileall.compile_dir(str(root), quiet=2, force=True):
+        raise RuntimeError(f"staging: a staged module does not compile ({root})")
+
+
 def _world_readable(root: Path) -> None:
     for d, _dirs, files in os.walk(root):
         os.chmod(d, 0o755)
@@ -168,6 +176,7 @@ class Stager:
             if not dest.exists():
                 tmp = self.root / "engine.tmp"
                 _copy(package_dir(ENGINE), tmp / ENGINE)
+                _precompile(tmp)
                 _world_readable(tmp)
                 tmp.rename(dest)
             return dest
@@ -190,6 +199,7 @@ class Stager:
                 by_file.setdefault(file, []).append((name, rest))
             for file, targets in by_file.items():
                 _strip(file, targets)
+            _precompile(tmp)
             _world_readable(tmp)
             tmp.rename(dest)
             self._done[names] = dest

@@ -11,7 +11,8 @@ attack below makes ``mha_forward`` right ONLY if it got the real function from e
 - ``handoff_tmp`` / ``handoff_out``: an earlier unit leaves the module's source in the sandbox's
   ``/tmp`` (or its results folder, or its home) and the later unit ``exec``-s it;
 - ``straggler``: an earlier unit forks (ctypes' libc ``fork``, past the Python-level block) a
-  server on an abstract unix socket that computes attention for the later unit.
+  server on an abstract unix socket that computes attention for the later unit;
+- ``sysv_shared_memory``: an earlier unit leaves the source in a SysV shared memory segment.
 
 Shut by (see ``mha_grader/confine.py``): Landlock in every unit (reads only the runtime, the
 engine and ITS course; writes only its own results and temp folders), every other process of the
@@ -22,12 +23,13 @@ that path here). Every other item of the notebook must still pass.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import uuid
 
 import pytest
-from grading_helpers import build, grade_many
+from grading_helpers import TEST_LIMITS, build, grade_many
 
 from mha_course.grading import items_for
 from mha_grader import confine, isolation
@@ -162,6 +164,32 @@ def _remote_sdpa(q, k, v):
         return torch.from_numpy(_recv(c)[0])
 '''
 
+SHM = r'''
+_KEY, _SIZE = 0x5EED0000 + int(_TOKEN[:4], 16), 1 << 20
+
+def _shm(create):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    shmid = libc.shmget(_KEY, _SIZE, (0o1000 | 0o600) if create else 0)  # IPC_CREAT
+    if shmid < 0:
+        raise RuntimeError("attack failed: no shared memory segment")
+    return ctypes.c_void_p(libc.shmat(shmid, None, 0)).value
+
+def _leave_in_shm():
+    if _real_sdpa() is None:
+        return
+    data = inspect.getsource(sys.modules["mha_course.sdpa"]).encode()
+    addr = _shm(True)
+    ctypes.memmove(addr, struct.pack("!Q", len(data)) + data, 8 + len(data))
+
+def _sdpa_from_shm():
+    addr = _shm(False)
+    n = struct.unpack("!Q", ctypes.string_at(addr, 8))[0]
+    ns = {"__name__": "mha_course.sdpa", "__package__": "mha_course"}
+    exec(compile(ctypes.string_at(addr + 8, n).decode(), "<shm>", "exec"), ns)
+    return ns[_F]
+'''
+
 FORWARD = '''
 def mha_forward(x, W_Q, W_K, W_V, W_O, num_heads):
     from mha_course.mha import merge_heads, split_heads
@@ -176,8 +204,12 @@ ATTACKS = {
     "handoff_tmp": ("_leave_source()", '_exec_source(["/tmp", os.environ.get("TMPDIR", "/tmp"), "/dev/shm", os.path.expanduser("~")])'),
     "handoff_out": ("_leave_source()", "_exec_source([sys.argv[-1]])"),
     "straggler": ("_leave_server()", "_remote_sdpa"),
+    "sysv_shared_memory": ("_leave_in_shm()", "_sdpa_from_shm()"),
 }
 UNITS = ["landlock", "sandbox"]
+# One sandbox per unit starts Python and torch once per unit: on a loaded 2-core machine that can
+# pass the test limits' per-student deadline, and a timeout would prove nothing about the attack.
+LIMITS = dataclasses.replace(TEST_LIMITS, item_timeout=60.0, notebook_timeout=900.0, student_timeout=900.0)
 
 
 def _require() -> None:
@@ -198,13 +230,13 @@ def attacked(tmp_path_factory):
             continue  # test_landlock_is_available fails, saying why
         jobs = {}
         for name, (top, get) in ATTACKS.items():
-            helpers = HELPERS.replace("{TOKEN}", f"{TOKEN}{units[0]}") + f"\n{top}\n"
+            helpers = (HELPERS + SHM).replace("{TOKEN}", f"{TOKEN}{units[0]}") + f"\n{top}\n"
             jobs[name] = (build("ex04", tmp / units / name / f"{EX04}.ipynb", extra=[(2, helpers)],
                                 replace={FWD: FORWARD.replace("{GET}", get)}), "ex04")
         old = os.environ.get(confine.ENV_VAR)
         os.environ[confine.ENV_VAR] = units
         try:
-            results[units] = grade_many(jobs)
+            results[units] = grade_many(jobs, limits=LIMITS)
         finally:
             if old is None:
                 del os.environ[confine.ENV_VAR]
