@@ -394,6 +394,7 @@ def main(job_dir: str, out_dir: str) -> None:
     confined = bool(job.get("confine"))
     if confined:
         confine.become_subreaper()
+        confine.warm_up(job["_base"], [out_dir])
     for nb in job["notebooks"]:
         # One process per unit, forked before any learner code: it imports ITS staged package.
         unit_out, unit_tmp = _unit_dirs(nb, out_dir)

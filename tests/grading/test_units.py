@@ -12,7 +12,9 @@ attack below makes ``mha_forward`` right ONLY if it got the real function from e
   ``/tmp`` (or its results folder, or its home) and the later unit ``exec``-s it;
 - ``straggler``: an earlier unit forks (ctypes' libc ``fork``, past the Python-level block) a
   server on an abstract unix socket that computes attention for the later unit;
-- ``sysv_shared_memory``: an earlier unit leaves the source in a SysV shared memory segment.
+- ``sysv_shared_memory``: an earlier unit leaves the source in a SysV shared memory segment;
+- ``write_zygote_memory``: a unit opens the zygote's ``/proc/<pid>/mem`` for writing (from where
+  it could change which course the next unit imports).
 
 Shut by (see ``mha_grader/confine.py``): Landlock in every unit (reads only the runtime, the
 engine and ITS course; writes only its own results and temp folders), every other process of the
@@ -190,6 +192,15 @@ def _sdpa_from_shm():
     return ns[_F]
 '''
 
+ZYGOTE = r'''
+def _if_zygote_memory():
+    """Right attention (the learner's own) only if this unit can open its zygote's memory for
+    writing: with that it could rewrite which course the next unit imports."""
+    with open(f"/proc/{os.getppid()}/mem", "r+b"):
+        pass
+    return lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, -1) @ v
+'''
+
 FORWARD = '''
 def mha_forward(x, W_Q, W_K, W_V, W_O, num_heads):
     from mha_course.mha import merge_heads, split_heads
@@ -205,7 +216,10 @@ ATTACKS = {
     "handoff_out": ("_leave_source()", "_exec_source([sys.argv[-1]])"),
     "straggler": ("_leave_server()", "_remote_sdpa"),
     "sysv_shared_memory": ("_leave_in_shm()", "_sdpa_from_shm()"),
+    "write_zygote_memory": ("", "_if_zygote_memory()"),
 }
+# With one sandbox per unit the zygote holds only that unit's job: nothing to gain there.
+LANDLOCK_ONLY = {"write_zygote_memory"}
 UNITS = ["landlock", "sandbox"]
 # One sandbox per unit starts Python and torch once per unit: on a loaded 2-core machine that can
 # pass the test limits' per-student deadline, and a timeout would prove nothing about the attack.
@@ -230,7 +244,9 @@ def attacked(tmp_path_factory):
             continue  # test_landlock_is_available fails, saying why
         jobs = {}
         for name, (top, get) in ATTACKS.items():
-            helpers = (HELPERS + SHM).replace("{TOKEN}", f"{TOKEN}{units[0]}") + f"\n{top}\n"
+            if units != "landlock" and name in LANDLOCK_ONLY:
+                continue
+            helpers = (HELPERS + SHM + ZYGOTE).replace("{TOKEN}", f"{TOKEN}{units[0]}") + f"\n{top}\n"
             jobs[name] = (build("ex04", tmp / units / name / f"{EX04}.ipynb", extra=[(2, helpers)],
                                 replace={FWD: FORWARD.replace("{GET}", get)}), "ex04")
         old = os.environ.get(confine.ENV_VAR)
@@ -257,6 +273,8 @@ def test_landlock_is_available():
 def test_a_unit_cannot_reach_the_reference_through_another_unit(name, units, attacked):
     if units not in attacked:
         pytest.skip(f"Landlock is not available here: {confine.problem()}")
+    if name not in attacked[units]:
+        pytest.skip("with one sandbox per unit, the zygote holds that unit only")
     res, notes = attacked[units][name]
     for item in items_for("ex04"):
         r = res[item.id]
