@@ -7,6 +7,12 @@ cells, calls each item's function, and writes what came back in the protocol's f
 (``protocol.py``: a status from a fixed set, raw ``.npy`` arrays). Before each stage it re-arms
 RLIMIT_CPU. Progress goes to ``progress`` so the parent can time each stage. Nothing it prints
 matters: the parent discards stdout/stderr, checks every file and compares numbers itself.
+
+It is a zygote: it imports torch once and forks one process per *unit* (the items of a notebook
+that forbid the same names). Each unit gets its own results folder ``out/u<k>`` and temp folder
+``$HOME/u<k>`` and, when the job says ``confine``, is confined before any learner code
+(``confine.py``: its own namespaces, Landlock); after it, the zygote kills every other process
+and removes the temp folder, so nothing of one unit reaches the next.
 """
 
 from __future__ import annotations
