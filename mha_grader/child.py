@@ -7,6 +7,12 @@ cells, calls each item's function, and writes what came back in the protocol's f
 (``protocol.py``: a status from a fixed set, raw ``.npy`` arrays). Before each stage it re-arms
 RLIMIT_CPU. Progress goes to ``progress`` so the parent can time each stage. Nothing it prints
 matters: the parent discards stdout/stderr, checks every file and compares numbers itself.
+
+It is a zygote: it imports torch once and forks one process per *unit* (the items of a notebook
+that forbid the same names). Each unit gets its own results folder ``out/u<k>`` and temp folder
+``$HOME/u<k>`` and, when the job says ``confine``, is confined before any learner code
+(``confine.py``: its own namespaces, Landlock); after it, the zygote kills every other process
+and removes the temp folder, so nothing of one unit reaches the next.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import os
 import sys
 import traceback
 
-from . import channel
+from . import channel, confine
 from .errors import ForbiddenCall
 from .feedback import exception_report, return_kind
 
@@ -44,6 +50,7 @@ _PROCESS_CALLS = ("fork", "forkpty", "system", "popen", "posix_spawn", "posix_sp
                   "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe",
                   "kill", "killpg", "setsid", "setpgid")
 MAX_ELEMENTS = 20_000_000
+CONFINE_FAILED = 97  # exit code: a unit could not be confined (it ran no learner code)
 PRELOADABLE = frozenset({"matplotlib.pyplot"})  # imported before the units fork (see runner._preload)
 
 
@@ -297,8 +304,7 @@ def _run_unit(nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu: fl
         except BaseException as e:  # noqa: BLE001 - a broken cell must not stop the others
             cell_errors.append({"index": cell["index"], **exception_report(e)})
     wires.armed, wires.hits = set(), set()
-    with open(os.path.join(out_dir, f"cells_{nb['name']}.json"), "w", encoding="utf-8") as f:
-        json.dump(cell_errors, f)
+    protocol.write_cells(out_dir, cell_errors)
     for item in nb["items"]:
         mark(f"item {item['id']}")
         _arm_cpu(cpu)
@@ -306,6 +312,69 @@ def _run_unit(nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu: fl
         outs = ([[saved[f"c{i}_o{j}"] for j in range(n)] for i, n in enumerate(status["n_outputs"])]
                 if status["status"] == "ok" else [])
         protocol.write_result(out_dir, item["id"], status, outs)
+
+
+def _unit_dirs(nb: dict, out_dir: str) -> tuple[str, str]:
+    """The unit's own results folder (``out/<dir>``) and temp folder (``$HOME/<dir>``), new."""
+    name = nb["dir"]
+    if not (name.startswith("u") and name[1:].isdigit()):
+        raise ValueError(f"unit folder: expected u<number>, got {name!r}")
+    unit_out = os.path.join(out_dir, name)
+    unit_tmp = os.path.join(os.environ.get("HOME") or "/tmp", name)
+    for d in (unit_out, unit_tmp):
+        os.mkdir(d, 0o700)
+    return unit_out, unit_tmp
+
+
+def _enter_unit(nb: dict, job: dict, unit_out: str, unit_tmp: str) -> None:
+    """In the forked unit, before any learner code: its own temp folder, then (``job["confine"]``)
+    its own namespaces and Landlock rules (``confine.py``): it reads only the runtime and ITS
+    course, writes only its own folders."""
+    import tempfile
+    for var in ("HOME", "TMPDIR", "MPLCONFIGDIR"):
+        os.environ[var] = unit_tmp
+    tempfile.tempdir = None
+    os.chdir(unit_tmp)
+    if job.get("confine"):
+        confine.confine_unit([*job["_base"], nb["course"]], [unit_out, unit_tmp])
+
+
+def _unit_process(nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu: float,
+                  unit_out: str, unit_tmp: str, np, torch) -> None:
+    """The forked unit's whole life; never returns."""
+    from . import protocol
+    try:
+        for other in job["notebooks"]:  # a unit reaches only its own grader channel
+            if other is not nb and other.get("channel_fd") is not None:
+                with contextlib.suppress(OSError):
+                    os.close(other["channel_fd"])
+        channel.connect(nb.get("channel_fd"))
+        try:
+            _enter_unit(nb, job, unit_out, unit_tmp)
+        except confine.ConfineFailed:
+            os._exit(CONFINE_FAILED)
+        cap = min((int(it["memory_mb"]) for it in nb["items"] if it.get("memory_mb")), default=0)
+        if cap and not _cap_memory(cap):  # the bound can't be enforced here: fail closed
+            for item in nb["items"]:
+                protocol.write_result(unit_out, item["id"], {"status": "memory limit"}, [])
+            mark(f"unit {nb['name']} end")
+            os._exit(0)
+        _block_processes()
+        _run_unit(nb, job, arrays, wires, mark, cpu, unit_out, np, torch)
+        mark(f"unit {nb['name']} end")
+    finally:
+        os._exit(0)
+
+
+def _clear_after_unit(confined: bool, unit_tmp: str) -> None:
+    """The zygote, after a unit: nothing of it may reach the next unit (processes, files)."""
+    if confined:
+        try:
+            confine.kill_others()
+        except confine.ConfineFailed:
+            os._exit(CONFINE_FAILED)
+    import shutil
+    shutil.rmtree(unit_tmp, ignore_errors=True)
 
 
 def main(job_dir: str, out_dir: str) -> None:
@@ -338,32 +407,21 @@ def main(job_dir: str, out_dir: str) -> None:
                             for n in it["forbidden"] if not n.startswith("mha_course.")}):
             wires.install(name)
     cpu = float(job.get("item_cpu", 0))
+    confined = bool(job.get("confine"))
+    if confined:
+        confine.become_subreaper()
+        confine.warm_up(job["_base"], [out_dir])
     for nb in job["notebooks"]:
         # One process per unit, forked before any learner code: it imports ITS staged package.
+        unit_out, unit_tmp = _unit_dirs(nb, out_dir)
         pid = os.fork()
         if pid == 0:
-            try:
-                for other in job["notebooks"]:  # a unit reaches only its own grader channel
-                    if other is not nb and other.get("channel_fd") is not None:
-                        with contextlib.suppress(OSError):
-                            os.close(other["channel_fd"])
-                channel.connect(nb.get("channel_fd"))
-                cap = min((int(it["memory_mb"]) for it in nb["items"] if it.get("memory_mb")), default=0)
-                if cap and not _cap_memory(cap):  # the bound can't be enforced here: fail closed
-                    for item in nb["items"]:
-                        from . import protocol
-                        protocol.write_result(out_dir, item["id"], {"status": "memory limit"}, [])
-                    mark(f"unit {nb['name']} end")
-                    os._exit(0)
-                _block_processes()
-                _run_unit(nb, job, arrays, wires, mark, cpu, out_dir, np, torch)
-                mark(f"unit {nb['name']} end")
-            finally:
-                os._exit(0)
+            _unit_process(nb, job, arrays, wires, mark, cpu, unit_out, unit_tmp, np, torch)
         _, status = os.waitpid(pid, 0)
-        if nb.get("channel_fd") is not None:
+        if nb.get("channel_fd") is not None:  # the zygote keeps no unit's channel
             with contextlib.suppress(OSError):
                 os.close(nb["channel_fd"])
+        _clear_after_unit(confined, unit_tmp)
         if os.WIFSIGNALED(status):  # die the same way, so the parent knows which stage did it
             os.kill(os.getpid(), os.WTERMSIG(status))
             os._exit(1)

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from . import compare as C
-from . import isolation
+from . import confine, isolation
 from .keys import StudentInputs, fingerprint
 from .outputs import (
     check_notebook,
@@ -122,8 +122,19 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
     write_new(out / "grading.json", json.dumps(
         {**_inputs_meta(key, seed, submission), "shard": list(shard), "students": who, "items": ids,
          "isolation": mode if mode != "none" else "none (NOT ISOLATED: --no-isolation)",
+         "units": _units_meta(mode),
          "rejected": {s: sorted(set(r)) for s, r in rejected.items()}}, indent=1))
     return rows
+
+
+def _units_meta(mode: str) -> str:
+    """How the units of one student were kept apart (see confine.py), for grading.json."""
+    how = confine.unit_mode(mode)
+    if how == "landlock":
+        return "one sandbox per student; each unit confined by Landlock and its own namespaces"
+    if how == "sandbox":
+        return f"one sandbox per unit (slower; {confine.problem() or confine.ENV_VAR + '=sandbox'})"
+    return "not isolated"
 
 
 def _copy_regular(src: Path, dest: Path) -> None:

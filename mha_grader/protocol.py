@@ -1,6 +1,7 @@
 """The one format a child may send back to the parent, and the parent's reader that trusts nothing.
 
-Per item the child writes, into its results folder:
+Each unit writes into its own results folder ``out/<unit dir>/`` (``u0``, ``u1``...; the parent
+reads a unit's items only from its folder, see ``unit_dir``). Per item:
 
 - ``<item id>.json`` (at most ``MAX_STATUS_BYTES``)::
 
@@ -15,6 +16,7 @@ Per item the child writes, into its results folder:
 - ``<item id>__c<case>_o<output>.npy``: each declared array as a raw, uncompressed ``.npy`` file
   (format 1.0/2.0/3.0, C order, no pickle). Nothing compressed, so nothing can inflate: the file
   size must equal the header plus exactly ``prod(shape) * itemsize`` bytes.
+- ``cells.json``: the unit's failing cells, as feedback reports (``write_cells`` / ``read_cells``).
 
 The parent checks the schema and the declared shapes and dtypes BEFORE reading any array, caps
 each array (``MAX_ARRAY_BYTES``) and their total (``MAX_TOTAL_BYTES``), opens files without
@@ -89,7 +91,30 @@ def write_result(out_dir: str, item_id: str, status: dict, arrays: list[list[np.
         f.write(json.dumps(doc).encode("utf-8"))
 
 
+def write_cells(out_dir: str, errors: list[dict]) -> None:
+    """The unit's failing cells (``cells.json``: a list of feedback reports, checked by the parent)."""
+    with _create(os.path.join(out_dir, "cells.json")) as f:
+        f.write(json.dumps(errors).encode("utf-8"))
+
+
 # ---------------------------------------------------------------- parent side (trusts nothing)
+
+def unit_dir(out_dir: Path, name: str) -> Path | None:
+    """A unit's results folder ``out/<name>`` if it is a real folder (not a link), else ``None``."""
+    p = out_dir / name
+    try:
+        return p if stat.S_ISDIR(os.lstat(p).st_mode) else None
+    except OSError:
+        return None
+
+
+def read_cells(unit: Path, limit: int = 50) -> list:
+    """The unit's ``cells.json`` (at most ``limit`` reports; each is checked again by feedback.py)."""
+    try:
+        doc = json.loads(_read_capped(unit / "cells.json", MAX_STATUS_BYTES).decode("utf-8"))
+    except (Invalid, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return []
+    return doc[:limit] if isinstance(doc, list) else []
 
 def _read_capped(path: Path, cap: int) -> bytes:
     """Bytes of a regular file opened without following a link; ``Invalid`` if larger than ``cap``."""

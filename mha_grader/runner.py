@@ -9,8 +9,6 @@ the rest without it, so every other item is still graded.
 from __future__ import annotations
 
 import ast
-import contextlib
-import json
 import os
 import signal
 import tempfile
@@ -19,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import channel, isolation, protocol
+from . import channel, confine, isolation, protocol
 from . import compare as C
+from .child import CONFINE_FAILED
 from .feedback import cell_note
 from .items import STATIC_FORBIDDEN, Case, Dtype, Item
 from .notebook import InvalidNotebook, code_cells
@@ -69,11 +68,16 @@ def encode_cases(item: Item, cases: list[Case], arrays: dict) -> list[list[dict]
     return out
 
 
-def _read_child_result(out: Path, item: Item) -> dict | None:
-    """The item's result by the protocol; ``None`` if the child wrote none, ``invalid result``
-    if what it wrote breaks the protocol (forged, truncated, oversized, compressed, a link...)."""
+def _read_child_result(out: Path, unit: str, item: Item) -> dict | None:
+    """The item's result by the protocol, from ITS unit's folder ``out/<unit>``; ``None`` if the
+    child wrote none, ``invalid result`` if what it wrote breaks the protocol (forged, truncated,
+    oversized, compressed, a link...)."""
+    where = protocol.unit_dir(out, unit)
+    if where is None:
+        return None if not os.path.lexists(out / unit) else {
+            "status": C.INVALID_RESULT, "parent_message": "the result breaks the protocol: not a folder"}
     try:
-        return protocol.read_result(out, item.id)  # only the protocol's fields; no free text
+        return protocol.read_result(where, item.id)  # only the protocol's fields; no free text
     except FileNotFoundError:
         return None
     except protocol.Invalid as e:
@@ -106,6 +110,8 @@ def _why(killed: str | None, code: int | None) -> tuple[str, str]:
         return C.CRASHED, "the process was killed (SIGKILL: out of memory?)"
     if code == -signal.SIGXFSZ:
         return C.CRASHED, "wrote a file larger than the limit"
+    if code == CONFINE_FAILED:
+        return C.CRASHED, "the sandbox could not confine this notebook's code (Landlock)"
     if code is not None and code < 0:
         return C.CRASHED, f"the process died of signal {-code}"
     return C.CRASHED, f"the process exited here (exit code {code}: os._exit, or a crash)"
@@ -121,10 +127,27 @@ def _finished(stage: str, todo: dict[str, list[Item]]) -> set[str]:
     if len(words) == 2 and words[0] == "item":
         ids = [i for _, i in order]
         return set(ids[:ids.index(words[1])]) if words[1] in ids else set()
+    if len(words) == 3 and words[0] == "unit" and words[2] == "end" and words[1] in todo:
+        names = list(todo)
+        return {i for n, i in order if names.index(n) <= names.index(words[1])}
     if len(words) == 3 and words[0] == "cell" and words[1] in todo:
         names = list(todo)
         return {i for n, i in order if names.index(n) < names.index(words[1])}
     return set()
+
+
+def _units(cells: dict[str, list[dict]], items: dict[str, list[Item]]) -> dict[str, tuple[str, list[Item]]]:
+    """Units: the items of a notebook that forbid the same names, ``{"<stem>~<k>": (stem, items)}``.
+    Each unit runs the notebook's cells in its own process with its own staged package (see
+    child.py), so every item is graded with exactly its own forbidden functions absent."""
+    units: dict[str, tuple[str, list[Item]]] = {}
+    for name in cells:
+        groups: dict[frozenset[str], list[Item]] = {}
+        for it in items[name]:
+            groups.setdefault(frozenset(it.forbidden), []).append(it)
+        for g, its in enumerate(groups.values()):
+            units[f"{name}~{g}"] = (name, its)
+    return units
 
 
 def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], seed: int,
@@ -159,23 +182,18 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
     # One wall deadline per student (restarts included): sleeping cannot stretch it.
     deadline = time.monotonic() + min(limits.student_timeout,
                                       limits.notebook_timeout * max(1, len(cells)))
-    # Units: the items of a notebook that forbid the same names. Each unit runs the notebook's
-    # cells in its own process with its own staged package (see child.py), so every item is
-    # graded with exactly its own forbidden functions absent.
-    units: dict[str, tuple[str, list[Item]]] = {}
-    for name in cells:
-        groups: dict[frozenset[str], list[Item]] = {}
-        for it in items[name]:
-            groups.setdefault(frozenset(it.forbidden), []).append(it)
-        for g, its in enumerate(groups.values()):
-            units[f"{name}~{g}"] = (name, its)
+    units = _units(cells, items)
     courses = {u: str(stager().course({f for it in its for f in it.forbidden}))
                for u, (_, its) in units.items()}
+    dirs = {u: f"u{k}" for k, u in enumerate(units)}  # each unit's own results folder
+    per_unit = confine.unit_mode(mode)
     with tempfile.TemporaryDirectory(prefix="mha-grade-") as tmp:
         os.chmod(tmp, 0o711)  # mode "user": the child's uid may pass through to its own run only
-        for attempt in range(sum(len(cells[n]) + len(its) for n, its in units.values()) + 1):
+        for attempt in range(sum(len(cells[n]) + len(its) + 1 for n, its in units.values()) + 1):
             todo = {u: [it for it in its if it.id not in raw] for u, (_, its) in units.items()}
             todo = {u: its for u, its in todo.items() if its}
+            if per_unit == "sandbox":  # no Landlock here: one sandbox per unit
+                todo = dict(list(todo.items())[:1])
             if not todo:
                 break
             if time.monotonic() > deadline:
@@ -191,8 +209,9 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
                                        for its in todo.values() for it in its),
                     "preload": _preload([c for u in todo for c in cells[units[u][0]]]),
                     "sys_path": isolation.site_packages(), "item_cpu": limits.item_cpu,
+                    "confine": per_unit == "landlock",
                     "read_only": sorted({courses[n] for n in todo}),
-                    "notebooks": [{"name": u, "course": courses[u],
+                    "notebooks": [{"name": u, "dir": dirs[u], "course": courses[u],
                                    "channel_fd": socks[u].fileno() if u in socks else None,
                                    "cells": [c for c in cells[units[u][0]] if (units[u][0], c["index"]) not in skip],
                                    "items": [{**it.child_spec(), "cases": encode_cases(it, cases[it.id], arrays),
@@ -212,19 +231,21 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
             for u, its in todo.items():
                 n = units[u][0]
                 for it in its:
-                    res = _read_child_result(out, it) if it.id in trusted else None
+                    res = _read_child_result(out, dirs[u], it) if it.id in trusted else None
                     if res is not None and it.service is not None:
                         res = servers[u].finish(it.id, res)  # judged on the parent's evidence
                     if res is not None:
                         raw[it.id] = res
-                with contextlib.suppress(Exception):
-                    errs = json.loads((out / f"cells_{u}.json").read_text(encoding="utf-8"))[:50]
-                    for e in errs:
-                        note = cell_note(e, lines[n])
-                        if note and note not in notes[n]:
-                            notes[n].append(note)
-            if stage == "done":
-                break
+                where = protocol.unit_dir(out, dirs[u])
+                for e in protocol.read_cells(where) if where is not None else []:
+                    note = cell_note(e, lines[n])
+                    if note and note not in notes[n]:
+                        notes[n].append(note)
+            if stage == "done":  # all of todo ran; one sandbox per unit: on to the next unit
+                for its in todo.values():
+                    for it in its:
+                        raw.setdefault(it.id, {"status": C.CRASHED, "parent_message": "no result"})
+                continue
             status, why = _why(killed, code)
             words = stage.split()
             if len(words) == 3 and words[0] == "cell" and words[1] in todo and words[2].isdigit() \

@@ -67,7 +67,7 @@ def stager() -> Stager:
     with _STAGE_LOCK:
         if _STAGER is None:
             root = Path(tempfile.mkdtemp(prefix="mha-stage-"))
-            os.chmod(root, 0o755)
+            os.chmod(root, 0o711)  # enter, not list: a child finds only the folders it is given
             atexit.register(shutil.rmtree, root, True)
             _STAGER = Stager(root)
         return _STAGER

@@ -104,9 +104,14 @@ if fd >= 0:
 FORGE = r'''
 def attention(query, key, value, attn_mask=None):
     import json, os, sys, zipfile, numpy as np
-    out = sys.argv[-1]
+    def harness(name):  # a local of the harness's frames: this unit's results folder, the progress fd
+        f = sys._getframe()
+        while f is not None and name not in f.f_locals:
+            f = f.f_back
+        return f.f_locals[name]
+    out = harness("out_dir")
     {FORGERY}
-    open(os.path.join(out, "progress"), "w").write("done".ljust(100) + "\n")
+    os.pwrite(harness("progress"), ("done".ljust(100) + "\n").encode(), 0)
     os._exit(0)
 '''
 FORGED_PASSED = ('json.dump({"status": "passed", "message": "all 4 cases match"}, '

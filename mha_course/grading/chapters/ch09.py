@@ -128,7 +128,9 @@ def _large_case(rng: np.random.Generator) -> dict:
 
 def _tiled_ref(q, k, v, block_q, block_k, causal):
     if q.shape[-2] >= BIG_L:  # the large case: torch's SDPA is the faster oracle (same causal convention)
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        # as (B, H, L, D): on CPU only 4-D inputs take the fused kernel (~10x less CPU than the
+        # 3-D math path, and no (L, S) matrix in the grader)
+        return F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=causal)[0]  # (1, B, L, D) -> (B, L, D)
     return tiled_attention(q, k, v, is_causal=causal, block_q=block_q, block_k=block_k)
 
 
