@@ -149,7 +149,7 @@ def _write_invalid(tmp: Path) -> dict[str, tuple[Path, dict]]:
         p = tmp / name / "sub.ipynb"
         p.parent.mkdir(parents=True)
         p.write_text(text)
-        out[name] = (p, dict.fromkeys(ALL, ("invalid notebook", "")))
+        out[name] = (p, dict.fromkeys([it.id for it in items_for("ex02")], ("invalid notebook", "")))
     return out
 
 

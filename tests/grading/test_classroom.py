@@ -18,6 +18,11 @@ from mha_grader.keys import fingerprint
 
 EX01, EX02 = "ex01_dot_product_attention.ipynb", "ex02_scaled_dot_product_attention.ipynb"
 
+# carol's ex02 keeps: scaled scores + additive mask (1 + 1), and every item added after the first
+# four (her sabotage sits in the causal-mask and attention functions)
+CAROL = 2 + sum(it.points for it in all_items() if it.notebook.startswith("ex02_") and it.id not in {
+    "ex02_scaled_scores", "ex02_causal_mask", "ex02_additive_mask", "ex02_attention"})
+
 
 def _cli(*args: str) -> str:
     proc = subprocess.run([sys.executable, "-m", "mha_course.cli", *args], cwd=ROOT,
@@ -64,16 +69,16 @@ def test_gradebook_columns_and_totals(gradebook):
     assert header == ["student", "total", *ids]
     assert sorted(rows) == ["alice", "bob", "carol", "dave"]
     ex01_02 = [it for it in all_items() if it.notebook in (EX01[:-6], EX02[:-6])]
-    assert float(rows["alice"]["total"]) == sum(it.points for it in ex01_02) == 10
+    assert float(rows["alice"]["total"]) == sum(it.points for it in ex01_02)
     assert float(rows["bob"]["total"]) == 0
-    assert float(rows["carol"]["total"]) == 2  # scaled scores + additive mask
-    assert float(rows["dave"]["total"]) == 6  # all of ex02, nothing of ex01
+    assert float(rows["carol"]["total"]) == CAROL  # scaled scores + additive mask + the later ex02 items
+    assert float(rows["dave"]["total"]) == sum(it.points for it in ex01_02 if it.notebook == EX02[:-6])  # all of ex02
 
 
 def test_results_json_is_gradescope_schema(gradebook):
     out, _, _ = gradebook
     res = json.loads((out / "carol" / "results.json").read_text())
-    assert set(res) >= {"score", "tests"} and res["score"] == 2
+    assert set(res) >= {"score", "tests"} and res["score"] == CAROL
     by = {t["name"]: t for t in res["tests"]}
     for t in res["tests"]:
         assert set(t) >= {"name", "score", "max_score", "status", "output"}
