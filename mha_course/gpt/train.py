@@ -182,6 +182,9 @@ def train(model_config: GPTConfig, train_config: TrainConfig, out: str | Path, *
     if started:
         import torch.distributed as dist
 
+        # Rank 0 writes and evaluates the checkpoint while the others wait here: a rank that tore
+        # its gloo group down while rank 0 was still connected aborted once in CI (SIGABRT at exit).
+        dist.barrier()
         dist.destroy_process_group()
     model.eval()
     return model, meta
