@@ -27,6 +27,7 @@ from ..kv_cache import KVCache
 from ..tiny_lm import TinyCausalLM
 
 MAX_ROWS, MAX_LEN, MAX_CACHES = 64, 64, 64
+FED_CAP = 8  # an uncached loop feeds ~2-3x the budget here (its mistake is still named); far more is a hammer
 
 
 class ModelService(channel.Service):
@@ -56,6 +57,8 @@ class ModelService(channel.Service):
                 type(h) is int and 0 <= h < len(self.caches) for h in handles)):
             raise Violation("caches: expected null or one known cache handle per layer")
         self.fed += len(ids) * len(ids[0])
+        if self.fed > FED_CAP * self.budget:  # the parent's CPU is not under the child's limits
+            raise Violation(f"fed more than {FED_CAP}x the tokens the task needs")
         caches = None if handles is None else [self.caches[h] for h in handles]
         try:
             with torch.no_grad():

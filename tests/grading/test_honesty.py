@@ -200,6 +200,16 @@ def greedy_generate(model, prompt, n_new):
         c.call("begin", item="ex05_greedy_generate", case=0 if ids.shape[0] == 2 else 1)
     return ids
 """
+HAMMER = """
+def greedy_generate(model, prompt, n_new):
+    big = torch.zeros(64, 64, dtype=torch.long)
+    for _ in range(20000):  # full forwards done by the PARENT, whose CPU is outside our limits
+        try:
+            model(big)
+        except Exception:
+            break
+    return prompt
+"""
 ATTACKS = {  # name: (exercise, item, source)
     "no_cache_hooks_cleared": ("ex05", "ex05_greedy_generate", NO_CACHE),
     "prefix_refed_to_fresh_caches": ("ex05", "ex05_greedy_generate", FRESH_CACHES),
@@ -210,6 +220,7 @@ ATTACKS = {  # name: (exercise, item, source)
     "forged_wrong_op": ("ex08", "ex08_time_call", WRONG_OP),
     "forged_ids_out_of_range": ("ex05", "ex05_greedy_generate", BAD_IDS),
     "forged_session_reopened": ("ex05", "ex05_greedy_generate", REOPEN),
+    "parent_cpu_hammered": ("ex05", "ex05_greedy_generate", HAMMER),
 }
 
 
@@ -244,8 +255,16 @@ def test_the_evidence_is_not_in_the_sandbox(name, served):
 
 
 @pytest.mark.parametrize("name", ["forged_huge_frame", "forged_wrong_op", "forged_ids_out_of_range",
-                                  "forged_session_reopened"])
+                                  "forged_session_reopened", "parent_cpu_hammered"])
 def test_forged_channel_messages_are_invalid(name, served):
     r, notes = served[name]
     assert (r.points, r.status) == (0.0, "invalid result"), f"{r.status}: {r.message} {notes}"
     assert "channel was misused" in r.message, r.message
+
+
+def test_hammering_the_parent_is_cut_off_at_once(served):
+    """Without the cap (served_model.FED_CAP) the hammer ran until the student's wall limit and
+    got "timeout" (17.7 s here), the parent computing every forward; with it: a few seconds."""
+    r, notes = served["parent_cpu_hammered"]
+    assert "fed more than" in r.message, r.message
+
