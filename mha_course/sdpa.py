@@ -73,13 +73,13 @@ def _check_inputs(query, key, value, attn_mask, enable_gqa) -> None:
                        "(..., G, S, D))",
                        got=f"H = {H} (query {shape_str(query)}), G = {G} (key {shape_str(key)})")
         q_batch, k_batch = q_batch[:-1], k_batch[:-1]  # compare the sizes before the heads
-    try:
-        torch.broadcast_shapes(q_batch, k_batch)
-    except RuntimeError:
+    # Same rank (check_qkv), so broadcasting is size by size. (Not torch.broadcast_shapes: its
+    # first call imports sympy, half a second here.)
+    if not all(q == k or 1 in (q, k) for q, k in zip(q_batch, k_batch)):
         raise ValueError(
             f"key: expected leading (batch/head) sizes that broadcast with query's "
             f"{shape_str(query)}, got {shape_str(key)}"
-        ) from None
+        )
     if attn_mask is not None:
         check_tensor("attn_mask", attn_mask)
         check_mask_dtype("attn_mask", attn_mask)

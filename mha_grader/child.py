@@ -51,7 +51,7 @@ _PROCESS_CALLS = ("fork", "forkpty", "system", "popen", "posix_spawn", "posix_sp
                   "kill", "killpg", "setsid", "setpgid")
 MAX_ELEMENTS = 20_000_000
 CONFINE_FAILED = 97  # exit code: a unit could not be confined (it ran no learner code)
-PRELOADABLE = frozenset({"matplotlib.pyplot"})  # imported before the units fork (see runner._preload)
+PRELOADABLE = frozenset({"matplotlib.pyplot", "torch.utils.flop_counter"})  # see runner._preload
 
 
 class WrongType(Exception):
@@ -397,6 +397,11 @@ def main(job_dir: str, out_dir: str) -> None:
     if job["needs_torch"]:
         import torch
         torch.set_num_threads(1)
+        # Pick torch's CPU kernels (AVX2, AVX-512...) now: it reads /proc/cpuinfo once, on first
+        # use, and a confined unit may not read it, so each unit would fall back to the DEFAULT
+        # kernels - slower, and rounding differently from the parent's reference (ex10's
+        # gradients were off by 1e-8 in float64). Forked units inherit the choice.
+        torch.backends.cpu.get_cpu_capability()
     for mod in job.get("preload", []):
         if mod in PRELOADABLE:
             with contextlib.suppress(Exception):

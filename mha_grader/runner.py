@@ -94,11 +94,17 @@ def _servers(todo: dict[str, list[Item]], cases: dict[str, list[Case]]) -> dict[
     return out
 
 
+# Heavy modules that the cells of a notebook may import (by words in their text): the child
+# imports them once, before it forks its units, instead of once per unit. Only a miss costs
+# (time); the child imports nothing outside child.PRELOADABLE.
+_PRELOAD = {"matplotlib.pyplot": ("matplotlib", "plot_attention", "plot_heads"),
+            "torch.utils.flop_counter": ("flop_counter",)}
+
+
 def _preload(cells: list[dict]) -> list[str]:
-    """Heavy modules the notebooks import anyway (the course package imports matplotlib): the
-    child imports them once, before forking its units, instead of once per unit."""
+    """The modules of ``_PRELOAD`` that these cells will import."""
     text = "\n".join(c["source"] for c in cells)
-    return ["matplotlib.pyplot"] if "mha_course" in text or "matplotlib" in text else []
+    return [mod for mod, words in _PRELOAD.items() if any(w in text for w in words)]
 
 
 def _why(killed: str | None, code: int | None) -> tuple[str, str]:

@@ -314,7 +314,7 @@ def test_unresolvable_forbidden_name_is_an_error():
 def test_the_child_imports_no_torch_for_a_numpy_notebook(tmp_path):
     """The engine is light: a NumPy notebook that imports neither torch nor the course package
     runs without torch or matplotlib in the child (the child preloads matplotlib only for
-    notebooks that import the course package, which imports it)."""
+    notebooks whose graded cells plot)."""
     import nbformat
     _require_sandbox()
     nb = nbformat.v4.new_notebook(cells=[

@@ -208,11 +208,6 @@ ITEMS.append(Item(
     id="ex10_head_mask_grads", notebook=NOTEBOOK, function="per_example_head_grads", points=2,
     task="per-example dL/dξ through a (layers, B, H) head mask: one forward, one backward, read ξ.grad",
     make_cases=_grads_cases, shape="(B, layers, H)", reference=_grads_ref,
-    # float64 tolerance 1e-3 / 1e-5 (rtol, atol x 1e-5): when this unit shares the student's sandbox
-    # with another unit, the child's gradients differ from the parent's by more than 1e-7 and less
-    # than 0.1 % (cause not found yet; with one sandbox per unit they agree to 1e-17). Every named
-    # mistake is off by far more (a factor B, a transpose, a sign).
-    rtol=100.0, atol=1.0,
     driver="mha_course.grading.chapters.ch10:drive_head_grads",
     mistakes=(
         Mistake("mean loss", _GRADS_MEAN_LOSS, variant=lambda *a: _grads_ref(*a) / a[5].shape[0]),
