@@ -3,9 +3,9 @@
     .venv/bin/python benchmarks/grade_class.py [--students 100] [--workers 2] [--exercises 'ex*']
                                                [--isolation bwrap|user|none] [--overhead 10]
 
-Each student hands in every exercise matching --exercises (default: all ten): a mix of solutions (40 %), untouched exercises (20 %)
-and the gallery's deliberately wrong implementations (40 %). Prints the wall time and the
-score distribution. Target: <= 5 minutes on 2 cores, isolation on.
+Each student hands in every exercise matching --exercises (default: all of them): a mix of
+solutions (40 %), untouched exercises (20 %) and the gallery's deliberately wrong implementations
+(40 %). Prints the wall time and the score distribution. Target: <= 5 minutes on 2 cores, isolation on.
 
 ``--overhead N`` first measures what the sandbox itself costs per child: N empty jobs (start the
 interpreter, import NumPy, stop) in the chosen mode and N without isolation, interleaved;
