@@ -282,3 +282,30 @@ def test_a_unit_cannot_reach_the_reference_through_another_unit(name, units, att
             assert (r.points, r.status) == (0.0, "error"), f"the attack worked: {r.status}: {r.message} {notes}"
         else:
             assert r.passed, f"{item.id}: {r.status}: {r.message} {notes}"
+
+
+CAPABILITY_PROBE = r'''
+import torch as _torch
+_mha_forward = mha_forward
+
+def mha_forward(*args, **kwargs):
+    """Right only where torch runs the parent's CPU kernels."""
+    out = _mha_forward(*args, **kwargs)
+    return out if _torch.backends.cpu.get_cpu_capability() == "{CAPABILITY}" else 2 * out
+'''
+
+
+def test_a_confined_unit_computes_with_the_parents_cpu_kernels(tmp_path):
+    """torch picks its CPU kernels (AVX2, AVX-512...) on first use, from /proc/cpuinfo, which a
+    confined unit may not read: the zygote picks them before it forks (``child.main``). Without
+    that, every confined unit ran torch's DEFAULT kernels, slower and rounding differently from the
+    parent's reference (ex10's gradients were off by 1e-8 in float64)."""
+    import torch
+
+    _require()
+    if confine.problem():
+        pytest.skip(f"Landlock is not available here: {confine.problem()}")
+    probe = CAPABILITY_PROBE.replace("{CAPABILITY}", torch.backends.cpu.get_cpu_capability())
+    path = build("ex04", tmp_path / f"{EX04}.ipynb", extra=[(-1, probe)])
+    res, notes = grade_many({"probe": (path, "ex04")}, limits=LIMITS)["probe"]
+    assert res[FWD].passed, f"{res[FWD].status}: {res[FWD].message} {notes}"
