@@ -143,6 +143,21 @@ for o in gc.get_objects():
     if type(o).__name__ == "Tripwires":
         o.armed = set()
 return mha_course.masks.causal_mask(L, S)"""
+# The package resolves its names lazily (``mha_course._EXPORTS``): point the table at every course
+# module in turn, in case one of them still holds a real copy of the forbidden function.
+LAZY_EXPORTS = """import inspect, pkgutil, mha_course
+name = "causal_" + "mask"
+for info in pkgutil.walk_packages(mha_course.__path__, "mha_course."):
+    mha_course._EXPORTS[name] = info.name.split(".", 1)[1]
+    vars(mha_course).pop(name, None)
+    try:
+        f = getattr(mha_course, name)
+        real = "ForbiddenCall" not in inspect.getsource(f)
+    except BaseException:
+        continue
+    if real:
+        return f(L, S)
+raise RuntimeError("no real copy")"""
 SOLUTIONS_FROM_DISK = f"""import json, pathlib, mha_course
 for root in (pathlib.Path(mha_course.__file__).resolve().parents[1], pathlib.Path({str(ROOT)!r})):
     p = root / "solutions" / "{EX02}.ipynb"
@@ -159,6 +174,7 @@ ATTACKS: dict[str, tuple[int, dict, dict[str, str]]] = {
     "tripwire_closure": (1, {"replace": _causal(CLOSURE)}, {CAUSAL: "forbidden API"}),
     "disarm_tripwires_via_gc": (1, {"replace": _causal(DISARM)}, {CAUSAL: "forbidden API"}),
     "solutions_from_disk": (1, {"replace": _causal(SOLUTIONS_FROM_DISK)}, {CAUSAL: "error"}),
+    "lazy_exports": (1, {"replace": _causal(LAZY_EXPORTS)}, {CAUSAL: "error"}),
     "read_parent_environ_cwd": (2, {"extra": [(2, HELPERS)], "replace": _if("_read_parent()")}, {CAUSAL: "error"}),
     "read_parent_cmdline": (2, {"extra": [(2, HELPERS)], "replace": _if("_read_parent_cmdline()")}, {CAUSAL: "error"}),
     "read_peer_notebook": (2, {"extra": [(2, HELPERS)], "replace": _if("_try(lambda: 'make_causal_mask' in open({PEER!r}).read())")},
