@@ -1,0 +1,11 @@
+"""Chapter 20: production model families (GPT-2, Llama, Qwen, Mistral, Gemma 2, DeepSeek V3)
+as one configurable model built from the course's modules, and converters from
+Hugging Face ``transformers`` checkpoints (the ``[hf]`` extra; the model itself needs only torch).
+"""
+
+from .config import FamilyConfig
+from .convert import FAMILIES, config_from_hf, from_hf, load_pretrained, state_from_hf
+from .model import FamilyLM, greedy_generate
+
+__all__ = ["FAMILIES", "FamilyConfig", "FamilyLM", "config_from_hf", "from_hf",
+           "greedy_generate", "load_pretrained", "state_from_hf"]

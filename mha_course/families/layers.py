@@ -1,0 +1,158 @@
+"""Chapter 20: the pieces production families add around the course's attention.
+
+RMSNorm (Llama, Qwen, Mistral, Gemma, DeepSeek), gated MLPs (SwiGLU, GeGLU), logit
+soft-capping (Gemma 2), and one attention layer for grouped heads with any head size, optional
+query/key norms and an optional sliding window — built on the course's
+:func:`~mha_course.apply_rope`, :func:`~mha_course.scaled_dot_product_attention`, masks and caches.
+
+Letters: B batch, L new positions, S positions attended (cached + new), E width, H query
+heads, G key/value heads, D head size, F MLP width.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..masks import causal_mask
+from ..rope import apply_rope
+from ..sdpa import scaled_dot_product_attention
+from ..window import SlidingWindowCache, sliding_window_mask
+from .config import FamilyConfig
+
+
+class RMSNorm(nn.Module):
+    """``x / sqrt(mean(x²) + eps) * (offset + w)``: LayerNorm without centring or bias.
+
+    Half-precision inputs are normalised in float32 (as every family's reference code does);
+    float32 and float64 stay in their own precision. Gemma stores ``w`` and multiplies by
+    ``1 + w`` (``offset=1``); the others multiply by ``w`` (``offset=0``).
+
+    Shape:
+        x: (..., E). Returns (..., E).
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-6, offset: float = 0.0) -> None:
+        super().__init__()
+        self.eps, self.offset = eps, offset
+        self.weight = nn.Parameter(torch.full((dim,), 1.0 - offset))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., E)
+        return (h * (self.offset + self.weight.to(h.dtype))).to(x.dtype)
+
+
+def make_norm(config: FamilyConfig, dim: int | None = None) -> nn.Module:
+    """The family's norm over ``dim`` features (default E)."""
+    dim = config.n_embd if dim is None else dim
+    if config.norm == "layernorm":
+        return nn.LayerNorm(dim, eps=config.norm_eps)
+    return RMSNorm(dim, config.norm_eps, config.norm_offset)
+
+
+class MLP(nn.Module):
+    """``down(act(gate(x)) * up(x))`` for the gated kinds (SwiGLU: SiLU, GeGLU: tanh-GELU), or
+    ``down(gelu_tanh(up(x)))`` for GPT-2 (no gate).
+
+    Shape:
+        x: (B, L, E) -> (B, L, F) -> (B, L, E).
+    """
+
+    def __init__(self, config: FamilyConfig) -> None:
+        super().__init__()
+        E, Fw, bias = config.n_embd, config.intermediate, config.mlp_bias
+        self.kind = config.mlp
+        self.gate = nn.Linear(E, Fw, bias=bias) if self.kind != "gelu_tanh" else None
+        self.up = nn.Linear(E, Fw, bias=bias)
+        self.down = nn.Linear(Fw, E, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gate is None:
+            return self.down(F.gelu(self.up(x), approximate="tanh"))
+        act = F.silu if self.kind == "swiglu" else (lambda t: F.gelu(t, approximate="tanh"))
+        return self.down(act(self.gate(x)) * self.up(x))
+
+
+def softcap(x: torch.Tensor, cap: float | None) -> torch.Tensor:
+    """``cap * tanh(x / cap)``: a smooth bound to (-cap, cap) (Gemma 2's logits and scores)."""
+    return x if cap is None else cap * torch.tanh(x / cap)
+
+
+def capped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+                     scale: float, cap: float | None) -> torch.Tensor:
+    """Attention whose scores are soft-capped before the mask and softmax (Gemma 2). Without a
+    cap this is the course's :func:`scaled_dot_product_attention` with grouped heads.
+
+    Shape:
+        q: (B, H, L, D); k: (B, G, S, D); v: (B, G, S, Dv); mask: bool (L, S), True = may
+        attend. Returns (B, H, L, Dv).
+    """
+    if cap is None:
+        return scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale,
+                                            enable_gqa=k.shape[1] != q.shape[1])
+    rep = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(rep, dim=1)  # (B, G, S, D) -> (B, H, S, D): head h reads h // rep
+    v = v.repeat_interleave(rep, dim=1)  # (B, G, S, Dv) -> (B, H, S, Dv)
+    scores = softcap(q @ k.transpose(-2, -1) * scale, cap)  # (B, H, L, S)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v  # (B, H, L, S) @ (B, H, S, Dv) -> (B, H, L, Dv)
+
+
+def layer_mask(L: int, S: int, offset: int, window: int | None, cache, device) -> torch.Tensor:
+    """Which keys each new query sees: causal, within ``window`` W if the layer is local. A
+    :class:`~mha_course.SlidingWindowCache` holds only kept keys and builds that band itself.
+
+    Shape:
+        Returns bool (L, S), True = may attend.
+    """
+    if isinstance(cache, SlidingWindowCache):
+        return cache.restrict_mask(None, L)  # (L, S_kept): band over the kept positions
+    if window is None:
+        return causal_mask(L, S, offset=offset, device=device)
+    return sliding_window_mask(L, S, window=window, offset=offset, device=device)
+
+
+class Attention(nn.Module):
+    """Causal self-attention with H query heads, G key/value heads of size D (any D), optional
+    RoPE, query/key RMSNorm over D (Qwen 3), a sliding window and a score cap.
+
+    Shape:
+        x: (B, L, E), L new positions after ``cache.length`` cached ones. Returns (B, L, E).
+    """
+
+    def __init__(self, config: FamilyConfig, layer: int) -> None:
+        super().__init__()
+        c = config
+        self.H, self.G, self.D = c.n_head, c.n_kv_head, c.head_dim
+        self.q_proj = nn.Linear(c.n_embd, self.H * self.D, bias=c.qkv_bias)
+        self.k_proj = nn.Linear(c.n_embd, self.G * self.D, bias=c.qkv_bias)
+        self.v_proj = nn.Linear(c.n_embd, self.G * self.D, bias=c.qkv_bias)
+        self.o_proj = nn.Linear(self.H * self.D, c.n_embd, bias=c.out_bias)
+        self.q_norm = RMSNorm(self.D, c.norm_eps) if c.qk_norm else None
+        self.k_norm = RMSNorm(self.D, c.norm_eps) if c.qk_norm else None
+        self.rope = c.positions == "rope"
+        self.layout, self.base = c.rope_layout, c.rope_base
+        self.window = c.windows[layer]
+        self.scale = c.attn_scale if c.attn_scale is not None else self.D ** -0.5
+        self.cap = c.attn_softcap
+
+    def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
+        B, L, _ = x.shape
+        offset = 0 if cache is None else cache.length
+        # (B, L, heads * D) -> (B, L, heads, D) -> (B, heads, L, D)
+        q = self.q_proj(x).view(B, L, self.H, self.D).transpose(1, 2)
+        k = self.k_proj(x).view(B, L, self.G, self.D).transpose(1, 2)
+        v = self.v_proj(x).view(B, L, self.G, self.D).transpose(1, 2)
+        if self.q_norm is not None:  # Qwen 3: normalise each head's query and key before RoPE
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.rope:
+            pos = torch.arange(offset, offset + L, device=x.device)
+            q = apply_rope(q, pos, layout=self.layout, base=self.base)
+            k = apply_rope(k, pos, layout=self.layout, base=self.base)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, G, L, D) -> (B, G, S, D)
+        mask = layer_mask(L, k.shape[2], offset, self.window, cache, x.device)
+        out = capped_attention(q, k, v, mask, self.scale, self.cap)  # (B, H, L, D)
+        return self.o_proj(out.transpose(1, 2).reshape(B, L, self.H * self.D))  # -> (B, L, E)

@@ -1,0 +1,107 @@
+"""Chapter 20: one decoder-only model for every family in :class:`FamilyConfig`.
+
+Chapter 13's GPT with each family's options: ``x + attn(norm(x))`` then ``x + mlp(norm(x))``
+(Gemma 2 also normalises what each sub-layer adds: ``sandwich_norm``), a final norm and a
+read-out (tied or not, optionally soft-capped). Caches are the course's: a
+:class:`~mha_course.KVCache` per global layer, a :class:`~mha_course.SlidingWindowCache` per
+local layer (so decoding past the window holds only W keys), a
+:class:`~mha_course.mla.LatentKVCache` per MLA layer.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .._checks import check_rank, check_tensor, shape_str
+from ..kv_cache import KVCache
+from ..mla import LatentKVCache
+from ..window import SlidingWindowCache
+from .config import FamilyConfig
+from .latent import LatentAttention
+from .layers import MLP, Attention, make_norm, softcap
+
+
+class Block(nn.Module):
+    """One layer. Shape: x (B, L, E) -> (B, L, E)."""
+
+    def __init__(self, config: FamilyConfig, layer: int) -> None:
+        super().__init__()
+        self.attn_norm = make_norm(config)
+        self.attn = (LatentAttention if config.attention == "mla" else Attention)(config, layer)
+        self.mlp_norm = make_norm(config)
+        self.mlp = MLP(config)
+        self.post_attn_norm = make_norm(config) if config.sandwich_norm else None
+        self.post_mlp_norm = make_norm(config) if config.sandwich_norm else None
+
+    def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
+        a = self.attn(self.attn_norm(x), cache)
+        x = x + (a if self.post_attn_norm is None else self.post_attn_norm(a))
+        m = self.mlp(self.mlp_norm(x))
+        return x + (m if self.post_mlp_norm is None else self.post_mlp_norm(m))
+
+
+class FamilyLM(nn.Module):
+    """Token ids in, next-token logits out, for any :class:`FamilyConfig`.
+
+    ``forward(ids, caches=None)``: with ``caches`` (from :meth:`new_caches`) each call appends
+    its positions, so a prompt then one id at a time gives the logits of one full call.
+
+    Shape:
+        ids: (B, L) int64. Returns logits (B, L, V).
+    """
+
+    def __init__(self, config: FamilyConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        self.embed = nn.Embedding(c.vocab_size, c.n_embd)
+        self.pos = nn.Embedding(c.max_positions, c.n_embd) if c.positions == "learned" else None
+        self.blocks = nn.ModuleList(Block(c, i) for i in range(c.n_layer))
+        self.norm = make_norm(c)
+        self.lm_head = nn.Linear(c.n_embd, c.vocab_size, bias=False)
+        if c.tie_weights:
+            self.lm_head.weight = self.embed.weight
+
+    def new_caches(self) -> list:
+        """One empty cache per layer (window layers keep only their last W keys)."""
+        if self.config.attention == "mla":
+            return [LatentKVCache() for _ in self.blocks]
+        return [KVCache() if w is None else SlidingWindowCache(w) for w in self.config.windows]
+
+    def forward(self, ids: torch.Tensor, caches: list | None = None) -> torch.Tensor:
+        check_tensor("ids", ids)
+        check_rank("ids", ids, "(B, L)", rank=2)
+        if ids.dtype != torch.long:
+            raise ValueError(f"ids: expected int64 token ids of shape (B, L), got {ids.dtype}")
+        c = self.config
+        if caches is not None and len(caches) != c.n_layer:
+            raise ValueError(f"caches: expected {c.n_layer} caches (one per layer), got {len(caches)}")
+        start = 0 if caches is None else caches[0].length
+        x = self.embed(ids)  # (B, L) -> (B, L, E)
+        if c.embed_scale:  # Gemma: sqrt(E), rounded to the activations' dtype as its code does
+            x = x * torch.tensor(c.n_embd ** 0.5, dtype=x.dtype)
+        if self.pos is not None:
+            if start + ids.shape[1] > c.max_positions:
+                raise ValueError(f"ids: expected at most max_positions = {c.max_positions} "
+                                 f"positions in all, got {start} cached + {shape_str(ids)}")
+            x = x + self.pos.weight[start:start + ids.shape[1]]  # (B, L, E) + (L, E)
+        for i, block in enumerate(self.blocks):
+            x = block(x, None if caches is None else caches[i])
+        return softcap(self.lm_head(self.norm(x)), c.final_softcap)  # (B, L, E) -> (B, L, V)
+
+
+@torch.no_grad()
+def greedy_generate(model: FamilyLM, ids: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """Prompt once, then one token at a time with the course's caches, argmax each step.
+
+    Shape:
+        ids: (B, L). Returns (B, L + max_new_tokens).
+    """
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens: expected an int >= 0, got {max_new_tokens!r}")
+    caches = model.new_caches()
+    out, step = ids, ids
+    for _ in range(max_new_tokens):
+        nxt = model(step, caches)[:, -1].argmax(-1, keepdim=True)  # (B, L, V) -> (B, 1)
+        out, step = torch.cat([out, nxt], dim=1), nxt
+    return out

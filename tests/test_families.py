@@ -1,0 +1,177 @@
+"""Chapter 20: every family's tiny random model, built by ``transformers`` itself, converted
+into the course's FamilyLM: same logits, same greedy tokens (with the course's caches), and
+a deliberately wrong conversion fails. Nothing is downloaded."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers", reason="the [hf] extra (transformers) is not installed")
+
+from mha_course import convert_rope_layout, rope_permutation  # noqa: E402
+from mha_course.families import FamilyLM, config_from_hf, from_hf, greedy_generate  # noqa: E402
+
+V = 64
+_KW = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+
+
+def hf_config(family: str):
+    T = transformers
+    if family == "gpt2":
+        return T.GPT2Config(vocab_size=V, n_positions=64, n_embd=32, n_layer=3, n_head=4,
+                            bos_token_id=0, eos_token_id=0)
+    if family == "gemma2":  # windows of 5 on alternate layers, both soft-caps active
+        return T.Gemma2Config(**_KW, head_dim=16, sliding_window=5, query_pre_attn_scalar=16,
+                              attn_logit_softcapping=0.05, final_logit_softcapping=0.5)
+    if family == "deepseek_v3":  # MLA; all layers dense (MoE is not modelled)
+        return T.DeepseekV3Config(**dict(_KW, num_key_value_heads=4), q_lora_rank=16,
+                                  kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8,
+                                  v_head_dim=12, first_k_dense_replace=3,
+                                  moe_intermediate_size=16, n_routed_experts=4,
+                                  num_experts_per_tok=2)
+    extra = {"qwen3": {"head_dim": 16}, "mistral": {"sliding_window": 5}}.get(family, {})
+    cls = {"llama": T.LlamaConfig, "qwen2": T.Qwen2Config, "qwen3": T.Qwen3Config,
+           "mistral": T.MistralConfig}[family]
+    return cls(**_KW, **extra)
+
+
+def tiny_hf(family: str, dtype=torch.float64):
+    """A random ``transformers`` model; every weight (norms too) moved off its initial value."""
+    config = hf_config(family)
+    config._attn_implementation = "eager" if family == "gemma2" else "sdpa"  # soft-cap: eager
+    g = torch.Generator().manual_seed(sum(map(ord, family)))
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=g))
+    return model.to(dtype).eval()
+
+
+FAMILIES = ["gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "deepseek_v3"]
+# transformers computes RMSNorm and the RoPE angles in float32 even for a float64 model (for
+# half-precision training), so float64 agreement is bounded by float32 rounding there; GPT-2
+# (LayerNorm, learned positions) has no such cast and agrees to float64 rounding.
+FLOAT64_ATOL = {"gpt2": 1e-12}
+
+
+def ids(L: int = 20, B: int = 2) -> torch.Tensor:
+    return torch.randint(0, V, (B, L), generator=torch.Generator().manual_seed(L))
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def pair(request):
+    hf = tiny_hf(request.param)
+    return request.param, hf, from_hf(hf)
+
+
+def test_logits_equal_transformers_in_float64(pair):
+    family, hf, ours = pair
+    x = ids()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), hf(x).logits, rtol=0,
+                                   atol=FLOAT64_ATOL.get(family, 1e-6))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_logits_equal_transformers_in_float32(family):
+    hf = tiny_hf(family, torch.float32)
+    x = ids()
+    with torch.no_grad():
+        torch.testing.assert_close(from_hf(hf)(x), hf(x).logits, rtol=0, atol=1e-5)
+
+
+def test_greedy_decoding_with_the_course_caches_equals_generate(pair):
+    """16 tokens from a 4-token prompt: past the window (W = 5) of Mistral and Gemma 2."""
+    family, hf, ours = pair
+    prompt = ids(L=4, B=1)
+    theirs = hf.generate(prompt, max_new_tokens=12, do_sample=False, pad_token_id=0)
+    assert torch.equal(greedy_generate(ours, prompt, 12), theirs)
+
+
+def test_cached_decoding_equals_the_full_forward(pair):
+    family, _, ours = pair
+    x = ids(L=12)
+    caches = ours.new_caches()
+    with torch.no_grad():
+        steps = [ours(x[:, :5], caches)] + [ours(x[:, t:t + 1], caches) for t in range(5, 12)]
+        torch.testing.assert_close(torch.cat(steps, dim=1), ours(x), rtol=0, atol=1e-12)
+
+
+def with_config(model: FamilyLM, **changes) -> FamilyLM:
+    """The same weights under a changed config (a deliberately wrong conversion)."""
+    wrong = FamilyLM(dataclasses.replace(model.config, **changes)).to(torch.float64).eval()
+    wrong.load_state_dict(model.state_dict(), strict=False)
+    return wrong
+
+
+@pytest.mark.parametrize("family, change", [
+    ("llama", {"rope_layout": "interleaved"}),  # the other RoPE layout
+    ("deepseek_v3", {"rope_layout": "half"}),
+    ("gemma2", {"final_softcap": None}),  # a missing soft-cap
+    ("gemma2", {"attn_softcap": None}),
+    ("gemma2", {"norm_offset": 0.0}),  # Gemma's 1 + w
+    ("gemma2", {"embed_scale": False}),
+    ("mistral", {"windows": (None, None, None)}),  # no sliding window
+    ("qwen2", {"qkv_bias": False}),
+    ("llama", {"mlp": "geglu_tanh"}),
+])
+def test_a_wrong_conversion_fails(family, change):
+    hf = tiny_hf(family)
+    wrong = with_config(from_hf(hf), **change)
+    x = ids()
+    with torch.no_grad():
+        assert (wrong(x) - hf(x).logits).abs().max() > 1e-3
+
+
+def test_qwen3_needs_its_query_key_norms():
+    hf = tiny_hf("qwen3")
+    wrong = with_config(from_hf(hf), qk_norm=False)
+    x = ids()
+    with torch.no_grad():
+        assert (wrong(x) - hf(x).logits).abs().max() > 1e-3
+
+
+def test_the_chapter_12_converter_is_the_llama_conversion_permutation():
+    """Meta's Llama checkpoints use the interleaved layout; transformers' conversion script
+    permutes W_Q/W_K rows with ``w.view(H, D // 2, 2, E).transpose(1, 2).reshape(H * D, E)``.
+    ``convert_rope_layout(..., to="half")`` is that permutation, and an interleaved model with
+    the un-permuted weights gives the same logits."""
+    H, D, E = 4, 8, 32
+    w = torch.randn(H * D, E, dtype=torch.float64)
+    hf_permute = w.view(H, D // 2, 2, E).transpose(1, 2).reshape(H * D, E)
+    torch.testing.assert_close(convert_rope_layout(w, H, D, to="half"), hf_permute, rtol=0, atol=0)
+    assert torch.equal(w.view(H, D, E)[:, rope_permutation(D)].reshape(H * D, E), hf_permute)
+
+    hf = tiny_hf("llama")
+    ours = from_hf(hf)
+    meta = with_config(ours, rope_layout="interleaved")  # Meta's layout: rows un-permuted
+    G, Dh = ours.config.n_kv_head, ours.config.head_dim
+    with torch.no_grad():
+        for blk_m, blk in zip(meta.blocks, ours.blocks, strict=True):
+            blk_m.attn.q_proj.weight.copy_(convert_rope_layout(blk.attn.q_proj.weight, 4, Dh, to="interleaved"))
+            blk_m.attn.k_proj.weight.copy_(convert_rope_layout(blk.attn.k_proj.weight, G, Dh, to="interleaved"))
+        x = ids()
+        torch.testing.assert_close(meta(x), hf(x).logits, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("attr, value, match", [
+    ("hidden_act", "gelu", "hidden_act"),
+    ("rope_parameters", {"rope_type": "llama3", "rope_theta": 5e5}, "rope_type"),
+])
+def test_what_the_course_does_not_model_is_refused_by_name(attr, value, match):
+    config = hf_config("llama")
+    setattr(config, attr, value)
+    with pytest.raises(ValueError, match=match):
+        config_from_hf(config)
+
+
+def test_deepseek_mixture_of_experts_layers_are_refused():
+    config = hf_config("deepseek_v3")
+    config.first_k_dense_replace = 1
+    with pytest.raises(ValueError, match="first_k_dense_replace"):
+        config_from_hf(config)
