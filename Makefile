@@ -11,10 +11,10 @@ BIN := $(VENV)/bin
 # index's build (CUDA on Linux). TORCH_INDEX=URL picks an index, TORCH_INDEX= the default one.
 TORCH_SPEC ?= torch>=2.5
 TORCH_INDEX ?= auto
-# Extras installed with the course: dev (tests, linters, nbgrader) and triton (chapter 17's
-# kernels, run on CPU in Triton's interpreter; about 1 GB). A smaller install without chapter
-# 17's kernels: make lab EXTRAS=dev
-EXTRAS ?= dev,triton
+# Extras installed with the course: dev (tests, linters, nbgrader), triton (chapter 17's
+# kernels, run on CPU in Triton's interpreter; about 1 GB) and hf (chapter 20: transformers).
+# A smaller install without chapter 17's kernels: make lab EXTRAS=dev,hf
+EXTRAS ?= dev,triton,hf
 STAMP := $(VENV)/.installed
 
 .PHONY: lab test setup unit notebooks lint release exercises clean help browser site

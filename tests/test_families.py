@@ -13,43 +13,9 @@ transformers = pytest.importorskip("transformers", reason="the [hf] extra (trans
 
 from mha_course import convert_rope_layout, rope_permutation  # noqa: E402
 from mha_course.families import FamilyLM, config_from_hf, from_hf, greedy_generate  # noqa: E402
+from mha_course.families.tiny import VOCAB, tiny_hf_config, tiny_hf_model  # noqa: E402
 
-V = 64
-_KW = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
-           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-
-
-def hf_config(family: str):
-    T = transformers
-    if family == "gpt2":
-        return T.GPT2Config(vocab_size=V, n_positions=64, n_embd=32, n_layer=3, n_head=4,
-                            bos_token_id=0, eos_token_id=0)
-    if family == "gemma2":  # windows of 5 on alternate layers, both soft-caps active
-        return T.Gemma2Config(**_KW, head_dim=16, sliding_window=5, query_pre_attn_scalar=16,
-                              attn_logit_softcapping=0.05, final_logit_softcapping=0.5)
-    if family == "deepseek_v3":  # MLA; all layers dense (MoE is not modelled)
-        return T.DeepseekV3Config(**dict(_KW, num_key_value_heads=4), q_lora_rank=16,
-                                  kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8,
-                                  v_head_dim=12, first_k_dense_replace=3,
-                                  moe_intermediate_size=16, n_routed_experts=4,
-                                  num_experts_per_tok=2)
-    extra = {"qwen3": {"head_dim": 16}, "mistral": {"sliding_window": 5}}.get(family, {})
-    cls = {"llama": T.LlamaConfig, "qwen2": T.Qwen2Config, "qwen3": T.Qwen3Config,
-           "mistral": T.MistralConfig}[family]
-    return cls(**_KW, **extra)
-
-
-def tiny_hf(family: str, dtype=torch.float64):
-    """A random ``transformers`` model; every weight (norms too) moved off its initial value."""
-    config = hf_config(family)
-    config._attn_implementation = "eager" if family == "gemma2" else "sdpa"  # soft-cap: eager
-    g = torch.Generator().manual_seed(sum(map(ord, family)))
-    torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.05 * torch.randn(p.shape, generator=g))
-    return model.to(dtype).eval()
+V = VOCAB
 
 
 FAMILIES = ["gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "deepseek_v3"]
@@ -65,7 +31,7 @@ def ids(L: int = 20, B: int = 2) -> torch.Tensor:
 
 @pytest.fixture(scope="module", params=FAMILIES)
 def pair(request):
-    hf = tiny_hf(request.param)
+    hf = tiny_hf_model(request.param)
     return request.param, hf, from_hf(hf)
 
 
@@ -79,7 +45,7 @@ def test_logits_equal_transformers_in_float64(pair):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_logits_equal_transformers_in_float32(family):
-    hf = tiny_hf(family, torch.float32)
+    hf = tiny_hf_model(family, torch.float32)
     x = ids()
     with torch.no_grad():
         torch.testing.assert_close(from_hf(hf)(x), hf(x).logits, rtol=0, atol=1e-5)
@@ -90,7 +56,8 @@ def test_greedy_decoding_with_the_course_caches_equals_generate(pair):
     family, hf, ours = pair
     prompt = ids(L=4, B=1)
     theirs = hf.generate(prompt, max_new_tokens=12, do_sample=False, pad_token_id=0)
-    assert torch.equal(greedy_generate(ours, prompt, 12), theirs)
+    assert torch.equal(greedy_generate(ours, prompt, 12, hf.generation_config.eos_token_id), theirs)
+    assert theirs.shape[1] > 5 + 1  # past the window W = 5 (or stopped at end-of-sequence later)
 
 
 def test_cached_decoding_equals_the_full_forward(pair):
@@ -121,7 +88,7 @@ def with_config(model: FamilyLM, **changes) -> FamilyLM:
     ("llama", {"mlp": "geglu_tanh"}),
 ])
 def test_a_wrong_conversion_fails(family, change):
-    hf = tiny_hf(family)
+    hf = tiny_hf_model(family)
     wrong = with_config(from_hf(hf), **change)
     x = ids()
     with torch.no_grad():
@@ -129,7 +96,7 @@ def test_a_wrong_conversion_fails(family, change):
 
 
 def test_qwen3_needs_its_query_key_norms():
-    hf = tiny_hf("qwen3")
+    hf = tiny_hf_model("qwen3")
     wrong = with_config(from_hf(hf), qk_norm=False)
     x = ids()
     with torch.no_grad():
@@ -147,7 +114,7 @@ def test_the_chapter_12_converter_is_the_llama_conversion_permutation():
     torch.testing.assert_close(convert_rope_layout(w, H, D, to="half"), hf_permute, rtol=0, atol=0)
     assert torch.equal(w.view(H, D, E)[:, rope_permutation(D)].reshape(H * D, E), hf_permute)
 
-    hf = tiny_hf("llama")
+    hf = tiny_hf_model("llama")
     ours = from_hf(hf)
     meta = with_config(ours, rope_layout="interleaved")  # Meta's layout: rows un-permuted
     G, Dh = ours.config.n_kv_head, ours.config.head_dim
@@ -164,14 +131,59 @@ def test_the_chapter_12_converter_is_the_llama_conversion_permutation():
     ("rope_parameters", {"rope_type": "llama3", "rope_theta": 5e5}, "rope_type"),
 ])
 def test_what_the_course_does_not_model_is_refused_by_name(attr, value, match):
-    config = hf_config("llama")
+    config = tiny_hf_config("llama")
     setattr(config, attr, value)
     with pytest.raises(ValueError, match=match):
         config_from_hf(config)
 
 
 def test_deepseek_mixture_of_experts_layers_are_refused():
-    config = hf_config("deepseek_v3")
+    config = tiny_hf_config("deepseek_v3")
     config.first_k_dense_replace = 1
     with pytest.raises(ValueError, match="first_k_dense_replace"):
         config_from_hf(config)
+
+
+def save_tiny_checkpoint(folder, family: str = "mistral") -> None:
+    """A save_pretrained folder: a tiny random model and a byte-level BPE tokenizer trained
+    on the course's own source (present on every machine; nothing downloaded)."""
+    from pathlib import Path
+
+    import tokenizers
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    import mha_course
+
+    text = [p.read_text() for p in sorted(Path(mha_course.__file__).parent.glob("*.py"))]
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(text, trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok)
+    fast.save_pretrained(folder)
+    config = tiny_hf_config(family)
+    config.vocab_size = tok.get_vocab_size()
+    torch.manual_seed(0)
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+
+
+def test_the_generate_command_runs_a_saved_checkpoint_in_the_course_modules(tmp_path):
+    import subprocess
+    import sys
+
+    save_tiny_checkpoint(tmp_path)
+    assert (tmp_path / "model.safetensors").exists()
+    cmd = [sys.executable, "-m", "mha_course.cli", "generate", "--from-pretrained", str(tmp_path),
+           "--prompt", "def attention(q, k, v):", "--max-new-tokens", "8", "--compare"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("def attention(q, k, v):")
+    assert "mistral: 8 new tokens in" in run.stdout and "tokens/s" in run.stdout
+    assert "transformers' generate: the same tokens" in run.stdout
+
+
+def test_the_generate_command_names_a_missing_folder(tmp_path):
+    from mha_course.cli import main
+
+    assert main(["generate", "--from-pretrained", str(tmp_path / "nothing")]) == 2

@@ -23,8 +23,8 @@ def _get(cfg, name: str, default=None):
 
 def _rope_base(cfg) -> float:
     """RoPE's base, refusing frequency rescalings the course does not model (llama3, yarn…)."""
-    params = _get(cfg, "rope_parameters") or {}
-    kind = params.get("rope_type", "default")
+    params = _get(cfg, "rope_parameters") or _get(cfg, "rope_scaling") or {}
+    kind = params.get("rope_type", params.get("type", "default"))
     if kind != "default":
         raise ValueError(f"rope_parameters: rope_type {kind!r} rescales RoPE's frequencies; the "
                          f"course models only the default rotation (chapter 12)")

@@ -1,0 +1,64 @@
+"""``mha-course generate --from-pretrained DIR``: run a Hugging Face checkpoint in the course's
+own modules (chapter 20's FamilyLM and the course's KV caches) and print the text.
+
+DIR is a folder as ``save_pretrained`` writes it (config.json, model.safetensors, and the
+tokenizer's files); nothing is downloaded. Needs the ``[hf]`` extra (transformers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+HELP = "continue a prompt with a transformers checkpoint run in the course's modules"
+DTYPES = ("float32", "float64", "bfloat16")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--from-pretrained", required=True, metavar="DIR",
+                        help="a save_pretrained folder (safetensors + tokenizer); read locally")
+    parser.add_argument("--prompt", default="def attention(q, k, v):",
+                        help="text to continue (default: %(default)r)")
+    parser.add_argument("--max-new-tokens", type=int, default=32, metavar="N")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32")
+    parser.add_argument("--compare", action="store_true",
+                        help="also run transformers' own generate and say whether the tokens agree")
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    try:
+        import torch
+        from transformers import AutoTokenizer
+    except ImportError:
+        print("mha-course generate needs the hf extra: pip install -e '.[hf]' "
+              "(transformers, safetensors)", file=sys.stderr)
+        return 2
+    from ..families import greedy_generate, load_pretrained
+
+    if args.max_new_tokens < 0:
+        print(f"--max-new-tokens: expected an int >= 0, got {args.max_new_tokens}", file=sys.stderr)
+        return 2
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(args.from_pretrained, local_files_only=True)
+        ours, hf = load_pretrained(args.from_pretrained, getattr(torch, args.dtype))
+    except (OSError, ValueError) as err:
+        print(f"--from-pretrained {args.from_pretrained}: {err}", file=sys.stderr)
+        return 2
+    prompt = tokenizer(args.prompt, return_tensors="pt").input_ids  # (1, P)
+    start = time.perf_counter()
+    out = greedy_generate(ours, prompt, args.max_new_tokens, hf.generation_config.eos_token_id)
+    seconds = time.perf_counter() - start
+    print(tokenizer.decode(out[0]))
+    n = out.shape[1] - prompt.shape[1]
+    print(f"{ours.config.family}: {n} new tokens in {seconds:.2f} s "
+          f"({n / max(seconds, 1e-9):.1f} tokens/s, greedy, course caches, {args.dtype}, CPU threads "
+          f"{torch.get_num_threads()})")
+    if args.compare:
+        theirs = hf.generate(prompt, max_new_tokens=args.max_new_tokens, do_sample=False,
+                             pad_token_id=tokenizer.pad_token_id or 0)
+        same = torch.equal(theirs, out)
+        print(f"transformers' generate: {'the same tokens' if same else 'DIFFERENT tokens'}")
+        return 0 if same else 1
+    return 0

@@ -1,0 +1,64 @@
+"""Chapter 20: tiny random models of every family, built by ``transformers`` itself (its own
+config classes, 3 layers, 4 heads, width 32) — what the tests and the chapter convert.
+
+Nothing is downloaded: the configs are written here and the weights are random. Every weight
+(the norms' too) is moved off its initial value, so a conversion that drops one shows.
+"""
+
+from __future__ import annotations
+
+import torch
+
+VOCAB = 64
+_KW = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError as err:
+        raise ImportError("chapter 20 needs the hf extra: pip install -e '.[hf]' "
+                          "(transformers and safetensors)") from err
+    return transformers
+
+
+def tiny_hf_config(family: str):
+    """A ``transformers`` config of ``family`` (one of :data:`~mha_course.families.FAMILIES`):
+    GQA with G = 2 of H = 4, windows of W = 5 (Mistral; alternate layers in Gemma 2), both
+    soft-caps small enough to act (Gemma 2), MLA with all layers dense (DeepSeek V3)."""
+    T = _transformers()
+    if family == "gpt2":
+        return T.GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=3, n_head=4,
+                            bos_token_id=0, eos_token_id=0)
+    if family == "gemma2":
+        return T.Gemma2Config(**_KW, head_dim=16, sliding_window=5, query_pre_attn_scalar=16,
+                              attn_logit_softcapping=0.05, final_logit_softcapping=0.5)
+    if family == "deepseek_v3":
+        return T.DeepseekV3Config(**dict(_KW, num_key_value_heads=4), q_lora_rank=16,
+                                  kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8,
+                                  v_head_dim=12, first_k_dense_replace=3,
+                                  moe_intermediate_size=16, n_routed_experts=4,
+                                  num_experts_per_tok=2)
+    classes = {"llama": T.LlamaConfig, "qwen2": T.Qwen2Config, "qwen3": T.Qwen3Config,
+               "mistral": T.MistralConfig}
+    if family not in classes:
+        raise ValueError(f"family: expected one of gpt2, gemma2, deepseek_v3, {', '.join(classes)}; "
+                         f"got {family!r}")
+    extra = {"qwen3": {"head_dim": 16}, "mistral": {"sliding_window": 5}}.get(family, {})
+    return classes[family](**_KW, **extra)
+
+
+def tiny_hf_model(family: str, dtype: torch.dtype = torch.float64):
+    """A random ``transformers`` causal LM of ``family`` in eval mode (seeded by its name)."""
+    T = _transformers()
+    config = tiny_hf_config(family)
+    config._attn_implementation = "eager" if family == "gemma2" else "sdpa"  # soft-cap: eager
+    g = torch.Generator().manual_seed(sum(map(ord, family)))
+    with torch.random.fork_rng():  # transformers initialises from the global generator
+        torch.manual_seed(0)
+        model = T.AutoModelForCausalLM.from_config(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=g))
+    return model.to(dtype).eval()
