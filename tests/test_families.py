@@ -187,3 +187,13 @@ def test_the_generate_command_names_a_missing_folder(tmp_path):
     from mha_course.cli import main
 
     assert main(["generate", "--from-pretrained", str(tmp_path / "nothing")]) == 2
+
+
+def test_without_the_hf_extra_the_command_says_what_to_install(monkeypatch, capsys):
+    import sys
+
+    from mha_course.cli import main
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
+    assert main(["generate", "--from-pretrained", "anywhere"]) == 2
+    assert "pip install -e '.[hf]'" in capsys.readouterr().err
