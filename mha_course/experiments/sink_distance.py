@@ -18,7 +18,9 @@ text (not its first 16,384 characters):
    learned-position models of §6 run every validation window with windows W, W + 4 sinks and
    W + 4 (one prompt chunk through the cache). Differences are paired per stretch / window.
 
-Run ``python -m mha_course.experiments.sink_distance``; it writes ``results/ch14_sinks.json``.
+Run ``python -m mha_course.experiments.sink_distance`` (about 5 CPU-minutes on one thread; not yet
+run to completion for the committed chapter, which quotes none of its numbers); it writes
+``results/ch14_sinks.json``.
 """
 
 from __future__ import annotations
