@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["repeat_kv", "scaled_dot_product_attention", "stable_softmax"], "sdpa"),
     "SelfAttentionHead": "single_head",
     "StaticKVCache": "static_kv_cache",
+    "RenumberedSinkCache": "sink_cache",  # chapter 14: StreamingLLM's positions in the cache
     **dict.fromkeys(["online_softmax_update", "tiled_attention"], "tiled"),
     "TinyCausalLM": "tiny_lm",
     **dict.fromkeys(["SlidingWindowCache", "layout_cache_bytes", "receptive_field",

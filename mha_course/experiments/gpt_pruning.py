@@ -7,7 +7,9 @@ in that order (least important first) through ``head_mask``, and compare with ra
 (:func:`mha_course.prune_model_heads`) is checked against the masked one.
 
 Run ``python -m mha_course.experiments.gpt_pruning`` (a few minutes on one CPU thread); it
-writes ``results/ch13_pruning.json`` (stamped), which notebook 13 loads.
+writes ``results/ch13_pruning.json`` (stamped). It evaluates on the first 256 validation windows
+only; notebook 13 now loads :mod:`mha_course.experiments.gpt_head_removal`'s results (all windows,
+single-head removal, a greedy order, retraining), which reuses this module's ordering helpers.
 """
 
 from __future__ import annotations
