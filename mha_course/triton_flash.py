@@ -22,7 +22,7 @@ import sys
 
 import torch
 
-from ._checks import check_kv_heads, check_qkv, shape_str
+from ._checks import check_kv_heads, check_qkv, check_rank, check_shape, shape_str
 
 # Triton decorates its own library (tl.max's combine function, ...) when it is first imported, so
 # if something imported it before this module set the variable (torch.utils.flop_counter does),
@@ -186,8 +186,7 @@ def _block_d(D: int) -> int:
 
 def _check(query, key, value, block_m, block_n):
     check_qkv(query, key, value)
-    if query.dim() != 4 or key.dim() != 4:
-        raise ValueError(f"query: expected shape (B, H, L, D), got {shape_str(query)}")
+    check_rank("query", query, "(B, H, L, D)", rank=4)  # key and value: query's rank (check_qkv)
     B, H, _, D = query.shape
     if key.shape[0] != B or value.shape[-1] != D:
         raise ValueError(f"key/value: expected shape (B, G, S, D) with B = {B}, G dividing H = {H} "
@@ -195,8 +194,25 @@ def _check(query, key, value, block_m, block_n):
     check_kv_heads("key/value", H, key.shape[1], of=f"the query heads H = {H} (shape (B, G, S, D))",
                    got=f"{shape_str(key)} and {shape_str(value)}")
     for name, blk in (("block_m", block_m), ("block_n", block_n)):
-        if not isinstance(blk, int) or blk < 16 or blk & (blk - 1):
+        if isinstance(blk, bool) or not isinstance(blk, int) or blk < 16 or blk & (blk - 1):
             raise ValueError(f"{name}: expected a power of 2 >= 16 (tl.dot's minimum), got {blk!r}")
+
+
+def _check_saved(query, out, lse, d_out) -> None:
+    """The kernels index ``lse`` as (B, H, L) float32 and ``out``/``d_out`` as (B, H, L, D) of
+    query's dtype and device: anything else would be read out of bounds, not refused."""
+    want = tuple(query.shape)
+    check_shape("out", out, want, "(B, H, L, D)")
+    check_shape("d_out", d_out, want, "(B, H, L, D)")
+    check_shape("lse", lse, want[:3], "(B, H, L)")
+    if lse.dtype != torch.float32:
+        raise ValueError(f"lse: expected float32 (as flash_forward returns it), got {lse.dtype}")
+    for name, t in (("out", out), ("d_out", d_out), ("lse", lse)):
+        if t.device != query.device:
+            raise ValueError(f"{name}: expected query's device {query.device}, got {t.device}")
+    for name, t in (("out", out), ("d_out", d_out)):
+        if t.dtype != query.dtype:
+            raise ValueError(f"{name}: expected query's dtype {query.dtype}, got {t.dtype}")
 
 
 def flash_forward(query, key, value, is_causal=False, scale=None, block_m=64, block_n=64):
@@ -211,6 +227,8 @@ def flash_forward(query, key, value, is_causal=False, scale=None, block_m=64, bl
     B, H, L, D = q.shape
     G, S = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
+    if S == 0 or L == 0:  # no key (or no query): zeros, as SDPA and the course; no launch
+        return torch.zeros_like(q), torch.full((B, H, L), float("-inf"), device=q.device)
     out = torch.empty_like(q)
     lse = torch.empty(B, H, L, device=q.device, dtype=torch.float32)
     grid = (triton.cdiv(L, block_m), B * H)
@@ -228,10 +246,15 @@ def flash_backward(query, key, value, out, lse, d_out, is_causal=False, scale=No
         Returns dQ (B, H, L, D), dK, dV (B, G, S, D).
     """
     _require_triton()
+    _check(query, key, value, block_m, block_n)
+    _check_saved(query, out, lse, d_out)
     q, k, v, o, do = (t.contiguous() for t in (query, key, value, out, d_out))
     B, H, L, D = q.shape
     G, S = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
+    if S == 0 or L == 0:  # nothing attended: every gradient is zero; no launch
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    lse = lse.contiguous()
     delta = (do.float() * o.float()).sum(-1)  # (B, H, L, D) -> (B, H, L): the D term
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     consts = dict(IS_CAUSAL=is_causal, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(D))
