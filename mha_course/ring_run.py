@@ -147,6 +147,17 @@ def _check_jobs(jobs: object, world_size: int) -> str:
     return kinds.pop()
 
 
+def _backend(kind: str, world_size: int) -> str:
+    """NCCL for CUDA inputs with one GPU per rank; otherwise gloo (saying why, for CUDA inputs)."""
+    if kind != "cuda":
+        return "gloo"
+    if world_size <= torch.cuda.device_count():
+        return "nccl"
+    print(f"run_ring: {world_size} ranks but {torch.cuda.device_count()} GPU(s); NCCL needs one "
+          f"GPU per rank, so the ring runs over gloo on the CPU", file=sys.stderr)
+    return "gloo"
+
+
 def run_ring(jobs: list[dict], world_size: int, measure_memory: bool = False) -> list[dict]:
     """Run each job (``query``, ``key``, ``value`` full tensors; optional ``is_causal``,
     ``layout``, ``measure_memory``) as ring attention over ``world_size`` spawned processes, all jobs in one start.
@@ -163,13 +174,7 @@ def run_ring(jobs: list[dict], world_size: int, measure_memory: bool = False) ->
     """
     check_positive_int("world_size", world_size, "P (ranks)")
     kind = _check_jobs(jobs, world_size)
-    backend = "gloo"
-    if kind == "cuda":
-        if world_size <= torch.cuda.device_count():
-            backend = "nccl"
-        else:
-            print(f"run_ring: {world_size} ranks but {torch.cuda.device_count()} GPU(s); NCCL "
-                  f"needs one GPU per rank, so the ring runs over gloo on the CPU", file=sys.stderr)
+    backend = _backend(kind, world_size)
     # Full tensors travel to the children on the CPU (no CUDA IPC); each rank moves its shard.
     jobs = [{**job, **{x: job[x].detach().cpu() for x in ("query", "key", "value")}} for job in jobs]
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on the loopback interface

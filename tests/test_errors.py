@@ -415,9 +415,9 @@ TRITON = {
         lambda: tf.triton_flash_attention(t(1, 4, 8, 16, dtype=f32), t(1, 3, 8, 16, dtype=f32), t(1, 3, 8, 16, dtype=f32)),
         ["key/value", "H = 4", "(1, 3, 8, 16)"]),
     "triton_flash.triton_flash_attention: block_m not a power of 2": (
-        lambda: tf.triton_flash_attention(q4, q4, q4, block_m=24), ["block_m", "power of 2", "24"]),
+        lambda: tf.triton_flash_attention(q4, q4, q4, block_m=24), ["block_q (block_m)", "power of 2", "24"]),
     "triton_flash.triton_flash_attention: bool block": (
-        lambda: tf.triton_flash_attention(q4, q4, q4, block_n=True), ["block_n", "True"]),
+        lambda: tf.triton_flash_attention(q4, q4, q4, block_n=True), ["block_k (block_n)", "True"]),
     "triton_flash.flash_forward: value of another D": (
         lambda: tf.flash_forward(q4, q4, t(1, 2, 8, 8, dtype=f32)), ["value", "(1, 2, 8, 16)", "(1, 2, 8, 8)"]),
     "triton_flash.flash_backward: lse of the wrong shape": (tfb(lse=torch.zeros(1, 2, 7)),

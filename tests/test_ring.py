@@ -115,3 +115,20 @@ def test_run_ring_refuses_bad_jobs_before_spawning(jobs, P, words, monkeypatch):
         run_ring(jobs, P)
     for w in words:
         assert w in str(info.value), (w, str(info.value))
+
+
+def test_backend_nccl_with_one_gpu_per_rank_else_gloo_with_a_message(monkeypatch, capsys):
+    import mha_course.ring_run as rr
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert rr._backend("cpu", 4) == "gloo" and capsys.readouterr().err == ""
+    assert rr._backend("cuda", 2) == "nccl"
+    assert rr._backend("cuda", 4) == "gloo"
+    assert "4 ranks but 2 GPU(s)" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL needs 2 GPUs (one per rank)")
+def test_nccl_ring_equals_single_process():
+    q, k, v = (x.float().cuda() for x in _qkv())
+    out = run_ring([dict(query=q, key=k, value=v, is_causal=True, layout="zigzag")], 2)[0]["out"]
+    ref = scaled_dot_product_attention(q.cpu(), k.cpu(), v.cpu(), is_causal=True)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
