@@ -1,5 +1,10 @@
 """Input checks that teach: every error names the argument, the expected shape in
-dimension letters (B, L, S, E, H, G, D) and what actually came in."""
+dimension letters (B, L, S, E, H, G, D) and what actually came in.
+
+Letters: inside attention L is the query length and S the key/value length; at the model level
+(token ids, embeddings, position tables, the ring's whole sequence) T is the number of tokens.
+G is always the number of key/value heads (``num_kv_heads``; ``GPTConfig.n_kv_head`` keeps
+nanoGPT's ``n_*`` spelling, as ``n_head`` and ``n_embd``)."""
 
 from __future__ import annotations
 

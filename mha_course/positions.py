@@ -41,10 +41,10 @@ def sinusoidal_positions(
     linear functions of the encoding. Computed in float64, returned in ``dtype``.
 
     Args:
-        positions: a length L (positions 0..L-1) or a tensor of positions.
+        positions: a length T (positions 0..T-1) or a tensor of positions.
 
     Shape:
-        positions: L or (..., L). Returns (L, E) or (..., L, E).
+        positions: T or (..., T). Returns (T, E) or (..., T, E).
     """
     E = check_positive_int("embed_dim", embed_dim)
     if E % 2:
@@ -64,7 +64,7 @@ class LearnedPositionEmbedding(nn.Module):
     reached carry anything learned: a longer input raises ``ValueError``.
 
     Shape:
-        positions: (L,) or (B, L) long, each in [0, max_len). Returns (L, E) or (B, L, E).
+        positions: (T,) or (B, T) long, each in [0, max_len). Returns (T, E) or (B, T, E).
     """
 
     def __init__(self, max_len: int, embed_dim: int, *, device=None, dtype=None) -> None:
@@ -86,7 +86,7 @@ class LearnedPositionEmbedding(nn.Module):
                 f"positions: expected values in [0, max_len) = [0, {self.max_len}), got "
                 f"min {int(p.min())}, max {int(p.max())}; a learned table has no row for them"
             )
-        return self.weight[p]  # (..., L) -> (..., L, E)
+        return self.weight[p]  # (..., T) -> (..., T, E)
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:

@@ -22,7 +22,14 @@ import sys
 
 import torch
 
-from ._checks import check_kv_heads, check_qkv, check_rank, check_shape, shape_str
+from ._checks import (
+    check_kv_heads,
+    check_positive_int,
+    check_qkv,
+    check_rank,
+    check_shape,
+    shape_str,
+)
 
 # Triton decorates its own library (tl.max's combine function, ...) when it is first imported, so
 # if something imported it before this module set the variable (torch.utils.flop_counter does),
@@ -198,6 +205,7 @@ def backward_blocks(D: int) -> tuple[tuple[int, int], tuple[int, int]]:
     rows, as in Triton's fused-attention tutorial (its dK/dV kernel streams 32 query rows over
     resident keys, its dQ kernel 32 key rows over resident queries). Not yet tuned on a GPU.
     """
+    check_positive_int("D", D, "(head size)")
     if D > 64:
         return (64, 32), (32, 64)
     return (64, 64), (64, 64)

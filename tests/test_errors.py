@@ -426,6 +426,11 @@ TRITON = {
     "triton_flash.flash_backward: d_out of another L": (tfb(d_out=t(1, 2, 4, 16, dtype=f32)),
                                                         ["d_out", "(B, H, L, D)", "(1, 2, 8, 16)", "(1, 2, 4, 16)"]),
     "triton_flash.flash_backward: out of another dtype": (tfb(out=q4.double()), ["out", "torch.float32", "torch.float64"]),
+    "triton_flash.backward_blocks: zero head size": (lambda: tf.backward_blocks(0), ["D", "positive int", "0"]),
+    "triton_flash.flash_backward: dK/dV tile not a power of 2": (
+        lambda: tf.flash_backward(q4, q4, q4, q4, lse4, q4, dkdv_blocks=(16, 48)), ["dkdv_blocks[1]", "48"]),
+    "triton_flash.triton_flash_attention: backward tiles not pairs": (
+        lambda: tf.triton_flash_attention(q4, q4, q4, backward=(16, 16)), ["backward", "(block_q, block_k)"]),
     "triton_flash.flash_backward: G does not divide H": (
         lambda: tf.flash_backward(q4, t(1, 3, 8, 16, dtype=f32), t(1, 3, 8, 16, dtype=f32), q4, lse4, q4),
         ["key/value", "H = 2"]),
