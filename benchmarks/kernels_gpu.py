@@ -11,9 +11,17 @@ committed. It times, forward and forward + backward, in bf16 and fp16, D = 64 an
   flash    - torch SDPA restricted to SDPBackend.FLASH_ATTENTION
   cudnn    - torch SDPA restricted to SDPBackend.CUDNN_ATTENTION
   mem_eff  - torch SDPA restricted to SDPBackend.EFFICIENT_ATTENTION
-  flex     - torch.compile(flex_attention) with a causal BlockMask (or none)
+  flex     - torch.compile(flex_attention) with a causal BlockMask (or none); dynamo is reset for
+             every configuration (a fresh compile each, so the recompile limit is never reached)
+             and a recompile-limit fallback to eager is an error, not a row timed as "compiled"
 
-Each variant's output is first checked against the flash backend (atol 2e-2), then the variants
+It refuses to run under TRITON_INTERPRET=1 (the interpreter would time Python, not kernels). The
+course's backward uses its own tiles (``mha_course.triton_flash.backward_blocks``: smaller than the
+forward's 128 x 64 at D = 128, where two accumulators and four input tiles must fit one program).
+
+Each variant's output (and, for forward + backward, its three gradients) is first checked against
+a float32 SDPA reference (atol 2e-2 in 16-bit, 5e-3 in float32); a variant that fails is dropped
+from the row and says so, never timed. Then the variants
 take turns (``mha_course.benchmark.timing.time_interleaved``: CUDA events, L2 flush, medians of
 interleaved rounds). TFLOP/s use 4·B·H·L·S·D for the forward (halved when causal) and 2.5x that for
 the backward (FlashAttention's convention); % of peak is against the datasheet dense peak of
@@ -33,9 +41,21 @@ import torch.nn.functional as F
 COURSE, FLASH = "course", "flash"  # the goal row compares these two variants
 
 
+def _fresh_flex():
+    """A newly compiled flex_attention for one configuration: dynamo's caches are reset first
+    (one compile per configuration, the recompile limit never reached), and hitting the limit
+    anyway raises instead of silently running eager FlexAttention under the compiled label."""
+    import torch._dynamo
+    from torch.nn.attention.flex_attention import flex_attention
+
+    torch._dynamo.reset()
+    torch._dynamo.config.fail_on_recompile_limit_hit = True
+    return torch.compile(flex_attention)
+
+
 def _variants(q, k, v, causal, backward):
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    from torch.nn.attention.flex_attention import create_block_mask
 
     import mha_course.triton_flash as tf
 
@@ -48,10 +68,10 @@ def _variants(q, k, v, causal, backward):
     L = q.shape[-2]
     mask = (create_block_mask(lambda b, h, i, j: i >= j, None, None, L, L, device="cuda")
             if causal else None)
-    flex = torch.compile(flex_attention)
+    flex = _fresh_flex()
     fwd = {
-        COURSE: lambda: tf.triton_flash_attention(q, k, v, is_causal=causal, block_m=128,
-                                                    block_n=64),
+        COURSE: lambda: tf.triton_flash_attention(q, k, v, is_causal=causal, block_q=128,
+                                                    block_k=64),
         FLASH: sdpa_with(SDPBackend.FLASH_ATTENTION),
         "cudnn": sdpa_with(SDPBackend.CUDNN_ATTENTION),
         "mem_eff": sdpa_with(SDPBackend.EFFICIENT_ATTENTION),
@@ -59,14 +79,54 @@ def _variants(q, k, v, causal, backward):
     }
     if not backward:
         return fwd
-    d_out = torch.randn_like(q)
+    d_out = _d_out(q)
 
     def with_backward(f):
         def run():
             out = f()
-            return torch.autograd.grad(out, (q, k, v), d_out)
+            return (out, *torch.autograd.grad(out, (q, k, v), d_out))
         return run
     return {name: with_backward(f) for name, f in fwd.items()}
+
+
+def _d_out(q):
+    """The output gradient every backward variant (and the reference) receives: seeded."""
+    g = torch.Generator(device=q.device).manual_seed(0)
+    return torch.randn(q.shape, generator=g, device=q.device, dtype=q.dtype)
+
+
+def _reference(q, k, v, causal, backward):
+    """Output (and gradients) of float32 SDPA on the same inputs (torch picks a fused float32
+    kernel, memory-efficient attention: O(L) memory even at L = 16K)."""
+    x = [t.detach().float().requires_grad_(backward) for t in (q, k, v)]
+    out = F.scaled_dot_product_attention(*x, is_causal=causal)
+    if not backward:
+        return (out,)
+    return (out, *torch.autograd.grad(out, x, _d_out(q).float()))
+
+
+def _check_variants(fns, ref, dtype) -> None:
+    """Drop (and say so) every variant whose output or gradients differ from the reference."""
+    tol = 5e-3 if dtype == torch.float32 else 2e-2
+    for vname, f in list(fns.items()):
+        try:
+            got = f()
+            got = got if isinstance(got, tuple) else (got,)
+            for what, g, want in zip(("out", "dq", "dk", "dv"), got, ref):
+                torch.testing.assert_close(g.float(), want, atol=tol, rtol=tol,
+                                           msg=lambda m, w=what: f"{w}: {m}")
+        except Exception as exc:  # unsupported backend, out of resources, or wrong values
+            print(f"  {vname}: not timed ({type(exc).__name__}: {str(exc)[:160]})")
+            fns.pop(vname)
+
+
+def refuse_interpreter() -> str | None:
+    """Why this script must not run here, or None: Triton's interpreter times Python."""
+    import os
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        return ("kernels_gpu.py: TRITON_INTERPRET is set, so Triton would run its CPU interpreter "
+                "and the timings would be Python's; unset it (env -u TRITON_INTERPRET ...)")
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="one small shape: a smoke run")
     p.add_argument("--rounds", type=int, default=7)
     args = p.parse_args(argv)
+    why = refuse_interpreter()
+    if why:
+        print(why, file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("kernels_gpu.py: no CUDA device; nothing timed, nothing written", file=sys.stderr)
         return 1
@@ -102,15 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                         q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=dtype,
                                                requires_grad=backward) for _ in range(3))
                         fns = _variants(q, k, v, causal, backward)
-                        ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                        if not backward:  # a wrong kernel is not timed
-                            for vname, f in list(fns.items()):
-                                try:
-                                    torch.testing.assert_close(f(), ref, atol=2e-2, rtol=2e-2)
-                                except Exception as exc:  # unsupported backend or wrong values
-                                    print(f"  {vname}: skipped ({type(exc).__name__}: "
-                                          f"{str(exc)[:100]})")
-                                    fns.pop(vname)
+                        # a wrong kernel (output or gradients) is not timed
+                        _check_variants(fns, _reference(q, k, v, causal, backward), dtype)
                         res = time_interleaved(fns, device="cuda", rounds=args.rounds)
                         flops = attention_flops(B, H, L, L, D, causal) * (3.5 if backward else 1)
                         for vname, r in res.items():

@@ -1,5 +1,10 @@
 """Input checks that teach: every error names the argument, the expected shape in
-dimension letters (B, L, S, E, H, G, D) and what actually came in."""
+dimension letters (B, L, S, E, H, G, D) and what actually came in.
+
+Letters: inside attention L is the query length and S the key/value length; at the model level
+(token ids, embeddings, position tables, the ring's whole sequence) T is the number of tokens.
+G is always the number of key/value heads (``num_kv_heads``; ``GPTConfig.n_kv_head`` keeps
+nanoGPT's ``n_*`` spelling, as ``n_head`` and ``n_embd``)."""
 
 from __future__ import annotations
 
@@ -113,3 +118,35 @@ def check_kv_heads(name: str, num_heads: int, num_kv_heads: object, *,
             f"{name}: G must be a positive divisor of {of} (each key/value head serves H / G "
             f"query heads); got {got}"
         )
+
+
+def check_positive_int(name: str, value: object, what: str = "") -> int:
+    """The course's one "positive int" check (a bool is not an int here: ``True`` is refused).
+    ``what`` names the quantity in the message, e.g. ``"H (query heads)"``; returns ``value``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name}: expected a positive int{' ' + what if what else ''}, got {value!r}")
+    return value
+
+
+def check_nonnegative_int(name: str, value: object, what: str = "") -> int:
+    """``value`` must be an int >= 0 (a length, an offset, a count); returns it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name}: expected an int >= 0{' ' + what if what else ''}, got {value!r}")
+    return value
+
+
+def check_base(name: str, base: object) -> float:
+    """A RoPE / sinusoid base: a real number > 1 (10000.0 in most models); returns it as float."""
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
+        raise ValueError(f"{name}: expected a number > 1 (10000.0 in most models), got {base!r}")
+    return float(base)
+
+
+def check_shape(name: str, x: object, want: tuple[int, ...], letters: str) -> torch.Tensor:
+    """``x`` must be a tensor of exactly the shape ``want`` (``letters`` spells it, e.g.
+    ``"(B, H, L)"``); for tensors whose shape follows from other arguments (a saved
+    log-sum-exp, an output gradient)."""
+    check_tensor(name, x)
+    if tuple(x.shape) != tuple(want):
+        raise ValueError(f"{name}: expected shape {letters} = {tuple(want)}, got {shape_str(x)}")
+    return x

@@ -21,6 +21,7 @@ import math
 
 import torch
 
+from ._checks import check_rank, check_shape, check_tensor
 from .tiled import _check_inputs, tiled_attention
 
 
@@ -30,7 +31,19 @@ def backward_d_term(out: torch.Tensor, d_out: torch.Tensor) -> torch.Tensor:
     Shape:
         out, d_out: (..., L, Dv). Returns (..., L).
     """
+    check_tensor("out", out)
+    check_rank("out", out, "(..., L, Dv)", min_rank=2)
+    check_shape("d_out", d_out, tuple(out.shape), "(..., L, Dv) as out")
     return (d_out * out).sum(dim=-1)  # (..., L, Dv) -> (..., L)
+
+
+def _check_saved(query, value, out, lse, d_out) -> None:
+    """What the forward saved and the output gradient must fit the inputs: out, d_out
+    (..., L, Dv) and lse (..., L) — a wrong lse would silently give wrong gradients."""
+    lead, L, Dv = tuple(query.shape[:-2]), query.shape[-2], value.shape[-1]
+    check_shape("out", out, (*lead, L, Dv), "(..., L, Dv)")
+    check_shape("lse", lse, (*lead, L), "(..., L)")
+    check_shape("d_out", d_out, (*lead, L, Dv), "(..., L, Dv)")
 
 
 def _tile_weights(q, k, lse_rows, scale, is_causal, i0, j0):
@@ -69,6 +82,7 @@ def flash_attention_backward(
         lse: (..., L). Returns (dQ (..., L, D), dK (..., S, D), dV (..., S, Dv)).
     """
     _check_inputs(query, key, value, block_q, block_k)
+    _check_saved(query, value, out, lse, d_out)
     L, S = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     d_term = backward_d_term(out, d_out)  # (..., L)

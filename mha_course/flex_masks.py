@@ -22,7 +22,14 @@ from collections.abc import Callable
 
 import torch
 
-from ._checks import check_tensor, shape_str
+from ._checks import (
+    check_nonnegative_int,
+    check_positive_int,
+    check_qkv,
+    check_rank,
+    check_tensor,
+    shape_str,
+)
 
 MaskMod = Callable[..., torch.Tensor]
 ScoreMod = Callable[..., torch.Tensor]
@@ -35,8 +42,7 @@ def causal(b, h, q_idx, kv_idx):
 
 def sliding_window(window: int) -> MaskMod:
     """Causal, and only the last ``window`` keys: ``i - window < j <= i`` (itself included)."""
-    if not isinstance(window, int) or window < 1:
-        raise ValueError(f"window: expected a positive integer, got {window!r}")
+    check_positive_int("window", window, "W (keys per query)")
 
     def mask_mod(b, h, q_idx, kv_idx):
         return (q_idx >= kv_idx) & (q_idx - kv_idx < window)
@@ -45,8 +51,7 @@ def sliding_window(window: int) -> MaskMod:
 
 def prefix_lm(prefix_len: int) -> MaskMod:
     """Prefix-LM: the first ``prefix_len`` positions see each other both ways; the rest is causal."""
-    if not isinstance(prefix_len, int) or prefix_len < 0:
-        raise ValueError(f"prefix_len: expected a non-negative integer, got {prefix_len!r}")
+    check_nonnegative_int("prefix_len", prefix_len, "(positions that see each other both ways)")
 
     def mask_mod(b, h, q_idx, kv_idx):
         return (kv_idx < prefix_len) | (q_idx >= kv_idx)
@@ -60,7 +65,7 @@ def document_causal(doc_ids: torch.Tensor) -> MaskMod:
         doc_ids: (T,) integer document number of each position of the packed sequence.
     """
     check_tensor("doc_ids", doc_ids)
-    if doc_ids.dim() != 1 or doc_ids.is_floating_point():
+    if doc_ids.dim() != 1 or doc_ids.is_floating_point() or doc_ids.is_complex() or doc_ids.dtype == torch.bool:
         raise ValueError(f"doc_ids: expected an integer tensor of shape (T,), got "
                          f"{shape_str(doc_ids)} {doc_ids.dtype}")
 
@@ -76,8 +81,9 @@ def alibi(slopes: torch.Tensor) -> ScoreMod:
         slopes: (H,) one slope per query head.
     """
     check_tensor("slopes", slopes)
-    if slopes.dim() != 1:
-        raise ValueError(f"slopes: expected shape (H,), got {shape_str(slopes)}")
+    if slopes.dim() != 1 or not slopes.is_floating_point():
+        raise ValueError(f"slopes: expected a floating-point tensor of shape (H,), got "
+                         f"{shape_str(slopes)} {slopes.dtype}")
 
     def score_mod(score, b, h, q_idx, kv_idx):
         return score - slopes[h] * (q_idx - kv_idx).abs()
@@ -87,6 +93,9 @@ def alibi(slopes: torch.Tensor) -> ScoreMod:
 def block_counts(block_mask) -> dict[str, int]:
     """How many (query block, key block) tiles a BlockMask computes with a mask (``partial``),
     without one (``full``), and skips (``skipped``), summed over its batch and heads."""
+    if not hasattr(block_mask, "kv_num_blocks"):
+        raise ValueError(f"block_mask: expected a BlockMask from create_block_mask, got "
+                         f"{type(block_mask).__name__}")
     n_q, n_kv = block_mask.kv_num_blocks.shape[-1], block_mask.q_num_blocks.shape[-1]
     partial = int(block_mask.kv_num_blocks.sum())
     full = 0 if block_mask.full_kv_num_blocks is None else int(block_mask.full_kv_num_blocks.sum())
@@ -106,6 +115,7 @@ def flex_attention(query, key, value, score_mod: ScoreMod | None = None, block_m
     """
     from torch.nn.attention.flex_attention import flex_attention as torch_flex
 
+    _check_flex_inputs(query, key, value)
     if compiled:
         return _compiled(torch_flex)(query, key, value, score_mod=score_mod,
                                      block_mask=block_mask, scale=scale)
@@ -113,6 +123,15 @@ def flex_attention(query, key, value, score_mod: ScoreMod | None = None, block_m
         warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
         return torch_flex(query, key, value, score_mod=score_mod, block_mask=block_mask,
                           scale=scale)
+
+
+def _check_flex_inputs(query, key, value) -> None:
+    """(B, H, L, D) queries; (B, H, S, D) keys and values (same B and H: no GQA here)."""
+    check_qkv(query, key, value)
+    check_rank("query", query, "(B, H, L, D)", rank=4)
+    if key.shape[:2] != query.shape[:2]:
+        raise ValueError(f"key: expected shape (B, H, S, D) with (B, H) = {tuple(query.shape[:2])} "
+                         f"as query's, got {shape_str(key)}")
 
 
 _COMPILED: dict = {}

@@ -15,7 +15,16 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_float, check_rank, check_tensor, shape_str
+from ._checks import (
+    check_base,
+    check_float,
+    check_positive_int,
+    check_rank,
+    check_shape,
+    check_size,
+    check_tensor,
+    shape_str,
+)
 from .masks import causal_mask
 from .mha import merge_heads, split_heads
 from .rope import apply_rope
@@ -92,15 +101,20 @@ class MultiHeadLatentAttention(nn.Module):
                  rope_base: float = 10000.0, device: torch.device | str | None = None,
                  dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        head_dim = embed_dim // num_heads if head_dim is None else head_dim
-        for name, n in (("embed_dim", embed_dim), ("num_heads", num_heads),
-                        ("latent_dim", latent_dim), ("head_dim", head_dim)):
-            if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-                raise ValueError(f"{name}: expected a positive int, got {n!r}")
+        check_positive_int("embed_dim", embed_dim, "E")
+        check_positive_int("num_heads", num_heads, "H")
+        check_positive_int("latent_dim", latent_dim, "C")
+        if head_dim is None:
+            if embed_dim % num_heads:
+                raise ValueError(f"num_heads: the default head_dim D = E / H needs H to divide E; "
+                                 f"got E={embed_dim}, H={num_heads} (or pass head_dim)")
+            head_dim = embed_dim // num_heads
+        check_positive_int("head_dim", head_dim, "D")
         if isinstance(rope_dim, bool) or not isinstance(rope_dim, int) or rope_dim < 0 or rope_dim % 2:
             raise ValueError(f"rope_dim: expected an even int R >= 0 (RoPE rotates pairs), got {rope_dim!r}")
-        if q_latent_dim is not None and (not isinstance(q_latent_dim, int) or q_latent_dim <= 0):
-            raise ValueError(f"q_latent_dim: expected None or a positive int C_Q, got {q_latent_dim!r}")
+        if q_latent_dim is not None:
+            check_positive_int("q_latent_dim", q_latent_dim, "C_Q (or None)")
+        check_base("rope_base", rope_base)
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, head_dim
         self.latent_dim, self.rope_dim, self.q_latent_dim = latent_dim, rope_dim, q_latent_dim
         self.rope_base = float(rope_base)
@@ -136,6 +150,16 @@ class MultiHeadLatentAttention(nn.Module):
         w_ov = torch.einsum("ehd,hdc->ehc", w_o, w_uv)  # (E, H, C)
         return w_q, w_ov
 
+    def _check_absorbed(self, weights: object) -> None:
+        """``weights`` must be what :meth:`absorbed_weights` returns for this module's sizes."""
+        if not isinstance(weights, (tuple, list)) or len(weights) != 2:
+            raise ValueError(f"weights: expected the pair (w_q, w_ov) of absorbed_weights(), got "
+                             f"{type(weights).__name__}")
+        H, C, E = self.num_heads, self.latent_dim, self.embed_dim
+        q_in = E if self.q_latent_dim is None else self.q_latent_dim
+        check_shape("weights[0]", weights[0], (H, C, q_in), "(H, C, C_Q or E)")
+        check_shape("weights[1]", weights[1], (E, H, C), "(E, H, C)")
+
     def forward(self, x: torch.Tensor, *, kv_cache: LatentKVCache | None = None,
                 absorbed: bool = False,
                 weights: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
@@ -148,8 +172,9 @@ class MultiHeadLatentAttention(nn.Module):
         check_tensor("x", x)
         check_float("x", x)
         check_rank("x", x, "(B, L, E)", rank=3)
-        if x.shape[-1] != self.embed_dim:
-            raise ValueError(f"x: expected shape (B, L, E) with E = {self.embed_dim}, got {shape_str(x)}")
+        check_size("x", x, -1, self.embed_dim, "(B, L, E)", "E")
+        if weights is not None:
+            self._check_absorbed(weights)
         B, L, _ = x.shape
         H, R = self.num_heads, self.rope_dim
         offset = 0 if kv_cache is None else kv_cache.length

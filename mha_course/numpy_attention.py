@@ -8,6 +8,9 @@ import numpy as np
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """Numerically stable softmax: subtract the row maximum before ``exp``.
 
+    The NumPy one (chapter 1); the torch one, which also gives 0 on fully masked rows, is
+    :func:`mha_course.sdpa.stable_softmax` (NumPy arrays here, tensors there: two functions).
+
     ``exp(x - m) / sum(exp(x - m))`` equals ``exp(x) / sum(exp(x))`` for any ``m``;
     choosing ``m = max(x)`` makes every exponent ``<= 0`` so nothing overflows.
 

@@ -14,13 +14,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_tensor, shape_str
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-    return value
+from ._checks import check_base, check_nonnegative_int, check_positive_int, check_tensor, shape_str
 
 
 def _as_positions(positions: int | torch.Tensor, device=None) -> torch.Tensor:
@@ -47,16 +41,15 @@ def sinusoidal_positions(
     linear functions of the encoding. Computed in float64, returned in ``dtype``.
 
     Args:
-        positions: a length L (positions 0..L-1) or a tensor of positions.
+        positions: a length T (positions 0..T-1) or a tensor of positions.
 
     Shape:
-        positions: L or (..., L). Returns (L, E) or (..., L, E).
+        positions: T or (..., T). Returns (T, E) or (..., T, E).
     """
-    E = _positive_int("embed_dim", embed_dim)
+    E = check_positive_int("embed_dim", embed_dim)
     if E % 2:
         raise ValueError(f"embed_dim: expected an even E (sin/cos pairs), got {E}")
-    if not base > 1:
-        raise ValueError(f"base: expected a number > 1, got {base!r}")
+    base = check_base("base", base)
     p = _as_positions(positions, device).to(torch.float64)
     inv = base ** (-torch.arange(0, E, 2, dtype=torch.float64, device=p.device) / E)  # (E/2,)
     angles = p[..., None] * inv  # (..., L, 1) * (E/2,) -> (..., L, E/2)
@@ -71,13 +64,13 @@ class LearnedPositionEmbedding(nn.Module):
     reached carry anything learned: a longer input raises ``ValueError``.
 
     Shape:
-        positions: (L,) or (B, L) long, each in [0, max_len). Returns (L, E) or (B, L, E).
+        positions: (T,) or (B, T) long, each in [0, max_len). Returns (T, E) or (B, T, E).
     """
 
     def __init__(self, max_len: int, embed_dim: int, *, device=None, dtype=None) -> None:
         super().__init__()
-        self.max_len = _positive_int("max_len", max_len)
-        self.embed_dim = _positive_int("embed_dim", embed_dim)
+        self.max_len = check_positive_int("max_len", max_len)
+        self.embed_dim = check_positive_int("embed_dim", embed_dim)
         self.weight = nn.Parameter(torch.empty(max_len, embed_dim, device=device, dtype=dtype))
         nn.init.normal_(self.weight, std=0.02)
 
@@ -93,7 +86,7 @@ class LearnedPositionEmbedding(nn.Module):
                 f"positions: expected values in [0, max_len) = [0, {self.max_len}), got "
                 f"min {int(p.min())}, max {int(p.max())}; a learned table has no row for them"
             )
-        return self.weight[p]  # (..., L) -> (..., L, E)
+        return self.weight[p]  # (..., T) -> (..., T, E)
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
@@ -105,7 +98,7 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     Shape:
         Returns (H,) float64.
     """
-    H = _positive_int("num_heads", num_heads)
+    H = check_positive_int("num_heads", num_heads)
 
     def powers_of_two(n: int) -> list[float]:
         start = 2.0 ** (-8.0 / n)
@@ -135,18 +128,19 @@ def alibi_bias(
     Shape:
         slopes: (H,), default :func:`alibi_slopes`. Returns (H, L, S), S = L by default.
     """
-    H = _positive_int("num_heads", num_heads)
-    S = L if S is None else S
-    if isinstance(L, bool) or not isinstance(L, int) or L < 0 or not isinstance(S, int) or S < 0:
-        raise ValueError(f"L, S: expected non-negative integers, got L={L!r}, S={S!r}")
+    H = check_positive_int("num_heads", num_heads)
+    L = check_nonnegative_int("L", L, "(query length)")
+    S = L if S is None else check_nonnegative_int("S", S, "(key length)")
     offset = S - L if offset is None else offset
-    if not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"offset: expected a non-negative integer, got {offset!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset: expected an int >= 0 (the first query's position; default "
+                         f"S - L), got {offset!r}")
     if slopes is None:
         slopes = alibi_slopes(H)
     check_tensor("slopes", slopes)
-    if slopes.shape != (H,):
-        raise ValueError(f"slopes: expected shape (H,) = ({H},), got {shape_str(slopes)}")
+    if slopes.shape != (H,) or not slopes.is_floating_point():
+        raise ValueError(f"slopes: expected a floating-point tensor of shape (H,) = ({H},), got "
+                         f"{shape_str(slopes)} {slopes.dtype}")
     q_pos = torch.arange(offset, offset + L, dtype=torch.float64, device=device)  # (L,)
     k_pos = torch.arange(S, dtype=torch.float64, device=device)  # (S,)
     distance = (q_pos[:, None] - k_pos[None, :]).abs()  # (L, 1) - (1, S) -> (L, S)

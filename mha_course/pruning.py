@@ -22,16 +22,19 @@ from collections.abc import Callable, Iterable, Sequence
 import torch
 from torch import nn
 
+from ._checks import check_nonnegative_int, check_positive_int, check_rank, check_tensor, shape_str
 from .mha import MultiHeadAttention
 
 
 def attention_layers(model: nn.Module) -> list[MultiHeadAttention]:
     """The model's :class:`MultiHeadAttention` modules, in registration (layer) order."""
+    _check_module("model", model)
     return [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
 
 
 def count_parameters(module: nn.Module) -> int:
     """Number of scalar parameters."""
+    _check_module("module", module)
     return sum(p.numel() for p in module.parameters())
 
 
@@ -127,9 +130,13 @@ def least_important(importance: torch.Tensor, count: int) -> dict[int, list[int]
     Shape:
         importance: (num_layers, H).
     """
+    check_tensor("importance", importance)
+    check_rank("importance", importance, "(num_layers, H)", rank=2)
     n_layers, H = importance.shape
-    if not 0 <= count <= n_layers * H:
-        raise ValueError(f"count: expected 0..{n_layers * H} heads, got {count}")
+    check_nonnegative_int("count", count, "(heads to choose)")
+    if count > n_layers * H:
+        raise ValueError(f"count: expected 0..{n_layers * H} heads (num_layers * H of importance "
+                         f"{shape_str(importance)}), got {count}")
     order = torch.argsort(importance.flatten(), stable=True)[:count].tolist()  # (layers*H,)
     chosen: dict[int, list[int]] = {}
     for flat in order:
@@ -139,8 +146,12 @@ def least_important(importance: torch.Tensor, count: int) -> dict[int, list[int]
 
 def mask_from_heads(heads: dict[int, Sequence[int]], num_layers: int, num_heads: int) -> torch.Tensor:
     """A (num_layers, H) head mask: 0 for the listed heads, 1 elsewhere."""
+    check_positive_int("num_layers", num_layers)
+    check_positive_int("num_heads", num_heads, "H")
     mask = torch.ones(num_layers, num_heads)
     for layer, hs in heads.items():
+        _check_indices("heads", [layer], num_layers, "layer")
+        _check_indices(f"heads[{layer}]", hs, num_heads, "head")
         mask[layer, list(hs)] = 0.0
     return mask
 
@@ -158,10 +169,12 @@ def prune_heads(attn: MultiHeadAttention, heads: Iterable[int]) -> MultiHeadAtte
     Shape:
         the module's inputs and outputs are unchanged: (B, L, E) -> (B, L, E).
     """
+    if not isinstance(attn, MultiHeadAttention):
+        raise ValueError(f"attn: expected a MultiHeadAttention, got {type(attn).__name__}")
     H, G, D = attn.num_heads, attn.num_kv_heads, attn.head_dim
+    heads = list(heads)
+    _check_indices("heads", heads, H, "head")
     drop = sorted(set(heads))
-    if any(not 0 <= h < H for h in drop):
-        raise ValueError(f"heads: expected head indices in 0..{H - 1}, got {drop}")
     if len(drop) == H:
         raise ValueError(f"heads: cannot remove all {H} heads of a layer (keep at least one)")
     per_group = H // G
@@ -189,6 +202,19 @@ def prune_heads(attn: MultiHeadAttention, heads: Iterable[int]) -> MultiHeadAtte
     return pruned
 
 
+def _check_module(name: str, module: object) -> None:
+    if not isinstance(module, nn.Module):
+        raise ValueError(f"{name}: expected a torch.nn.Module, got {type(module).__name__}")
+
+
+def _check_indices(name: str, index: Iterable[object], n: int, what: str) -> None:
+    """Every entry of ``index`` is an int in [0, n) (a bool or a float is not an index)."""
+    index = list(index)
+    bad = [i for i in index if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n]
+    if bad:
+        raise ValueError(f"{name}: expected {what} indices (ints) in 0..{n - 1}, got {index}")
+
+
 def _select(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
     """A new Linear keeping rows (dim=0: output features) or columns (dim=1: input features)."""
     W = linear.weight.detach().index_select(dim, index)
@@ -209,8 +235,7 @@ def prune_model_heads(model: nn.Module, heads: dict[int, Sequence[int]]) -> nn.M
                for name, child in parent.named_children()}
     layers = attention_layers(pruned)
     for i, hs in heads.items():
-        if not 0 <= i < len(layers):
-            raise ValueError(f"heads: expected layer indices in 0..{len(layers) - 1}, got {i}")
+        _check_indices("heads", [i], len(layers), "layer")
         if hs:
             parent, name = parents[id(layers[i])]
             setattr(parent, name, prune_heads(layers[i], hs))

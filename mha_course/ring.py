@@ -1,8 +1,9 @@
 """Chapter 19: ring attention — one sequence split over P processes with ``torch.distributed``.
 
 Each rank keeps its own block of queries. The key/value blocks travel around the ring: at every
-step a rank sends the block it holds to rank + 1 and receives one from rank - 1 (``isend`` /
-``irecv``, started *before* the step's compute so the transfer overlaps it), and folds the
+step a rank sends the block it holds to rank + 1 and receives one from rank - 1 (one
+``batch_isend_irecv`` of paired sends and receives, started *before* the step's compute so the
+transfer overlaps it; NCCL needs the pairing, unpaired ``isend``/``irecv`` can deadlock), and folds the
 block it holds into its running maximum, sum and output with chapter 9's
 :func:`~mha_course.tiled.online_softmax_update`. After P steps every rank has seen every key and
 holds the exact attention output for its queries; a rank holds two key/value blocks (the current
@@ -20,7 +21,7 @@ import math
 import torch
 import torch.distributed as dist
 
-from ._checks import check_qkv, shape_str
+from ._checks import check_positive_int, check_qkv, check_rank, shape_str
 from .tiled import online_softmax_update
 
 LAYOUTS = ("contiguous", "zigzag")
@@ -29,12 +30,22 @@ LAYOUTS = ("contiguous", "zigzag")
 def chunk_ids(rank: int, world_size: int, layout: str = "contiguous") -> list[int]:
     """Which chunks of the sequence a rank holds: ``[rank]`` of P chunks (contiguous), or
     ``[rank, 2P-1-rank]`` of 2P chunks (zig-zag)."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout: expected one of {LAYOUTS}, got {layout!r}")
+    _check_layout(layout)
+    check_positive_int("world_size", world_size, "P (ranks)")
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+        raise ValueError(f"rank: expected an int in [0, P) = [0, {world_size}), got {rank!r}")
     return [rank] if layout == "contiguous" else [rank, 2 * world_size - 1 - rank]
 
 
+def _check_layout(layout: object) -> str:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout: expected one of {LAYOUTS}, got {layout!r}")
+    return layout  # type: ignore[return-value]
+
+
 def _chunk_len(T: int, world_size: int, layout: str) -> int:
+    _check_layout(layout)
+    check_positive_int("world_size", world_size, "P (ranks)")
     n = world_size if layout == "contiguous" else 2 * world_size
     if T % n:
         raise ValueError(f"T: the sequence length must be a multiple of {n} for {world_size} "
@@ -48,9 +59,10 @@ def shard(x: torch.Tensor, rank: int, world_size: int, layout: str = "contiguous
     Shape:
         x: (..., T, D). Returns (..., T / P, D).
     """
+    check_rank("x", x, "(..., T, D)", min_rank=2)
+    ids = chunk_ids(rank, world_size, layout)
     c = _chunk_len(x.shape[-2], world_size, layout)
-    return torch.cat([x[..., i * c:(i + 1) * c, :] for i in chunk_ids(rank, world_size, layout)],
-                     dim=-2)
+    return torch.cat([x[..., i * c:(i + 1) * c, :] for i in ids], dim=-2)
 
 
 def unshard(parts: list[torch.Tensor], layout: str = "contiguous") -> torch.Tensor:
@@ -59,7 +71,18 @@ def unshard(parts: list[torch.Tensor], layout: str = "contiguous") -> torch.Tens
     Shape:
         parts: P tensors (..., T / P, D). Returns (..., T, D).
     """
+    _check_layout(layout)
     P = len(parts)
+    if P == 0:
+        raise ValueError("parts: expected one tensor (..., T / P, D) per rank, got none")
+    for r, part in enumerate(parts):
+        check_rank(f"parts[{r}]", part, "(..., T / P, D)", min_rank=2)
+        if part.shape != parts[0].shape:
+            raise ValueError(f"parts[{r}]: expected the shape of parts[0] {shape_str(parts[0])} "
+                             f"(every rank holds T / P positions), got {shape_str(part)}")
+    if layout == "zigzag" and parts[0].shape[-2] % 2:
+        raise ValueError(f"parts: the zigzag layout holds two chunks per rank, so T / P must be "
+                         f"even, got parts[0] {shape_str(parts[0])}")
     if layout == "contiguous":
         return torch.cat(parts, dim=-2)
     chunks: list[torch.Tensor | None] = [None] * (2 * P)
@@ -142,8 +165,11 @@ def ring_attention(
         reqs = []
         if step < P - 1:  # start passing the block on before computing with it: overlap
             k_next, v_next = torch.empty_like(k_cur), torch.empty_like(v_cur)
-            reqs = [dist.isend(k_cur, ahead, group), dist.isend(v_cur, ahead, group),
-                    dist.irecv(k_next, behind, group), dist.irecv(v_next, behind, group)]
+            # One batch of paired sends and receives (NCCL deadlocks on unpaired isend/irecv;
+            # gloo takes the batch too). Within a pair of ranks, K goes before V both ways.
+            reqs = dist.batch_isend_irecv([
+                dist.P2POp(dist.isend, k_cur, ahead, group), dist.P2POp(dist.isend, v_cur, ahead, group),
+                dist.P2POp(dist.irecv, k_next, behind, group), dist.P2POp(dist.irecv, v_next, behind, group)])
         log["bytes_sent"].append(k_cur.nbytes + v_cur.nbytes if reqs else 0)
         done = 0
         for q0, qn, k0, kn, crosses in _step_pairs(rank, (rank - step) % P, P, layout, c, is_causal):

@@ -18,7 +18,14 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_float, check_rank, check_tensor, shape_str
+from ._checks import (
+    check_base,
+    check_float,
+    check_positive_int,
+    check_rank,
+    check_tensor,
+    shape_str,
+)
 
 LAYOUTS = ("half", "interleaved")
 
@@ -38,12 +45,6 @@ def _check_layout(layout: object, name: str = "layout") -> str:
     return layout  # type: ignore[return-value]
 
 
-def _check_base(base: object) -> float:
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
-        raise ValueError(f"base: expected a number > 1 (10000.0 in most models), got {base!r}")
-    return float(base)
-
-
 def rope_frequencies(head_dim: int, base: float = 10000.0, *,
                      device: torch.device | str | None = None) -> torch.Tensor:
     """The rotation speed of each feature pair, ``theta_i = base^(-2i/D)``, in float64.
@@ -52,7 +53,7 @@ def rope_frequencies(head_dim: int, base: float = 10000.0, *,
         Returns (D/2,).
     """
     D = _check_head_dim(head_dim)
-    base = _check_base(base)
+    base = check_base("base", base)
     i = torch.arange(D // 2, dtype=torch.float64, device=device)  # (D/2,)
     return base ** (-2.0 * i / D)
 
@@ -72,6 +73,8 @@ def rope_angles(
     check_tensor("positions", positions)
     if positions.is_complex() or positions.dtype == torch.bool:
         raise ValueError(f"positions: expected integer or real positions, got dtype {positions.dtype}")
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise ValueError(f"dtype: expected a floating-point dtype for cos/sin (or None), got {dtype!r}")
     theta = rope_frequencies(head_dim, base, device=positions.device)  # (D/2,)
     angles = positions.to(torch.float64)[..., None] * theta  # (..., L, 1) * (D/2,) -> (..., L, D/2)
     dtype = torch.float64 if dtype is None else dtype
@@ -107,6 +110,15 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
         x: (..., L, D); cos, sin: broadcastable to (..., L, D/2). Returns (..., L, D).
     """
     layout = _check_layout(layout)
+    check_tensor("x", x)
+    check_rank("x", x, "(..., L, D)", min_rank=2)
+    if x.shape[-1] % 2:
+        raise ValueError(f"x: expected shape (..., L, D) with D even (pairs), got {shape_str(x)}")
+    for name, t in (("cos", cos), ("sin", sin)):
+        check_tensor(name, t)
+        if t.dim() < 1 or t.shape[-1] != x.shape[-1] // 2:
+            raise ValueError(f"{name}: expected shape (..., L, D/2) with D/2 = {x.shape[-1] // 2} "
+                             f"(x of shape {shape_str(x)}), got {shape_str(t)}")
     if layout == "half":
         a, b = x.chunk(2, dim=-1)  # (..., L, D) -> 2 x (..., L, D/2): pairs (i, i + D/2)
         return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)  # -> (..., L, D)
@@ -176,8 +188,7 @@ def convert_rope_layout(
     check_tensor("weight", weight)
     D = _check_head_dim(head_dim)
     to = _check_layout(to, "to")
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads <= 0:
-        raise ValueError(f"num_heads: expected a positive integer H, got {num_heads!r}")
+    check_positive_int("num_heads", num_heads, "H")
     if weight.dim() not in (1, 2) or weight.shape[0] != num_heads * D:
         raise ValueError(
             f"weight: expected shape (H * D, E) or (H * D,) with H * D = {num_heads} * {D} = "

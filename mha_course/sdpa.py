@@ -29,7 +29,8 @@ def stable_softmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
     A row whose scores are all ``-inf`` (every key masked) has no finite maximum; we use 0 for
     it, so ``exp`` gives zeros, the sum is 0, and the row's weights are all 0 — what torch's
-    SDPA returns for such rows.
+    SDPA returns for such rows. (Chapter 1's NumPy version is
+    :func:`mha_course.numpy_attention.softmax`.)
 
     Shape:
         scores: any shape; normalised along ``dim``. Returns the same shape.

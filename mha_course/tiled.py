@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from ._checks import check_qkv, shape_str
+from ._checks import check_positive_int, check_qkv, check_rank, shape_str
 
 
 def online_softmax_update(
@@ -45,6 +45,7 @@ def online_softmax_update(
         m, row_sum: (..., L); acc: (..., L, Dv); scores: (..., L, Sb); value: (..., Sb, Dv).
         Returns (m_new, row_sum_new, acc_new) with the shapes of (m, row_sum, acc).
     """
+    _check_online_step(m, row_sum, acc, scores, value)
     m_new = torch.maximum(m, scores.amax(dim=-1))  # (..., L, Sb) -> (..., L)
     # Where every score so far is -inf, subtract 0 instead of -inf (exp(-inf - -inf) is NaN).
     m_safe = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
@@ -60,6 +61,24 @@ def online_softmax_update(
     return m_new, row_sum, acc
 
 
+def _check_online_step(m, row_sum, acc, scores, value) -> None:
+    """The shapes of one online-softmax step agree: scores (..., L, Sb) with m, row_sum (..., L),
+    value (..., Sb, Dv) and acc (..., L, Dv)."""
+    check_rank("scores", scores, "(..., L, Sb)", min_rank=2)
+    check_rank("value", value, "(..., Sb, Dv)", min_rank=2)
+    if value.shape[-2] != scores.shape[-1]:
+        raise ValueError(f"value: expected shape (..., Sb, Dv) with Sb = {scores.shape[-1]} "
+                         f"(scores' last size), got {shape_str(value)}")
+    rows = tuple(scores.shape[:-1])
+    for name, t in (("m", m), ("row_sum", row_sum)):
+        if tuple(t.shape) != rows:
+            raise ValueError(f"{name}: expected shape (..., L) = {rows} (scores without Sb), "
+                             f"got {shape_str(t)}")
+    if tuple(acc.shape) != (*rows, value.shape[-1]):
+        raise ValueError(f"acc: expected shape (..., L, Dv) = {(*rows, value.shape[-1])}, "
+                         f"got {shape_str(acc)}")
+
+
 def _check_inputs(query, key, value, block_q, block_k) -> None:
     check_qkv(query, key, value)
     if query.shape[:-2] != key.shape[:-2]:
@@ -67,9 +86,8 @@ def _check_inputs(query, key, value, block_q, block_k) -> None:
             f"key: expected the same leading (batch/head) sizes as query {shape_str(query)}, "
             f"got {shape_str(key)}"
         )
-    for name, b in (("block_q", block_q), ("block_k", block_k)):
-        if not isinstance(b, int) or b <= 0:
-            raise ValueError(f"{name}: expected a positive integer, got {b!r}")
+    check_positive_int("block_q", block_q, "(query rows per tile)")
+    check_positive_int("block_k", block_k, "(key rows per tile)")
 
 
 def tiled_attention(

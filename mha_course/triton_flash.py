@@ -22,7 +22,14 @@ import sys
 
 import torch
 
-from ._checks import check_kv_heads, check_qkv, shape_str
+from ._checks import (
+    check_kv_heads,
+    check_positive_int,
+    check_qkv,
+    check_rank,
+    check_shape,
+    shape_str,
+)
 
 # Triton decorates its own library (tl.max's combine function, ...) when it is first imported, so
 # if something imported it before this module set the variable (torch.utils.flop_counter does),
@@ -184,61 +191,135 @@ def _block_d(D: int) -> int:
     return max(16, 1 << (D - 1).bit_length())  # tl.arange needs a power of 2; tl.dot needs >= 16
 
 
-def _check(query, key, value, block_m, block_n):
+def _num_warps(D: int) -> int:
+    """Warps per program: 8 when a head is wider than 64, so a (64, D) float32 accumulator
+    still fits the registers (4 warps of 32 threads would hold 128 floats each per tile)."""
+    return 8 if D > 64 else 4
+
+
+def backward_blocks(D: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Default (block_q, block_k) of the dQ kernel and of the dK/dV kernel for head size D.
+
+    Each backward program keeps four (block, D) tiles of inputs and two float32 accumulators,
+    twice the forward's, so wide heads take smaller tiles: at D > 64 the streamed side is 32
+    rows, as in Triton's fused-attention tutorial (its dK/dV kernel streams 32 query rows over
+    resident keys, its dQ kernel 32 key rows over resident queries). Not yet tuned on a GPU.
+    """
+    check_positive_int("D", D, "(head size)")
+    if D > 64:
+        return (64, 32), (32, 64)
+    return (64, 64), (64, 64)
+
+
+def _check_block(name: str, blk: object) -> int:
+    if isinstance(blk, bool) or not isinstance(blk, int) or blk < 16 or blk & (blk - 1):
+        raise ValueError(f"{name}: expected a power of 2 >= 16 (tl.dot's minimum), got {blk!r}")
+    return blk
+
+
+def _blocks(block_q, block_k, block_m, block_n) -> tuple[int, int]:
+    """``block_m``/``block_n`` are the old names of ``block_q``/``block_k`` (kept as aliases)."""
+    if block_m is not None:
+        block_q = block_m
+    if block_n is not None:
+        block_k = block_n
+    return _check_block("block_q (block_m)", block_q), _check_block("block_k (block_n)", block_k)
+
+
+def _check(query, key, value):
     check_qkv(query, key, value)
-    if query.dim() != 4 or key.dim() != 4:
-        raise ValueError(f"query: expected shape (B, H, L, D), got {shape_str(query)}")
+    check_rank("query", query, "(B, H, L, D)", rank=4)  # key and value: query's rank (check_qkv)
     B, H, _, D = query.shape
     if key.shape[0] != B or value.shape[-1] != D:
         raise ValueError(f"key/value: expected shape (B, G, S, D) with B = {B}, G dividing H = {H} "
                          f"and D = {D}, got {shape_str(key)} and {shape_str(value)}")
     check_kv_heads("key/value", H, key.shape[1], of=f"the query heads H = {H} (shape (B, G, S, D))",
                    got=f"{shape_str(key)} and {shape_str(value)}")
-    for name, blk in (("block_m", block_m), ("block_n", block_n)):
-        if not isinstance(blk, int) or blk < 16 or blk & (blk - 1):
-            raise ValueError(f"{name}: expected a power of 2 >= 16 (tl.dot's minimum), got {blk!r}")
 
 
-def flash_forward(query, key, value, is_causal=False, scale=None, block_m=64, block_n=64):
+def _check_saved(query, out, lse, d_out) -> None:
+    """The kernels index ``lse`` as (B, H, L) float32 and ``out``/``d_out`` as (B, H, L, D) of
+    query's dtype and device: anything else would be read out of bounds, not refused."""
+    want = tuple(query.shape)
+    check_shape("out", out, want, "(B, H, L, D)")
+    check_shape("d_out", d_out, want, "(B, H, L, D)")
+    check_shape("lse", lse, want[:3], "(B, H, L)")
+    if lse.dtype != torch.float32:
+        raise ValueError(f"lse: expected float32 (as flash_forward returns it), got {lse.dtype}")
+    for name, t in (("out", out), ("d_out", d_out), ("lse", lse)):
+        if t.device != query.device:
+            raise ValueError(f"{name}: expected query's device {query.device}, got {t.device}")
+    for name, t in (("out", out), ("d_out", d_out)):
+        if t.dtype != query.dtype:
+            raise ValueError(f"{name}: expected query's dtype {query.dtype}, got {t.dtype}")
+
+
+def flash_forward(query, key, value, is_causal=False, scale=None, block_q=64, block_k=64, *,
+                  block_m=None, block_n=None):
     """Run the forward kernel; returns (O, lse) with lse in float32.
+
+    ``block_q`` query rows per program (the kernel's BLOCK_M), ``block_k`` keys per step
+    (BLOCK_N); ``block_m``/``block_n`` are accepted as their old names.
 
     Shape:
         query: (B, H, L, D); key, value: (B, G, S, D). Returns (B, H, L, D), (B, H, L).
     """
     _require_triton()
-    _check(query, key, value, block_m, block_n)
+    block_q, block_k = _blocks(block_q, block_k, block_m, block_n)
+    _check(query, key, value)
     q, k, v = (t.contiguous() for t in (query, key, value))
     B, H, L, D = q.shape
     G, S = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
+    if S == 0 or L == 0:  # no key (or no query): zeros, as SDPA and the course; no launch
+        return torch.zeros_like(q), torch.full((B, H, L), float("-inf"), device=q.device)
     out = torch.empty_like(q)
     lse = torch.empty(B, H, L, device=q.device, dtype=torch.float32)
-    grid = (triton.cdiv(L, block_m), B * H)
+    grid = (triton.cdiv(L, block_q), B * H)
     _fwd_kernel[grid](q, k, v, out, lse, scale, L, S, D, H, G, IS_CAUSAL=is_causal,
-                      BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(D))
+                      BLOCK_M=block_q, BLOCK_N=block_k, BLOCK_D=_block_d(D),
+                      num_warps=_num_warps(D))
     return out, lse
 
 
 def flash_backward(query, key, value, out, lse, d_out, is_causal=False, scale=None,
-                   block_m=64, block_n=64):
+                   block_q=None, block_k=None, *, dkdv_blocks=None, block_m=None, block_n=None):
     """Run the two backward kernels; D = rowsum(dO ∘ O) is one torch line before them.
+
+    (The Triton launch; :mod:`mha_course.flash_backward` is the PyTorch version it follows.)
+    ``block_q``/``block_k`` are the dQ kernel's tile, ``dkdv_blocks`` the dK/dV kernel's
+    (block_q, block_k); by default :func:`backward_blocks` for this D.
 
     Shape:
         query, out, d_out: (B, H, L, D); key, value: (B, G, S, D); lse: (B, H, L).
         Returns dQ (B, H, L, D), dK, dV (B, G, S, D).
     """
     _require_triton()
+    _check(query, key, value)
+    _check_saved(query, out, lse, d_out)
+    D = query.shape[-1]
+    default_dq, default_dkdv = backward_blocks(D)
+    dq_q, dq_k = _blocks(default_dq[0] if block_q is None else block_q,
+                         default_dq[1] if block_k is None else block_k, block_m, block_n)
+    if dkdv_blocks is None:
+        dkdv_blocks = default_dkdv
+    if not isinstance(dkdv_blocks, (tuple, list)) or len(dkdv_blocks) != 2:
+        raise ValueError(f"dkdv_blocks: expected a pair (block_q, block_k), got {dkdv_blocks!r}")
+    kv_q, kv_k = (_check_block(f"dkdv_blocks[{i}]", b) for i, b in enumerate(dkdv_blocks))
     q, k, v, o, do = (t.contiguous() for t in (query, key, value, out, d_out))
-    B, H, L, D = q.shape
+    B, H, L, _ = q.shape
     G, S = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
+    if S == 0 or L == 0:  # nothing attended: every gradient is zero; no launch
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    lse = lse.contiguous()
     delta = (do.float() * o.float()).sum(-1)  # (B, H, L, D) -> (B, H, L): the D term
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    consts = dict(IS_CAUSAL=is_causal, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(D))
-    _bwd_dq_kernel[(triton.cdiv(L, block_m), B * H)](
-        q, k, v, do, lse, delta, dq, scale, L, S, D, H, G, **consts)
-    _bwd_dkdv_kernel[(triton.cdiv(S, block_n), B * G)](
-        q, k, v, do, lse, delta, dk, dv, scale, L, S, D, H, G, **consts)
+    common = dict(IS_CAUSAL=is_causal, BLOCK_D=_block_d(D), num_warps=_num_warps(D))
+    _bwd_dq_kernel[(triton.cdiv(L, dq_q), B * H)](
+        q, k, v, do, lse, delta, dq, scale, L, S, D, H, G, BLOCK_M=dq_q, BLOCK_N=dq_k, **common)
+    _bwd_dkdv_kernel[(triton.cdiv(S, kv_k), B * G)](
+        q, k, v, do, lse, delta, dk, dv, scale, L, S, D, H, G, BLOCK_M=kv_q, BLOCK_N=kv_k, **common)
     return dq, dk, dv
 
 
@@ -246,20 +327,20 @@ class TritonFlashAttention(torch.autograd.Function):
     """The Triton forward, saving (Q, K, V, O, lse); the Triton backward."""
 
     @staticmethod
-    def forward(ctx, query, key, value, is_causal, scale, block_m, block_n):
-        out, lse = flash_forward(query, key, value, is_causal, scale, block_m, block_n)
+    def forward(ctx, query, key, value, is_causal, scale, block_q, block_k, backward):
+        out, lse = flash_forward(query, key, value, is_causal, scale, block_q, block_k)
         ctx.save_for_backward(query, key, value, out, lse)
-        ctx.args = (is_causal, scale, block_m, block_n)
+        ctx.args = (is_causal, scale, backward)
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, d_out):
         query, key, value, out, lse = ctx.saved_tensors
-        is_causal, scale, block_m, block_n = ctx.args
+        is_causal, scale, (dq_blocks, dkdv_blocks) = ctx.args
         dq, dk, dv = flash_backward(query, key, value, out, lse, d_out, is_causal, scale,
-                                    block_m, block_n)
-        return dq, dk, dv, None, None, None, None
+                                    *dq_blocks, dkdv_blocks=dkdv_blocks)
+        return dq, dk, dv, None, None, None, None, None
 
 
 def triton_flash_attention(
@@ -268,16 +349,35 @@ def triton_flash_attention(
     value: torch.Tensor,
     is_causal: bool = False,
     scale: float | None = None,
-    block_m: int = 64,
-    block_n: int = 64,
+    block_q: int = 64,
+    block_k: int = 64,
+    *,
+    backward: tuple[tuple[int, int], tuple[int, int]] | None = None,
+    block_m: int | None = None,
+    block_n: int | None = None,
 ) -> torch.Tensor:
     """FlashAttention-2 in Triton, differentiable. ``is_causal`` is top-left aligned (as SDPA).
 
-    Raises ImportError saying what to install when Triton is missing.
+    ``block_q``/``block_k``: the forward's tile (``block_m``/``block_n``, their old names, still
+    work). ``backward``: the (block_q, block_k) of the dQ and of the dK/dV kernel, by default
+    :func:`backward_blocks` (smaller for wide heads). Raises ImportError saying what to install
+    when Triton is missing.
 
     Shape:
         query: (B, H, L, D); key, value: (B, G, S, D) with G dividing H. Returns (B, H, L, D).
     """
     _require_triton()
-    _check(query, key, value, block_m, block_n)
-    return TritonFlashAttention.apply(query, key, value, is_causal, scale, block_m, block_n)
+    block_q, block_k = _blocks(block_q, block_k, block_m, block_n)
+    _check(query, key, value)
+    if backward is None:
+        backward = backward_blocks(query.shape[-1])
+    ok = (isinstance(backward, (tuple, list)) and len(backward) == 2
+          and all(isinstance(b, (tuple, list)) and len(b) == 2 for b in backward))
+    if not ok:
+        raise ValueError(f"backward: expected ((block_q, block_k) of dQ, (block_q, block_k) of "
+                         f"dK/dV), got {backward!r}")
+    for name, pair in zip(("backward[0]", "backward[1]"), backward):
+        for b in pair:
+            _check_block(name, b)
+    return TritonFlashAttention.apply(query, key, value, is_causal, scale, block_q, block_k,
+                                      tuple(map(tuple, backward)))

@@ -7,16 +7,14 @@ from collections.abc import Sequence
 
 import torch
 
-from ._checks import check_rank, check_tensor, shape_str
+from ._checks import check_nonnegative_int, check_positive_int, check_rank, check_tensor, shape_str
 from .gqa import kv_cache_bytes
 from .masks import combine_masks
 
 
 def _check_window(window: object, num_sink: object = 0) -> None:
-    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
-        raise ValueError(f"window: expected a positive int W (keys per query), got {window!r}")
-    if isinstance(num_sink, bool) or not isinstance(num_sink, int) or num_sink < 0:
-        raise ValueError(f"num_sink: expected a non-negative int (first tokens kept), got {num_sink!r}")
+    check_positive_int("window", window, "W (keys per query)")
+    check_nonnegative_int("num_sink", num_sink, "(first tokens kept)")
 
 
 def sliding_window_mask(
@@ -34,9 +32,9 @@ def sliding_window_mask(
         Returns (L, S) with S = L + offset by default.
     """
     _check_window(window, num_sink)
-    S = L + offset if S is None else S
-    if L < 0 or S < 0 or offset < 0:
-        raise ValueError(f"L, S, offset: expected non-negative integers, got L={L}, S={S}, offset={offset}")
+    check_nonnegative_int("L", L, "(queries)")
+    check_nonnegative_int("offset", offset, "(keys before the first query)")
+    S = L + offset if S is None else check_nonnegative_int("S", S, "(keys)")
     p = torch.arange(offset, offset + L, device=device)[:, None]  # (L, 1) query positions
     j = torch.arange(S, device=device)[None, :]  # (1, S) key positions
     return _visible(p, j, window, num_sink)
@@ -51,8 +49,7 @@ def receptive_field(num_layers: int, window: int) -> int:
     """Tokens one output can depend on after ``num_layers`` sliding-window layers:
     each layer reaches ``W - 1`` further back, so ``num_layers · (W - 1) + 1``."""
     _check_window(window)
-    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers <= 0:
-        raise ValueError(f"num_layers: expected a positive int, got {num_layers!r}")
+    check_positive_int("num_layers", num_layers)
     return num_layers * (window - 1) + 1
 
 

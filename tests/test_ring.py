@@ -74,3 +74,61 @@ def test_bad_length_names_argument():
         shard(torch.zeros(1, 12, 2), 0, 4, "zigzag")
     with pytest.raises(ValueError, match="layout"):
         shard(torch.zeros(1, 12, 2), 0, 4, "striped")
+
+
+def _rank_1_raises(rank, world_size, port, results):
+    """Rank 1 raises; rank 0 waits in a receive from it (gloo would wait 30 minutes)."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world_size)
+    if rank == 1:
+        raise ValueError("rank 1 failed on purpose")
+    dist.recv(torch.zeros(1), src=1)
+
+
+def test_a_failing_rank_is_reported_not_waited_for():
+    import time
+
+    from mha_course.ring_run import _free_port, _run_ranks
+    start = time.perf_counter()
+    with pytest.raises(RuntimeError, match=r"(?s)ring rank 1 raised.*rank 1 failed on purpose"):
+        _run_ranks(_rank_1_raises, 2, (_free_port(),), expected=2)
+    assert time.perf_counter() - start < 60  # seconds: polled, not the collective's timeout
+
+
+@pytest.mark.parametrize("jobs, P, words", [
+    ([], 2, ["jobs", "non-empty"]),
+    ([dict(query=torch.zeros(1, 6, 4), key=torch.zeros(1, 6, 4), value=torch.zeros(1, 6, 4))],
+     4, ["T", "multiple of 4", "T = 6"]),
+    ([dict(query=torch.zeros(1, 8, 4), key=torch.zeros(1, 4, 4), value=torch.zeros(1, 4, 4))],
+     2, ["jobs[0] key", "(..., T, D)", "(1, 4, 4)"]),
+    ([dict(query=torch.zeros(1, 8, 4))], 2, ["jobs[0]", "'key'"]),
+    ([dict(query=torch.zeros(1, 8, 4), key=torch.zeros(1, 8, 4), value=torch.zeros(1, 8, 4))],
+     0, ["world_size", "positive int", "0"]),
+    ([dict(query=torch.zeros(1, 8, 4), key=torch.zeros(1, 8, 4), value=torch.zeros(1, 8, 4),
+           layout="zz")], 2, ["layout", "'zz'"]),
+])
+def test_run_ring_refuses_bad_jobs_before_spawning(jobs, P, words, monkeypatch):
+    import mha_course.ring_run as rr
+    monkeypatch.setattr(rr, "_run_ranks", lambda *a, **k: pytest.fail("spawned before checking"))
+    with pytest.raises(ValueError) as info:
+        run_ring(jobs, P)
+    for w in words:
+        assert w in str(info.value), (w, str(info.value))
+
+
+def test_backend_nccl_with_one_gpu_per_rank_else_gloo_with_a_message(monkeypatch, capsys):
+    import mha_course.ring_run as rr
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert rr._backend("cpu", 4) == "gloo" and capsys.readouterr().err == ""
+    assert rr._backend("cuda", 2) == "nccl"
+    assert rr._backend("cuda", 4) == "gloo"
+    assert "4 ranks but 2 GPU(s)" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL needs 2 GPUs (one per rank)")
+def test_nccl_ring_equals_single_process():
+    q, k, v = (x.float().cuda() for x in _qkv())
+    out = run_ring([dict(query=q, key=k, value=v, is_causal=True, layout="zigzag")], 2)[0]["out"]
+    ref = scaled_dot_product_attention(q.cpu(), k.cpu(), v.cpu(), is_causal=True)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)

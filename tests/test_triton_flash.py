@@ -35,7 +35,9 @@ def _reference(q, k, v, d_out, is_causal):
 
 def _kernel(q, k, v, d_out, is_causal, dtype, block_m, block_n):
     q, k, v = (t.to(DEVICE, dtype).requires_grad_() for t in (q, k, v))
-    out = tf.triton_flash_attention(q, k, v, is_causal=is_causal, block_m=block_m, block_n=block_n)
+    blocks = (block_m, block_n)  # the same ragged tiles for the forward and both backward kernels
+    out = tf.triton_flash_attention(q, k, v, is_causal=is_causal, block_q=block_m, block_k=block_n,
+                                    backward=(blocks, blocks))
     grads = torch.autograd.grad(out, (q, k, v), d_out.to(DEVICE, dtype))
     return tuple(t.detach().cpu().double() for t in (out, *grads))
 
@@ -80,6 +82,20 @@ def test_bfloat16_on_gpu():
 
 
 @needs_triton
+def test_default_backward_blocks_for_wide_heads():
+    """D = 128 takes the smaller default backward tiles (backward_blocks) and the old keyword
+    names block_m / block_n still work; gradients equal the float64 reference."""
+    assert tf.backward_blocks(128) == ((64, 32), (32, 64))
+    q, k, v, d_out = _case(1, 2, 1, 70, 45, 128, seed=2)
+    xs = [t.to(DEVICE, torch.float32).requires_grad_() for t in (q, k, v)]
+    out = tf.triton_flash_attention(*xs, is_causal=True, block_m=32, block_n=32)
+    got = (out, *torch.autograd.grad(out, xs, d_out.to(DEVICE, torch.float32)))
+    for name, g, want in zip(("out", "dq", "dk", "dv"), got, _reference(q, k, v, d_out, True)):
+        torch.testing.assert_close(g.detach().cpu().double(), want, atol=F32_TOL, rtol=F32_TOL,
+                                   msg=lambda m, n=name: f"{n}: {m}")
+
+
+@needs_triton
 def test_log_sum_exp_matches_tiled():
     from mha_course.tiled import tiled_attention
     q, k, v, _ = _case(1, 2, 2, 30, 27, 8)
@@ -101,6 +117,17 @@ def test_bad_inputs_name_the_argument():
         tf.triton_flash_attention(q.float(), k.float(), v.float(), block_n=24)
 
 
+@needs_triton
+@pytest.mark.parametrize("L, S", [(5, 0), (0, 5)], ids=["no-keys", "no-queries"])
+def test_empty_lengths_give_zeros_like_sdpa(L, S):
+    """S = 0: the output is zeros, as torch's and the course's SDPA (not 0 / 0 = NaN); the
+    gradients are zeros; L = 0: empty output, zero key/value gradients."""
+    q, k, v, d_out = _case(1, 2, 1, L, S, 16)
+    got = _kernel(q, k, v, d_out, False, torch.float32, 16, 16)
+    for name, g, want in zip(("out", "dq", "dk", "dv"), got, _reference(q, k, v, d_out, False)):
+        torch.testing.assert_close(g, want, atol=0, rtol=0, msg=lambda m, n=name: f"{n}: {m}")
+
+
 def test_without_triton_says_what_to_install(monkeypatch):
     monkeypatch.setattr(tf, "triton", None)
     q, k, v, _ = _case(1, 1, 1, 4, 4, 4)
@@ -115,11 +142,13 @@ def test_triton_imported_before_the_interpreter_is_set_says_how_to_fix():
     import subprocess
     import sys
 
+    # The child sees no GPU (CUDA_VISIBLE_DEVICES=""), so on a CUDA machine too it takes the
+    # path under test: the module sets the interpreter, too late.
     code = ("import os; os.environ.pop('TRITON_INTERPRET', None); import triton, torch; "
             "import mha_course.triton_flash as tf; q = torch.randn(1, 1, 4, 16)\n"
             "try: tf.triton_flash_attention(q, q, q)\n"
             "except RuntimeError as e: print(e)")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"CUDA_VISIBLE_DEVICES": ""}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          timeout=120).stdout
     assert "Set TRITON_INTERPRET=1 before anything imports triton" in out

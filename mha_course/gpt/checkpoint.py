@@ -92,7 +92,3 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu",
         check_corpus(load_corpus(), ckpt.meta["corpus_sha256"], what=Path(path).name)
     return ckpt
 
-
-def file_megabytes(*paths: str | Path) -> float:
-    """Total size of ``paths`` in MB (10^6 bytes)."""
-    return sum(Path(p).stat().st_size for p in paths) / 1e6

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from .._checks import check_kv_heads
+from .._checks import check_base, check_kv_heads, check_positive_int
+from ..mha import IMPLS
+from ..rope import LAYOUTS as ROPE_LAYOUTS
 
 POSITIONS = ("learned", "rope", "none")
 ATTENTIONS = ("mha", "mla")
@@ -50,6 +52,9 @@ class GPTConfig:
     rope_dim: int = 0  # R, MLA's decoupled rotary width (positions="rope" only)
 
     def __post_init__(self) -> None:
+        for name, what in (("vocab_size", "V"), ("block_size", "T (the longest context)"),
+                           ("n_layer", ""), ("n_head", "H"), ("n_embd", "E"), ("mlp_ratio", "")):
+            check_positive_int(name, getattr(self, name), what)
         G = self.n_head if self.n_kv_head is None else self.n_kv_head
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd: E must be divisible by n_head H; got E={self.n_embd}, "
@@ -59,6 +64,15 @@ class GPTConfig:
             raise ValueError(f"positions: expected one of {POSITIONS}, got {self.positions!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout: expected a probability in [0, 1), got {self.dropout}")
+        if self.impl not in IMPLS:
+            raise ValueError(f"impl: expected one of {IMPLS}, got {self.impl!r}")
+        if self.rope_layout not in ROPE_LAYOUTS:
+            raise ValueError(f"rope_layout: expected one of {ROPE_LAYOUTS}, got {self.rope_layout!r}")
+        check_base("rope_base", self.rope_base)
+        if self.positions == "rope" and self.attention == "mha" and self.head_dim % 2:
+            raise ValueError(f"n_head: positions='rope' rotates pairs of each head's features, so "
+                             f"D = E / H must be even; got E={self.n_embd}, H={self.n_head}, "
+                             f"D={self.head_dim}")
         if self.attention not in ATTENTIONS:
             raise ValueError(f"attention: expected one of {ATTENTIONS}, got {self.attention!r}")
         if self.attention == "mla":
@@ -73,6 +87,9 @@ class GPTConfig:
         if isinstance(C, bool) or not isinstance(C, int) or C <= 0:
             raise ValueError(f"kv_latent_dim: attention='mla' needs a positive int C (the cached "
                              f"latent width), got {C!r}")
+        if C > self.n_embd:
+            raise ValueError(f"kv_latent_dim: a latent C wider than the model's E caches more than "
+                             f"the token itself; expected C <= n_embd = {self.n_embd}, got {C}")
         if self.n_kv_head is not None:
             raise ValueError(f"n_kv_head: attention='mla' has no key/value heads to share (all "
                              f"heads read one latent); expected None, got {self.n_kv_head}")

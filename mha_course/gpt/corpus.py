@@ -72,11 +72,6 @@ class Corpus:
         """Train then validation text (what the checksum covers)."""
         return self.train + self.val
 
-    @property
-    def matches_reference(self) -> bool:
-        """True when this corpus is byte-identical to the one the shipped checkpoints saw."""
-        return self.sha256 == REFERENCE_SHA256
-
 
 def stdlib_root() -> Path:
     """The running interpreter's standard-library folder (``Lib/``)."""

@@ -150,6 +150,10 @@ class GPT(nn.Module):
         check_rank("ids", ids, "(B, L)", rank=2)
         if ids.dtype != torch.long:
             raise ValueError(f"ids: expected int64 token ids of shape (B, L), got {ids.dtype}")
+        V = self.config.vocab_size
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= V):
+            raise ValueError(f"ids: expected token ids in [0, vocab_size) = [0, {V}), got min "
+                             f"{int(ids.min())}, max {int(ids.max())}")
         n = self.config.n_layer
         if caches is not None and len(caches) != n:
             raise ValueError(f"caches: expected {n} KVCache (one per layer), got {len(caches)}")
