@@ -12,7 +12,7 @@ import torch
 transformers = pytest.importorskip("transformers", reason="the [hf] extra (transformers) is not installed")
 
 from mha_course import convert_rope_layout, rope_permutation  # noqa: E402
-from mha_course.families import FamilyLM, config_from_hf, from_hf, greedy_generate  # noqa: E402
+from mha_course.families import FamilyConfig, FamilyLM, config_from_hf, from_hf, greedy_generate  # noqa: E402
 from mha_course.families.tiny import VOCAB, tiny_hf_config, tiny_hf_model  # noqa: E402
 
 V = VOCAB
@@ -197,3 +197,43 @@ def test_without_the_hf_extra_the_command_says_what_to_install(monkeypatch, caps
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
     assert main(["generate", "--from-pretrained", "anywhere"]) == 2
     assert "pip install -e '.[hf]'" in capsys.readouterr().err
+
+
+def _config(**changes):
+    base = dict(family="llama", vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_kv_head=2,
+                head_dim=8, intermediate=48)
+    return FamilyConfig(**{**base, **changes})
+
+
+BAD = [  # (what is called, the argument the message must name)
+    (lambda: _config(n_head=0), "n_head"),
+    (lambda: _config(n_kv_head=3), "n_kv_head"),
+    (lambda: _config(head_dim=7), "head_dim"),
+    (lambda: _config(norm="batchnorm"), "norm"),
+    (lambda: _config(mlp="relu"), "mlp"),
+    (lambda: _config(windows=(4,)), "windows"),
+    (lambda: _config(windows=(4, 0)), "windows"),
+    (lambda: _config(attn_softcap=0.0), "attn_softcap"),
+    (lambda: _config(attention="mla", kv_lora_rank=0, qk_rope_dim=4, v_head_dim=8), "kv_lora_rank"),
+    (lambda: _config(attention="mla", kv_lora_rank=8, qk_rope_dim=3, v_head_dim=8), "qk_rope_dim"),
+    (lambda: FamilyLM(_config())(torch.zeros(2, 3)), "ids"),
+    (lambda: FamilyLM(_config())(torch.zeros(3, dtype=torch.long)), "ids"),
+    (lambda: FamilyLM(_config())(torch.zeros(1, 3, dtype=torch.long), [None]), "caches"),
+    (lambda: FamilyLM(_config())(torch.full((1, 3), V)), "ids"),
+    (lambda: FamilyLM(_config(positions="learned", max_positions=4))(
+        torch.zeros(1, 5, dtype=torch.long)), "ids"),
+    (lambda: greedy_generate(FamilyLM(_config()), torch.zeros(1, 2, dtype=torch.long), -1),
+     "max_new_tokens"),
+]
+
+
+@pytest.mark.parametrize("call, name", BAD, ids=[f"{i}-{n}" for i, (_, n) in enumerate(BAD)])
+def test_bad_input_is_refused_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()
+
+
+def test_an_unknown_family_is_refused_by_name():
+    config = transformers.BertConfig()
+    with pytest.raises(ValueError, match="model_type"):
+        config_from_hf(config)

@@ -74,6 +74,9 @@ class FamilyLM(nn.Module):
         if ids.dtype != torch.long:
             raise ValueError(f"ids: expected int64 token ids of shape (B, L), got {ids.dtype}")
         c = self.config
+        if ids.numel() and not (0 <= int(ids.min()) and int(ids.max()) < c.vocab_size):
+            raise ValueError(f"ids: expected token ids in [0, V = {c.vocab_size}), got values from "
+                             f"{int(ids.min())} to {int(ids.max())}")
         if caches is not None and len(caches) != c.n_layer:
             raise ValueError(f"caches: expected {c.n_layer} caches (one per layer), got {len(caches)}")
         start = 0 if caches is None else caches[0].length
