@@ -12,7 +12,7 @@ import torch
 transformers = pytest.importorskip("transformers", reason="the [hf] extra (transformers) is not installed")
 
 from mha_course import convert_rope_layout, rope_permutation  # noqa: E402
-from mha_course.families import FamilyLM, config_from_hf, from_hf, greedy_generate  # noqa: E402
+from mha_course.families import FamilyConfig, FamilyLM, config_from_hf, from_hf, greedy_generate  # noqa: E402
 from mha_course.families.tiny import VOCAB, tiny_hf_config, tiny_hf_model  # noqa: E402
 
 V = VOCAB
@@ -60,6 +60,62 @@ def test_greedy_decoding_with_the_course_caches_equals_generate(pair):
     assert theirs.shape[1] > 5 + 1  # past the window W = 5 (or stopped at end-of-sequence later)
 
 
+VARIANTS = [  # family options the default tiny configs leave off
+    ("qwen2", {"use_sliding_window": True, "sliding_window": 5, "max_window_layers": 1}),
+    ("qwen3", {"use_sliding_window": True, "sliding_window": 5, "max_window_layers": 1}),
+    ("deepseek_v3", {"q_lora_rank": None}),  # DeepSeek V2-Lite: queries without a bottleneck
+    ("deepseek_v3", {"rope_interleave": False}),
+    ("llama", {"attention_bias": True}),
+    ("qwen3", {"attention_bias": True}),
+    ("llama", {"tie_word_embeddings": True}),  # Llama 3.2
+]
+
+
+@pytest.mark.parametrize("family, changes", VARIANTS, ids=[f"{f}-{'-'.join(c)}" for f, c in VARIANTS])
+def test_family_options_convert_too(family, changes):
+    hf = tiny_hf_model(family, torch.float32, **changes)
+    ours = from_hf(hf)
+    if "sliding_window" in changes:  # layers from max_window_layers on are local
+        assert ours.config.windows == (None, 5, 5)
+    x = ids()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), hf(x).logits, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma2"])
+def test_bfloat16_logits_agree_within_a_few_rounding_steps(family):
+    hf = tiny_hf_model(family, torch.bfloat16)
+    x = ids()
+    with torch.no_grad():
+        diff = (from_hf(hf)(x).float() - hf(x).logits.float()).abs().max().item()
+    assert diff <= 4 * 2 ** -7  # bfloat16 keeps 8 bits: one step near 1 is 2^-7
+
+
+def test_a_finished_row_is_padded_as_generate_pads_it():
+    hf = tiny_hf_model("llama")
+    ours = from_hf(hf)
+    prompt = ids(L=4)
+    first = greedy_generate(ours, prompt[:1], 12)  # row 0's own continuation
+    eos = int(first[0, 6])  # make row 0 finish at its third new token
+    theirs = hf.generate(prompt, max_new_tokens=12, do_sample=False, eos_token_id=eos,
+                         pad_token_id=V - 1)
+    mine = greedy_generate(ours, prompt, 12, eos_token_id=eos, pad_token_id=V - 1)
+    assert torch.equal(mine, theirs)
+    assert (mine[0, 7:] == V - 1).all()
+
+
+@pytest.mark.parametrize("family", ["mistral", "gemma2"])
+def test_a_prompt_longer_than_the_window_decodes_as_the_full_forward(family):
+    """Prompt of 9 > W = 5: the ring-buffer caches after a long prefill give each step the
+    argmax of the full forward on everything so far (checked against transformers' forward)."""
+    hf = tiny_hf_model(family)
+    ours = from_hf(hf)
+    out = greedy_generate(ours, ids(L=9, B=1), 8)
+    with torch.no_grad():
+        full = hf(out).logits
+    assert torch.equal(full[0, 8:-1].argmax(-1), out[0, 9:])
+
+
 def test_cached_decoding_equals_the_full_forward(pair):
     family, _, ours = pair
     x = ids(L=12)
@@ -83,6 +139,7 @@ def with_config(model: FamilyLM, **changes) -> FamilyLM:
     ("gemma2", {"attn_softcap": None}),
     ("gemma2", {"norm_offset": 0.0}),  # Gemma's 1 + w
     ("gemma2", {"embed_scale": False}),
+    ("gemma2", {"attn_scale": None}),  # query_pre_attn_scalar (24) is not D (16)
     ("mistral", {"windows": (None, None, None)}),  # no sliding window
     ("qwen2", {"qkv_bias": False}),
     ("llama", {"mlp": "geglu_tanh"}),
@@ -126,15 +183,29 @@ def test_the_chapter_12_converter_is_the_llama_conversion_permutation():
         torch.testing.assert_close(meta(x), hf(x).logits, rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("attr, value, match", [
-    ("hidden_act", "gelu", "hidden_act"),
-    ("rope_parameters", {"rope_type": "llama3", "rope_theta": 5e5}, "rope_type"),
+@pytest.mark.parametrize("family, attr, value, match", [
+    ("llama", "hidden_act", "gelu", "hidden_act"),
+    ("gemma2", "hidden_activation", "gelu", "hidden_activation"),
+    ("gpt2", "activation_function", "relu", "activation_function"),
+    ("gpt2", "scale_attn_by_inverse_layer_idx", True, "scale_attn_by_inverse_layer_idx"),
+    ("llama", "rope_parameters", {"rope_type": "llama3", "rope_theta": 5e5}, "rope_type"),
+    ("deepseek_v3", "first_k_dense_replace", None, "first_k_dense_replace"),
 ])
-def test_what_the_course_does_not_model_is_refused_by_name(attr, value, match):
-    config = tiny_hf_config("llama")
+def test_what_the_course_does_not_model_is_refused_by_name(family, attr, value, match):
+    config = tiny_hf_config(family)
     setattr(config, attr, value)
     with pytest.raises(ValueError, match=match):
         config_from_hf(config)
+
+
+def test_a_checkpoint_weight_the_course_does_not_read_is_refused():
+    from mha_course.families import state_from_hf
+
+    hf = tiny_hf_model("llama")
+    sd = dict(hf.state_dict(), **{"model.layers.0.self_attn.extra.weight": torch.zeros(2)})
+    ours = from_hf(hf)
+    with pytest.raises(ValueError, match="does not model"):
+        state_from_hf(sd, ours.config, ours)
 
 
 def test_deepseek_mixture_of_experts_layers_are_refused():
@@ -197,3 +268,43 @@ def test_without_the_hf_extra_the_command_says_what_to_install(monkeypatch, caps
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
     assert main(["generate", "--from-pretrained", "anywhere"]) == 2
     assert "pip install -e '.[hf]'" in capsys.readouterr().err
+
+
+def _config(**changes):
+    base = dict(family="llama", vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_kv_head=2,
+                head_dim=8, intermediate=48)
+    return FamilyConfig(**{**base, **changes})
+
+
+BAD = [  # (what is called, the argument the message must name)
+    (lambda: _config(n_head=0), "n_head"),
+    (lambda: _config(n_kv_head=3), "n_kv_head"),
+    (lambda: _config(head_dim=7), "head_dim"),
+    (lambda: _config(norm="batchnorm"), "norm"),
+    (lambda: _config(mlp="relu"), "mlp"),
+    (lambda: _config(windows=(4,)), "windows"),
+    (lambda: _config(windows=(4, 0)), "windows"),
+    (lambda: _config(attn_softcap=0.0), "attn_softcap"),
+    (lambda: _config(attention="mla", kv_lora_rank=0, qk_rope_dim=4, v_head_dim=8), "kv_lora_rank"),
+    (lambda: _config(attention="mla", kv_lora_rank=8, qk_rope_dim=3, v_head_dim=8), "qk_rope_dim"),
+    (lambda: FamilyLM(_config())(torch.zeros(2, 3)), "ids"),
+    (lambda: FamilyLM(_config())(torch.zeros(3, dtype=torch.long)), "ids"),
+    (lambda: FamilyLM(_config())(torch.zeros(1, 3, dtype=torch.long), [None]), "caches"),
+    (lambda: FamilyLM(_config())(torch.full((1, 3), V)), "ids"),
+    (lambda: FamilyLM(_config(positions="learned", max_positions=4))(
+        torch.zeros(1, 5, dtype=torch.long)), "ids"),
+    (lambda: greedy_generate(FamilyLM(_config()), torch.zeros(1, 2, dtype=torch.long), -1),
+     "max_new_tokens"),
+]
+
+
+@pytest.mark.parametrize("call, name", BAD, ids=[f"{i}-{n}" for i, (_, n) in enumerate(BAD)])
+def test_bad_input_is_refused_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()
+
+
+def test_an_unknown_family_is_refused_by_name():
+    config = transformers.BertConfig()
+    with pytest.raises(ValueError, match="model_type"):
+        config_from_hf(config)

@@ -11,7 +11,7 @@ import argparse
 import time
 
 HELP = "continue a prompt with a transformers checkpoint run in the course's modules"
-DTYPES = ("float32", "float64", "bfloat16")
+DTYPES = ("auto", "float32", "float64", "bfloat16")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt", default="def attention(q, k, v):",
                         help="text to continue (default: %(default)r)")
     parser.add_argument("--max-new-tokens", type=int, default=32, metavar="N")
-    parser.add_argument("--dtype", choices=DTYPES, default="float32")
+    parser.add_argument("--dtype", choices=DTYPES, default="auto",
+                        help="auto (default) keeps the checkpoint's dtype; the weights are held "
+                             "twice while they are copied into the course's model")
     parser.add_argument("--compare", action="store_true",
                         help="also run transformers' own generate and say whether the tokens agree")
 
@@ -42,22 +44,28 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         tokenizer = AutoTokenizer.from_pretrained(args.from_pretrained, local_files_only=True)
-        ours, hf = load_pretrained(args.from_pretrained, getattr(torch, args.dtype))
+        dtype = None if args.dtype == "auto" else getattr(torch, args.dtype)
+        ours, hf = load_pretrained(args.from_pretrained, dtype, keep_hf=args.compare)
     except (OSError, ValueError) as err:
         print(f"--from-pretrained {args.from_pretrained}: {err}", file=sys.stderr)
         return 2
     prompt = tokenizer(args.prompt, return_tensors="pt").input_ids  # (1, P)
     start = time.perf_counter()
-    out = greedy_generate(ours, prompt, args.max_new_tokens, hf.generation_config.eos_token_id)
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    out = greedy_generate(ours, prompt, args.max_new_tokens, eos, pad)
     seconds = time.perf_counter() - start
-    print(tokenizer.decode(out[0]))
+    print(tokenizer.decode(out[0], skip_special_tokens=True))
     n = out.shape[1] - prompt.shape[1]
     print(f"{ours.config.family}: {n} new tokens in {seconds:.2f} s "
-          f"({n / max(seconds, 1e-9):.1f} tokens/s, greedy, course caches, {args.dtype}, CPU threads "
+          f"({n / max(seconds, 1e-9):.1f} tokens/s, greedy, course caches, "
+          f"{next(ours.parameters()).dtype}, CPU threads "
           f"{torch.get_num_threads()})")
     if args.compare:
-        theirs = hf.generate(prompt, max_new_tokens=args.max_new_tokens, do_sample=False,
-                             pad_token_id=tokenizer.pad_token_id or 0)
+        from transformers import GenerationConfig
+
+        plain = GenerationConfig(max_new_tokens=args.max_new_tokens, do_sample=False,
+                                 eos_token_id=eos, pad_token_id=pad)  # greedy, no penalties
+        theirs = hf.generate(prompt, generation_config=plain)
         same = torch.equal(theirs, out)
         print(f"transformers' generate: {'the same tokens' if same else 'DIFFERENT tokens'}")
         return 0 if same else 1

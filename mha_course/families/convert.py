@@ -44,7 +44,7 @@ def _windows(cfg, n: int) -> tuple:
     types = _get(cfg, "layer_types")
     if types is not None:
         return tuple(W if t == "sliding_attention" else None for t in types)
-    if cfg.model_type == "qwen3" and not _get(cfg, "use_sliding_window", False):
+    if cfg.model_type in ("qwen2", "qwen3") and not _get(cfg, "use_sliding_window", False):
         return (None,) * n
     return (W,) * n
 
@@ -82,8 +82,9 @@ def config_from_hf(cfg) -> FamilyConfig:
                             final_softcap=cfg.final_logit_softcapping, embed_scale=True)
     _refuse(cfg, hidden_act="silu")
     if kind == "deepseek_v3":
-        if cfg.first_k_dense_replace < n:
-            raise ValueError(f"deepseek_v3.first_k_dense_replace: layers {cfg.first_k_dense_replace}"
+        dense = cfg.first_k_dense_replace or 0
+        if dense < n:
+            raise ValueError(f"deepseek_v3.first_k_dense_replace: layers {dense}"
                              f"..{n - 1} are mixture-of-experts MLPs, which the course does not "
                              f"model; expected first_k_dense_replace >= num_hidden_layers = {n}")
         common.update(head_dim=cfg.qk_nope_head_dim, n_kv_head=H)
@@ -91,8 +92,7 @@ def config_from_hf(cfg) -> FamilyConfig:
                             kv_lora_rank=cfg.kv_lora_rank, qk_rope_dim=cfg.qk_rope_head_dim,
                             v_head_dim=cfg.v_head_dim,
                             rope_layout="interleaved" if cfg.rope_interleave else "half")
-    return FamilyConfig(**common, qk_norm=kind == "qwen3",
-                        windows=_windows(cfg, n) if kind in ("mistral", "qwen3") else ())
+    return FamilyConfig(**common, qk_norm=kind == "qwen3", windows=_windows(cfg, n))
 
 
 def _gpt2_state(sd: dict, c: FamilyConfig) -> dict:
@@ -150,10 +150,14 @@ def _theirs(ours: str, c: FamilyConfig) -> str:
 
 
 def state_from_hf(sd: dict, config: FamilyConfig, model: FamilyLM) -> dict:
-    """``model``'s state dict filled from a ``transformers`` state dict ``sd``."""
+    """``model``'s state dict filled from a ``transformers`` state dict ``sd``; a weight of
+    ``sd`` that nothing here reads is refused (the course would silently not model it)."""
     if config.family == "gpt2":
-        return _gpt2_state(sd, config)
-    out = {}
+        out = _gpt2_state(sd, config)
+        used = {k for k in sd if not k.endswith((".attn.bias", ".attn.masked_bias"))}
+        _refuse_unused(sd, used - {k for k in sd if k.startswith("transformer.") or k == "lm_head.weight"})
+        return out
+    out, used = {}, set()
     for ours in model.state_dict():
         theirs = _theirs(ours, config)
         if theirs == "lm_head.weight" and theirs not in sd:  # tied: stored once
@@ -161,7 +165,16 @@ def state_from_hf(sd: dict, config: FamilyConfig, model: FamilyLM) -> dict:
         if theirs not in sd:
             raise ValueError(f"state_dict: expected {theirs!r} (for our {ours!r}); not there")
         out[ours] = sd[theirs]
+        used.add(theirs)
+    _refuse_unused(sd, set(sd) - used - {"lm_head.weight"})
     return out
+
+
+def _refuse_unused(sd: dict, unused: set) -> None:
+    unused = sorted(k for k in unused if "rotary_emb" not in k)
+    if unused:
+        raise ValueError(f"state_dict: {len(unused)} weights the course does not model, e.g. "
+                         f"{unused[:3]}")
 
 
 def from_hf(hf_model) -> FamilyLM:
@@ -178,14 +191,20 @@ def from_hf(hf_model) -> FamilyLM:
     return model.eval()
 
 
-def load_pretrained(path: str, dtype: torch.dtype | None = None):
-    """A ``save_pretrained`` folder (safetensors) -> (course model, ``transformers`` model).
+def load_pretrained(path: str, dtype: torch.dtype | None = None, keep_hf: bool = False):
+    """A ``save_pretrained`` folder (safetensors) -> (course model, ``transformers`` model or
+    None). The config is read and checked first, so a family option the course does not model
+    is refused before any weight is loaded. ``dtype`` None keeps the checkpoint's. Memory: the
+    weights are held twice while they are copied; ``keep_hf=False`` frees the source after.
 
     Needs the ``[hf]`` extra; nothing is downloaded (``local_files_only``)."""
     try:
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoConfig, AutoModelForCausalLM
     except ImportError as err:  # pragma: no cover - depends on the install
         raise ImportError("from_pretrained needs the hf extra: pip install -e '.[hf]' "
                           "(transformers and safetensors)") from err
-    hf = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
-    return from_hf(hf), hf
+    config_from_hf(AutoConfig.from_pretrained(path, local_files_only=True))  # refuse early
+    hf = AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
+                                              dtype="auto" if dtype is None else dtype)
+    ours = from_hf(hf)
+    return ours, (hf if keep_hf else None)

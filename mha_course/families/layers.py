@@ -27,7 +27,9 @@ class RMSNorm(nn.Module):
 
     Half-precision inputs are normalised in float32 (as every family's reference code does);
     float32 and float64 stay in their own precision. Gemma stores ``w`` and multiplies by
-    ``1 + w`` (``offset=1``); the others multiply by ``w`` (``offset=0``).
+    ``1 + w`` (``offset=1``) before rounding back to the input's dtype; Llama and the others
+    multiply by ``w`` (``offset=0``) after rounding — the orders their own code uses, which
+    matter in bfloat16.
 
     Shape:
         x: (..., E). Returns (..., E).
@@ -41,7 +43,9 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., E)
-        return (h * (self.offset + self.weight.to(h.dtype))).to(x.dtype)
+        if self.offset:  # Gemma: (h * (1 + w)) rounded once
+            return (h * (self.offset + self.weight.to(h.dtype))).to(x.dtype)
+        return self.weight * h.to(x.dtype)  # Llama: h rounded, then scaled
 
 
 def make_norm(config: FamilyConfig, dim: int | None = None) -> nn.Module:

@@ -74,6 +74,9 @@ class FamilyLM(nn.Module):
         if ids.dtype != torch.long:
             raise ValueError(f"ids: expected int64 token ids of shape (B, L), got {ids.dtype}")
         c = self.config
+        if ids.numel() and not (0 <= int(ids.min()) and int(ids.max()) < c.vocab_size):
+            raise ValueError(f"ids: expected token ids in [0, V = {c.vocab_size}), got values from "
+                             f"{int(ids.min())} to {int(ids.max())}")
         if caches is not None and len(caches) != c.n_layer:
             raise ValueError(f"caches: expected {c.n_layer} caches (one per layer), got {len(caches)}")
         start = 0 if caches is None else caches[0].length
@@ -92,9 +95,13 @@ class FamilyLM(nn.Module):
 
 @torch.no_grad()
 def greedy_generate(model: FamilyLM, ids: torch.Tensor, max_new_tokens: int,
-                    eos_token_id: int | list[int] | None = None) -> torch.Tensor:
-    """Prompt once, then one token at a time with the course's caches, argmax each step;
-    stop early once every sequence has produced an end-of-sequence id (as ``generate`` does).
+                    eos_token_id: int | list[int] | None = None,
+                    pad_token_id: int | None = None) -> torch.Tensor:
+    """Prompt once, then one token at a time with the course's caches, argmax each step.
+
+    As ``transformers``' greedy ``generate``: a row that has produced an end-of-sequence id gets
+    ``pad_token_id`` from then on (default: the first end-of-sequence id), and decoding stops
+    once every row has finished.
 
     Shape:
         ids: (B, L). Returns (B, L + n), n <= max_new_tokens.
@@ -102,13 +109,17 @@ def greedy_generate(model: FamilyLM, ids: torch.Tensor, max_new_tokens: int,
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens: expected an int >= 0, got {max_new_tokens!r}")
     eos = [] if eos_token_id is None else [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
+    pad = eos[0] if pad_token_id is None and eos else pad_token_id
     caches = model.new_caches()
     out, step = ids, ids
     done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
+    eos_ids = torch.tensor(eos, dtype=ids.dtype, device=ids.device)
     for _ in range(max_new_tokens):
-        nxt = model(step, caches)[:, -1].argmax(-1, keepdim=True)  # (B, L, V) -> (B, 1)
-        out, step = torch.cat([out, nxt], dim=1), nxt
-        done |= torch.isin(nxt[:, 0], torch.tensor(eos, dtype=nxt.dtype, device=nxt.device))
+        nxt = model(step, caches)[:, -1].argmax(-1)  # (B, L, V) -> (B,)
+        if eos:
+            nxt = torch.where(done, torch.full_like(nxt, pad), nxt)  # finished rows: padding
+            done |= torch.isin(nxt, eos_ids)
+        out, step = torch.cat([out, nxt[:, None]], dim=1), nxt[:, None]
         if eos and bool(done.all()):
             break
     return out

@@ -23,36 +23,38 @@ def _transformers():
     return transformers
 
 
-def tiny_hf_config(family: str):
+def tiny_hf_config(family: str, **changes):
     """A ``transformers`` config of ``family`` (one of :data:`~mha_course.families.FAMILIES`):
     GQA with G = 2 of H = 4, windows of W = 5 (Mistral; alternate layers in Gemma 2), both
-    soft-caps small enough to act (Gemma 2), MLA with all layers dense (DeepSeek V3)."""
+    soft-caps small enough to act without flattening the scores and a query scale that is not
+    1/sqrt(D) (Gemma 2), MLA with all layers dense (DeepSeek V3). ``changes`` are set on the
+    config (e.g. ``use_sliding_window=True``)."""
     T = _transformers()
-    if family == "gpt2":
-        return T.GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=3, n_head=4,
-                            bos_token_id=0, eos_token_id=0)
-    if family == "gemma2":
-        return T.Gemma2Config(**_KW, head_dim=16, sliding_window=5, query_pre_attn_scalar=16,
-                              attn_logit_softcapping=0.05, final_logit_softcapping=0.5)
-    if family == "deepseek_v3":
-        return T.DeepseekV3Config(**dict(_KW, num_key_value_heads=4), q_lora_rank=16,
-                                  kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8,
-                                  v_head_dim=12, first_k_dense_replace=3,
-                                  moe_intermediate_size=16, n_routed_experts=4,
-                                  num_experts_per_tok=2)
-    classes = {"llama": T.LlamaConfig, "qwen2": T.Qwen2Config, "qwen3": T.Qwen3Config,
-               "mistral": T.MistralConfig}
+    classes = {"gpt2": T.GPT2Config, "llama": T.LlamaConfig, "qwen2": T.Qwen2Config,
+               "qwen3": T.Qwen3Config, "mistral": T.MistralConfig, "gemma2": T.Gemma2Config,
+               "deepseek_v3": T.DeepseekV3Config}
     if family not in classes:
-        raise ValueError(f"family: expected one of gpt2, gemma2, deepseek_v3, {', '.join(classes)}; "
-                         f"got {family!r}")
-    extra = {"qwen3": {"head_dim": 16}, "mistral": {"sliding_window": 5}}.get(family, {})
-    return classes[family](**_KW, **extra)
+        raise ValueError(f"family: expected one of {tuple(classes)}, got {family!r}")
+    if family == "gpt2":
+        kwargs = dict(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=3, n_head=4,
+                      bos_token_id=0, eos_token_id=0)
+    elif family == "gemma2":
+        kwargs = dict(_KW, head_dim=16, sliding_window=5, query_pre_attn_scalar=24,
+                      attn_logit_softcapping=1.0, final_logit_softcapping=2.0)
+    elif family == "deepseek_v3":
+        kwargs = dict(_KW, num_key_value_heads=4, q_lora_rank=16, kv_lora_rank=16,
+                      qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=12,
+                      first_k_dense_replace=3, moe_intermediate_size=16, n_routed_experts=4,
+                      num_experts_per_tok=2)
+    else:
+        kwargs = dict(_KW, **{"qwen3": {"head_dim": 16}, "mistral": {"sliding_window": 5}}.get(family, {}))
+    return classes[family](**{**kwargs, **changes})
 
 
-def tiny_hf_model(family: str, dtype: torch.dtype = torch.float64):
+def tiny_hf_model(family: str, dtype: torch.dtype = torch.float64, **changes):
     """A random ``transformers`` causal LM of ``family`` in eval mode (seeded by its name)."""
     T = _transformers()
-    config = tiny_hf_config(family)
+    config = tiny_hf_config(family, **changes)
     config._attn_implementation = "eager" if family == "gemma2" else "sdpa"  # soft-cap: eager
     g = torch.Generator().manual_seed(sum(map(ord, family)))
     with torch.random.fork_rng():  # transformers initialises from the global generator
