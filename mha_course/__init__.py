@@ -38,6 +38,7 @@ _EXPORTS: dict[str, str] = {
                      "rope_permutation"], "rope"),
     **dict.fromkeys(["repeat_kv", "scaled_dot_product_attention", "stable_softmax"], "sdpa"),
     "SelfAttentionHead": "single_head",
+    **dict.fromkeys(["bootstrap_ci", "k_of_n", "loglog_slope", "paired_diff_ci"], "stats"),  # intervals
     "StaticKVCache": "static_kv_cache",
     "RenumberedSinkCache": "sink_cache",  # chapter 14: StreamingLLM's positions in the cache
     **dict.fromkeys(["online_softmax_update", "tiled_attention"], "tiled"),

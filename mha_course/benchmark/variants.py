@@ -190,7 +190,7 @@ def module_variants(p: Problem, device: torch.device, generator_seed: int = 0) -
         make(labels.COURSE_MODULE_SDPA, lambda: ours["sdpa"](x, is_causal=p.causal)[0], picked, False),
         make(labels.BARE_SDPA_MODULE, lambda: bare_sdpa_with_projections(ours["sdpa"], x, p.causal),
              picked, False),
-        make(labels.TORCH_MHA_WEIGHTS, theirs_fn(True), "torch math (weights)", True),
+        make(labels.TORCH_MHA_WEIGHTS, theirs_fn(True), "native MHA fast path (eval, weights returned)", True),
         make(labels.TORCH_MHA_FAST, theirs_fn(False),
-             "native MHA fast path (eval, no grad)", device.type == "cpu"),  # profiled on CPU
+             "native MHA fast path (eval, no weights)", device.type == "cpu"),  # profiled on CPU
     ]
