@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import channel, confine, isolation, protocol
+from . import causes, channel, confine, isolation, protocol
 from . import compare as C
 from .child import CONFINE_FAILED
 from .feedback import cell_note
@@ -271,7 +271,7 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
         results = [C.judge(it, cases[it.id], raw.get(it.id, {"status": C.CRASHED, "parent_message": "no result"}),
                            lines.get(name))
                    for it in items[name]]
-        graded[name] = (results, notes[name])
+        graded[name] = causes.explain(results, notes[name], items[name], cells=cells.get(name, []))
     return graded
 
 

@@ -64,7 +64,7 @@ ITEMS = [
         forbidden=_FORBID,
     ),
     Item(
-        id="ex01_attend", notebook=NOTEBOOK, function="attend", points=2, framework="numpy",
+        id="ex01_attend", uses=("softmax", "dot_scores"), notebook=NOTEBOOK, function="attend", points=2, framework="numpy",
         task="output = softmax(query @ keys.T) @ values (each output a weighted average of values)",
         make_cases=_attend_cases,
         reference=lambda q, k, v: dot_product_attention(q, k, v)[0], shape="(L, Dv)",

@@ -116,7 +116,7 @@ ITEMS = [
         forbidden=("mha_course.masks.to_additive",),
     ),
     Item(
-        id="ex02_attention", notebook=NOTEBOOK, function="attention", points=3,
+        id="ex02_attention", uses=("scaled_scores",), notebook=NOTEBOOK, function="attention", points=3,
         task="softmax(query @ keyᵀ / sqrt(D) + mask) @ value, bool or additive attn_mask",
         make_cases=_attention_cases, shape="(..., L, Dv)",
         reference=lambda q, k, v, m: scaled_dot_product_attention(q, k, v, attn_mask=m),

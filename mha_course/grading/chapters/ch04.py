@@ -106,7 +106,7 @@ ITEMS = [
         forbidden=("mha_course.mha.merge_heads",),
     ),
     Item(
-        id="ex04_mha_forward", notebook=NOTEBOOK, function="mha_forward", points=3,
+        id="ex04_mha_forward", uses=("split_heads", "merge_heads"), notebook=NOTEBOOK, function="mha_forward", points=3,
         task="split heads of x W_Q, x W_K, x W_V; attend per head (1/sqrt(D)); merge; multiply by W_O",
         make_cases=_forward_cases, shape="(B, T, E)", reference=_forward,
         mistakes=(

@@ -133,7 +133,7 @@ ITEMS = [
         forbidden=("mha_course.sdpa.repeat_kv", "mha_course.gqa.kv_group_of_query_heads"),
     ),
     Item(
-        id="ex07_gqa_forward", notebook=NOTEBOOK, function="gqa_forward", points=3,
+        id="ex07_gqa_forward", uses=("repeat_kv_heads",), notebook=NOTEBOOK, function="gqa_forward", points=3,
         task="grouped-query self-attention from W_Q, W_K, W_V, W_O (no bias, no mask)",
         make_cases=_forward_cases, shape="(B, T, E)",
         reference=_gqa_forward_reference,

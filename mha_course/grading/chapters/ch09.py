@@ -152,7 +152,7 @@ ITEMS = [
         forbidden=_FORBID,
     ),
     Item(
-        id="ex09_tile_step", notebook=NOTEBOOK, function="tile_step", points=2,
+        id="ex09_tile_step", uses=("online_update",), notebook=NOTEBOOK, function="tile_step", points=2,
         task="scores of one (Bq, Bk) tile, scaled, causally masked at its global offsets, folded in",
         make_cases=_tile_cases, shape="(..., Bq), (..., Bq), (..., Bq, D)", reference=_tile_ref,
         mistakes=(
@@ -164,7 +164,7 @@ ITEMS = [
         forbidden=_FORBID,
     ),
     Item(
-        id="ex09_tiled_attention", notebook=NOTEBOOK, function="blockwise_attention", points=3,
+        id="ex09_tiled_attention", uses=("online_update", "tile_step"), notebook=NOTEBOOK, function="blockwise_attention", points=3,
         task="attention computed block by block (query blocks x key blocks), causal or not",
         make_cases=_tiled_cases, shape="(..., L, Dv)", reference=_tiled_ref,
         mistakes=(

@@ -167,7 +167,7 @@ ITEMS = [
         forbidden=_FORBID,
     ),
     Item(
-        id="ex12_rope_decode_step", notebook=NOTEBOOK, function="rope_decode_step", points=2,
+        id="ex12_rope_decode_step", uses=("rope",), notebook=NOTEBOOK, function="rope_decode_step", points=2,
         task="one cached decoding step with RoPE ('half' layout): rotate the new queries/keys at "
              "positions S_old .. S_old + L - 1, append, attend causally",
         make_cases=_step_cases, shape="(B, H, L, D)",

@@ -229,7 +229,7 @@ ITEMS = [
         forbidden=_FORBID,
     ),
     Item(
-        id="ex14_ring_write", notebook=NOTEBOOK, function="ring_write", points=2,
+        id="ex14_ring_write", uses=("ring_slots",), notebook=NOTEBOOK, function="ring_write", points=2,
         task="write tokens start .. start + S_new - 1 into the ring (sinks skipped, only the last W "
              "kept); return the ring and slot_position",
         make_cases=_write_cases, shape="(B, G, W, D), (W,)",

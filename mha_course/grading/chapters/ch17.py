@@ -88,7 +88,7 @@ ITEMS = [
         forbidden=_FORBID,
     ),
     Item(
-        id="ex17_dq_tile", notebook=NOTEBOOK, function="dq_tile", points=2,
+        id="ex17_dq_tile", uses=("d_term",), notebook=NOTEBOOK, function="dq_tile", points=2,
         task="one (Bq, Bk) tile's contribution to dQ: P from lse, dS = P * (dP - D), scale * dS K",
         make_cases=_dq_cases, shape="(..., Bq, D)", reference=_dq_ref,
         mistakes=(
