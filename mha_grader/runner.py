@@ -269,7 +269,7 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
     graded = {}
     for name in notebooks:
         results = [C.judge(it, cases[it.id], raw.get(it.id, {"status": C.CRASHED, "parent_message": "no result"}),
-                           lines.get(name))
+                           lines.get(name), public=isinstance(seed, (int, np.integer)))
                    for it in items[name]]
         graded[name] = causes.explain(results, notes[name], items[name], cells=cells.get(name, []))
     return graded

@@ -38,7 +38,7 @@ def assert_item(item_id: str, seed: int = LEARNER_SEED, namespace: dict | None =
         import __main__
         namespace = vars(__main__)
     try:
-        (result,) = grade_namespace(namespace, items, int(seed))
+        (result,) = grade_namespace(namespace, items, int(seed), public=int(seed) == LEARNER_SEED)
     except Exception as e:  # a grader error: no traceback either (it would show the cell's source)
         raise ItemFailed(f"{item_id}: the check itself failed ({type(e).__name__})") from None
     print(line(result))
