@@ -58,8 +58,8 @@ ITEMS = [
         task="scores[i, j] = query[i] · keys[j]",
         make_cases=_scores_cases, reference=lambda q, k: q @ k.T, shape="(L, S)",
         mistakes=(
-            Mistake("transposed", "scores transposed: rows are queries (L), columns are keys (S) "
-                    "— use query @ keys.T", variant=lambda q, k: k @ q.T),
+            Mistake("transposed", "scores transposed: rows are keys (S), columns are queries (L); the "
+                    "task's rows are queries", variant=lambda q, k: k @ q.T),
         ),
         forbidden=_FORBID,
     ),
@@ -71,8 +71,8 @@ ITEMS = [
         mistakes=(
             Mistake("wrong axis", M.WRONG_AXIS,
                     variant=lambda q, k, v: softmax(q @ k.T, axis=0) @ v),
-            Mistake("no softmax", "the raw scores were used as weights: apply the softmax first, "
-                    "so each query's weights are positive and sum to 1",
+            Mistake("no softmax", "the raw scores were used as weights: they are not positive and "
+                    "do not sum to 1 per query",
                     variant=lambda q, k, v: (q @ k.T) @ v),
             Mistake("scaled", "chapter 1's attention is unscaled: the 1/sqrt(D) comes in chapter 2",
                     variant=lambda q, k, v: dot_product_attention(q, k, v, scale=q.shape[-1] ** -0.5)[0]),

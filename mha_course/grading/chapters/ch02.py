@@ -142,7 +142,7 @@ ITEMS = [
 FLOPS_MULTIPLY_ADDS = "counted multiply-adds: one multiply-add is 2 FLOPs (the course's convention)"
 FLOPS_ONE_MATMUL = ("counted only the scores Q Kᵀ (2·L·S·D per head): the weighted sum of the values "
                     "costs 2·L·S·Dv more")
-FLOPS_NO_BATCH = "every batch entry and every head does the work: multiply by B·H"
+FLOPS_NO_BATCH = "counted one batch entry and one head: every batch entry and every head does the work"
 
 
 def _flops_cases(rng: np.random.Generator) -> list[dict]:

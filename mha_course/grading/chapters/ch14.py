@@ -40,8 +40,8 @@ RING_SHIFTED = ("a ring writes token p into slot (p - num_sink) % W and "
                 "leaves the other slots where they are (no torch.roll / cat-and-slice: that copies "
                 "the whole cache every step)")
 SINKS_IN_RING = "tokens at p < num_sink go to the sink buffer, not the ring"
-POSITIONS_NOT_UPDATED = ("record the position now held by each slot you "
-                         "wrote (the mask needs it)")
+POSITIONS_NOT_UPDATED = ("slot positions not updated: the slots written still carry their old "
+                         "positions (the mask reads them)")
 NOT_CAPPED = ("a local layer caches min(seq_len, W + num_sink) tokens: it never holds more tokens "
               "than the sequence has")
 ALL_LOCAL = "every global_every-th layer caches all seq_len tokens"
