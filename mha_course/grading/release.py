@@ -227,9 +227,22 @@ def _read(solution: Path) -> tuple[nbformat.NotebookNode, dict[str, Item]]:
     return nb, items
 
 
+RUN_ON = "raises-exception"  # JupyterLab and nbclient go on past such a cell (stop_on_error false)
+
+
+def _run_on(cells: list) -> None:
+    """Self-check cells get the ``raises-exception`` tag: a stub's NotImplementedError, or a
+    wrong answer's assertion, is shown there and Run All still reaches "Check your work"."""
+    for cell in cells:
+        tags = cell.metadata.get("tags", [])
+        if "self-check" in tags and RUN_ON not in tags:
+            cell.metadata["tags"] = [*tags, RUN_ON]
+
+
 def exercise_from_solution(solution: Path) -> str:
     """The exercise notebook's text for one solution notebook."""
     nb, items = _read(solution)
+    _run_on(nb.cells)
     for i, task in tasks(nb, solution.stem).items():
         nb.cells[i].source = stub_source(nb.cells[i].source, task)
     nb.cells = _with_test_cells(nb.cells, items, seed=None)
@@ -239,6 +252,7 @@ def exercise_from_solution(solution: Path) -> str:
 def nbgrader_source(solution: Path, seed: int) -> str:
     """The nbgrader source notebook for one solution notebook (hidden tests on ``seed``)."""
     nb, items = _read(solution)
+    _run_on(nb.cells)
     for i, task in tasks(nb, solution.stem).items():
         nb.cells[i].source = task_outside(nb.cells[i].source, task)
     nb.cells = _with_test_cells(nb.cells, items, seed=seed)
