@@ -268,6 +268,9 @@ def _values_shown(item: Item, cases: list[Case], outputs: list, message: str) ->
                 break
     if not found:
         return message
+    first = _named_mistake(item, cases[found[0][1]], *found[0][2:])
+    if first:  # the mistake named on the first failing case: the smallest case showing THAT one
+        found = [f for f in found if _named_mistake(item, cases[f[1]], *f[2:]) == first] or found[:1]
     _, i, j, g, r = min(found, key=lambda f: f[0])
     named = _named_mistake(item, cases[i], j, g, r)
     at = ""

@@ -227,6 +227,44 @@ def _read(solution: Path) -> tuple[nbformat.NotebookNode, dict[str, Item]]:
     return nb, items
 
 
+CONVENTIONS_ID = "conventions"
+CONVENTIONS = """\
+**Conventions** (the same box in every exercise, written by `mha-course release`)
+
+- **Letters.** B batch · L query length · S key/value length · T sequence length where L = S
+  (self-attention) · E `embed_dim` · H query heads · G key/value heads · D head size, the query/key
+  features (D = E / H) · Dv value features (D unless a task says otherwise) · `...` any leading
+  dimensions. Each task's `Shape:` line uses these letters.
+- **Weights.** How each exercise stores its weight matrices, and so how a projection is written:
+
+  | exercises | layout | a projection is |
+  |---|---|---|
+  | ex03 | the lecture's maths: `W_Q`, `W_K`, `W_V` are (E, D) | `x @ W` |
+  | ex04 | the lecture's maths: `W_Q`, `W_K`, `W_V`, `W_O` are (E, E) | `x @ W` |
+  | ex06, ex07, ex15 | `nn.Linear`'s storage (out, in): `W_Q` is (H·D, E), `W_O` is (E, H·D) | `x @ W.T` |
+  | ex10 | `nn.Linear`'s storage (out, in): `W_Q` is (H·D, E), `W_O` is (E, H·D) | (its tasks slice weights) |
+
+  The other exercises take no weight matrices.
+- **Dtypes.** A function given floating tensors returns their dtype (float32 in, float32 out;
+  float64 in, float64 out). A function given only sizes may return float32 or float64; it is
+  compared at the precision it returns. Counts and indices are compared exactly, as any number
+  type. Every graded test cell states its item's rule in a `# dtype rule:` line.
+- **Masks.** A bool mask is True where a query MAY attend (the convention of torch's SDPA).
+"""
+
+
+def conventions_cell() -> nbformat.NotebookNode:
+    """The conventions box (one source, above): a markdown cell after each exercise's title."""
+    cell = nbformat.v4.new_markdown_cell(CONVENTIONS.rstrip("\n"))
+    cell.id = CONVENTIONS_ID
+    cell.metadata = nbformat.from_dict({"tags": ["conventions"]})
+    return cell
+
+
+def _with_conventions(cells: list) -> list:
+    return [cells[0], conventions_cell(), *cells[1:]] if cells else [conventions_cell()]
+
+
 RUN_ON = "raises-exception"  # JupyterLab and nbclient go on past such a cell (stop_on_error false)
 
 
@@ -245,7 +283,7 @@ def exercise_from_solution(solution: Path) -> str:
     _run_on(nb.cells)
     for i, task in tasks(nb, solution.stem).items():
         nb.cells[i].source = stub_source(nb.cells[i].source, task)
-    nb.cells = _with_test_cells(nb.cells, items, seed=None)
+    nb.cells = _with_conventions(_with_test_cells(nb.cells, items, seed=None))
     return nbformat.writes(nb) + "\n"
 
 
@@ -255,7 +293,7 @@ def nbgrader_source(solution: Path, seed: int) -> str:
     _run_on(nb.cells)
     for i, task in tasks(nb, solution.stem).items():
         nb.cells[i].source = task_outside(nb.cells[i].source, task)
-    nb.cells = _with_test_cells(nb.cells, items, seed=seed)
+    nb.cells = _with_conventions(_with_test_cells(nb.cells, items, seed=seed))
     return nbformat.writes(nb) + "\n"
 
 
