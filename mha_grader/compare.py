@@ -6,6 +6,7 @@ mistake variants are computed here, in the grading process.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -14,7 +15,7 @@ import numpy as np
 import torch
 
 from .feedback import relative_band, render_child
-from .items import Case, Dtype, Item
+from .items import Case, Dtype, Item, Mistake
 
 # Statuses (the ``status`` word of a result; Gradescope gets passed/failed plus this in the output).
 PASSED = "passed"
@@ -141,6 +142,14 @@ def _letters(item: Item, shape: tuple[int, ...]) -> str:
     return f"{item.shape} = {sizes}" if item.shape else sizes
 
 
+def mistake_text(m: Mistake) -> str:
+    """``name: feedback``, or the feedback alone when it already starts by naming the mistake
+    (not "off by one: causal mask off by one: ...")."""
+    head = m.feedback.split(":")[0].lower()
+    named = re.search(rf"(?<!\w){re.escape(m.name.lower())}(?!\w)", head) is not None
+    return m.feedback if named else f"{m.name}: {m.feedback}"
+
+
 def _named_mistake(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray
                    ) -> tuple[str, str | None] | None:
     """``(message, status override)`` of the first known mistake that explains ``got``."""
@@ -154,7 +163,7 @@ def _named_mistake(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
         except Exception:  # a variant that does not apply to this case
             hit = False
         if hit:
-            return f"{m.name}: {m.feedback}", m.status
+            return mistake_text(m), m.status
     return None
 
 

@@ -26,8 +26,8 @@ WRONG_AXIS = "softmax over the wrong axis: normalise over the keys (the last axi
 MASK_INVERTED = "mask inverted: a bool attn_mask is True where a query MAY attend (SDPA's convention)"
 MASK_AFTER_SOFTMAX = ("mask applied after the softmax: the weights that remain no longer sum to 1 "
                       "for each query")
-OVERFLOW = ("softmax overflows on large logits: exp of a large score is inf, and inf / inf is NaN "
-            "(the softmax is not the stable one)")
+OVERFLOW = ("softmax not stable on large logits: exp of a large score is inf, and inf / inf is "
+            "NaN")
 CAUSAL_OFF_BY_ONE = ("causal mask off by one: query i may attend to keys j <= i (itself "
                      "included), no more and no fewer")
 SPLIT_WITH_VIEW = ("heads split with view/reshape only: the shape is (B, H, L, D) but each head's "

@@ -311,20 +311,49 @@ def hints_text(solutions: Path) -> str:
     return json.dumps(hints_table(solutions), indent=1, ensure_ascii=False) + "\n"
 
 
+MISTAKES_FILE = Path("docs") / "mistakes.md"  # relative to the repository root
+
+
+def mistakes_page() -> str:
+    """``docs/mistakes.md``: every graded item and the mistakes its feedback names, by exercise
+    (generated from the items, so the list is the grader's own vocabulary)."""
+    from mha_grader.compare import mistake_text
+    from mha_grader.registry import notebooks
+
+    out = ["# The named mistakes", "",
+           "Written by `mha-course release` from the graded items (`mha_course/grading/chapters/`): "
+           "each item's task and the mistakes its feedback recognises by name. Feedback names the "
+           "symptom; the hint levels (`hint(\"exNN\", k)`) lead to the fix.", ""]
+    for stem, items in notebooks().items():
+        out += [f"## {stem}", ""]
+        for it in items:
+            out.append(f"- `{it.id}` (`{it.function}`): {it.task}")
+            out += [f"  - {t}" for t in dict.fromkeys(mistake_text(m) for m in it.mistakes)]
+        out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _write_if_changed(path: Path, text: str, check: bool, changed: list[Path]) -> None:
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        changed.append(path)
+        if not check:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+
+
 def release(solutions: Path, exercises: Path, check: bool = False, hints: Path | None = None) -> list[Path]:
-    """Write (or with ``check``, only compare) ``exercises/`` and the hints table ``hints``
-    (default: ``mha_course/grading/hints.json`` beside ``exercises/``) from ``solutions/``.
+    """Write (or with ``check``, only compare) ``exercises/``, the hints table ``hints``
+    (default: ``mha_course/grading/hints.json`` beside ``exercises/``) and the list of named
+    mistakes (``docs/mistakes.md`` beside ``exercises/``, when that folder has a ``docs/``)
+    from ``solutions/`` and the graded items.
 
     Returns the files that were (or, with ``check``, would be) changed.
     """
     hints = hints if hints is not None else exercises.parent / HINTS_FILE
-    text = hints_text(solutions)
-    changed = []
-    if not hints.exists() or hints.read_text(encoding="utf-8") != text:
-        changed.append(hints)
-        if not check:
-            hints.parent.mkdir(parents=True, exist_ok=True)
-            hints.write_text(text, encoding="utf-8")
+    changed: list[Path] = []
+    _write_if_changed(hints, hints_text(solutions), check, changed)
+    if (exercises.parent / "docs").is_dir():
+        _write_if_changed(exercises.parent / MISTAKES_FILE, mistakes_page(), check, changed)
     for sol in sorted(solutions.glob("ex*.ipynb")):
         target = exercises / sol.name
         text = exercise_from_solution(sol)

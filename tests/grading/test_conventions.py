@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import nbformat
-from grading_helpers import EXERCISES, SOLUTIONS
+from grading_helpers import EXERCISES, ROOT, SOLUTIONS
 
 from mha_course.grading import release
 
@@ -34,3 +34,28 @@ def test_the_weight_layouts_are_the_solutions():
                 assert transposed, f"{name}: the box says x @ W.T"
             else:
                 assert plain and not transposed, f"{name}: the box says x @ W"
+
+
+def _markdown(path) -> str:
+    return "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
+
+
+def test_a_memory_limit_is_stated_in_its_task():
+    from mha_course.grading import all_items
+
+    for it in all_items():
+        if it.memory_mb:
+            assert f"{it.memory_mb} MiB" in _markdown(EXERCISES / f"{it.notebook}.ipynb"), it.id
+
+
+def test_the_check_cell_says_which_inputs_it_uses():
+    for path in sorted(EXERCISES.glob("ex*.ipynb")):
+        text = _markdown(path)
+        assert "fresh inputs" not in text and "public self-check inputs (seed 12345" in text, path.name
+
+
+def test_the_readme_links_the_generated_list_of_named_mistakes():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "[named mistakes](docs/mistakes.md)" in readme
+    assert (ROOT / release.MISTAKES_FILE).read_text(encoding="utf-8") == release.mistakes_page()
+    assert "normalised over the whole array" in release.mistakes_page()

@@ -30,3 +30,13 @@ def test_a_named_mistake_states_no_fix(text, where):
     for p in FIX_PHRASES:
         m = re.search(p, text, re.IGNORECASE)
         assert m is None, f"{where}: {text!r} gives the fix away ({m.group(0)!r})"
+
+
+def test_a_mistake_is_named_once():
+    """Not "off by one: causal mask off by one: ..." (issue 23)."""
+    from mha_grader.compare import mistake_text
+
+    for it in all_items():
+        for m in it.mistakes:
+            head = ":".join(mistake_text(m).split(":")[:2]).lower()
+            assert len(re.findall(rf"\b{re.escape(m.name.lower())}\b", head)) <= 1, f"{it.id}: {mistake_text(m)!r} names {m.name!r} twice"

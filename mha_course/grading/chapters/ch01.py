@@ -16,6 +16,16 @@ _FORBID = ("mha_course.numpy_attention.softmax", "mha_course.numpy_attention.dot
            "mha_course.sdpa.stable_softmax")
 
 
+WHOLE_ARRAY = ("normalised over the whole array: all the entries together sum to 1, not each row "
+               "(chapter 1's one-vector softmax applied to a (..., S) array)")
+
+
+def _whole_array_softmax(x: np.ndarray) -> np.ndarray:
+    """One max and one sum over every entry: chapter 1's 1-D softmax copied for 2-D input."""
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
 def _softmax_cases(rng: np.random.Generator) -> list[dict]:
     return [
         {"x": rng.normal(size=(3, 5))},
@@ -50,6 +60,7 @@ ITEMS = [
                     status="non-finite"),
             Mistake("wrong axis", "softmax over the wrong axis: each ROW (the last axis) must sum to 1",
                     variant=lambda x: softmax(x, axis=0)),
+            Mistake("whole array", WHOLE_ARRAY, variant=_whole_array_softmax),
         ),
         forbidden=_FORBID,
     ),
