@@ -6,6 +6,7 @@ mistake variants are computed here, in the grading process.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -14,7 +15,7 @@ import numpy as np
 import torch
 
 from .feedback import relative_band, render_child
-from .items import Case, Dtype, Item
+from .items import Case, Dtype, Item, Mistake
 
 # Statuses (the ``status`` word of a result; Gradescope gets passed/failed plus this in the output).
 PASSED = "passed"
@@ -96,6 +97,27 @@ def describe_case(case: Case) -> str:
     return ", ".join(parts)
 
 
+def dtype_rule(item: Item) -> str:
+    """The item's dtype rule in words: the same sentence in its test cell and its feedback."""
+    if item.dtype_must_match:
+        return "the output keeps the input's floating dtype (float32 in, float32 out; float64 in, float64 out)"
+    if item.rtol == 0 and item.atol < 1:
+        return "any number type (int or float): the answer is a count or an index, compared exactly"
+    return ("any floating dtype (float32 or float64): compared at the precision of the less precise "
+            "of yours and the reference's")
+
+
+def _compare_dtype(item: Item, got: np.ndarray, ref: np.ndarray) -> np.dtype:
+    """The dtype whose tolerances apply: the reference's, or (where the item lets the dtype
+    differ) a less precise floating dtype returned, as ``torch.testing.assert_close(...,
+    check_dtype=False)`` does in the notebooks' self-checks."""
+    want = np.dtype(ref.dtype)
+    have = np.dtype(got.dtype)
+    if not item.dtype_must_match and have.kind == "f" and want.kind == "f" and have.itemsize < want.itemsize:
+        return have
+    return want
+
+
 def _tolerances(item: Item, dtype: np.dtype) -> tuple[float, float]:
     if dtype == np.float64:
         return item.rtol * 1e-5, item.atol * 1e-5
@@ -109,7 +131,7 @@ def _close(item: Item, got: np.ndarray, want: np.ndarray) -> bool:
         return False
     if want.dtype == np.bool_ or got.dtype == np.bool_:
         return bool(np.array_equal(got, want))
-    rtol, atol = _tolerances(item, np.dtype(want.dtype))
+    rtol, atol = _tolerances(item, _compare_dtype(item, got, want))
     with np.errstate(invalid="ignore"):
         return bool(np.allclose(got.astype(np.float64), want.astype(np.float64),
                                 rtol=rtol, atol=atol, equal_nan=True))
@@ -118,6 +140,14 @@ def _close(item: Item, got: np.ndarray, want: np.ndarray) -> bool:
 def _letters(item: Item, shape: tuple[int, ...]) -> str:
     sizes = "(" + ", ".join(str(n) for n in shape) + ")"
     return f"{item.shape} = {sizes}" if item.shape else sizes
+
+
+def mistake_text(m: Mistake) -> str:
+    """``name: feedback``, or the feedback alone when it already starts by naming the mistake
+    (not "off by one: causal mask off by one: ...")."""
+    head = m.feedback.split(":")[0].lower()
+    named = re.search(rf"(?<!\w){re.escape(m.name.lower())}(?!\w)", head) is not None
+    return m.feedback if named else f"{m.name}: {m.feedback}"
 
 
 def _named_mistake(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray
@@ -133,7 +163,7 @@ def _named_mistake(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
         except Exception:  # a variant that does not apply to this case
             hit = False
         if hit:
-            return f"{m.name}: {m.feedback}", m.status
+            return mistake_text(m), m.status
     return None
 
 
@@ -145,10 +175,7 @@ def compare_output(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
         msg = f"expected shape {_letters(item, ref.shape)}, got {tuple(got.shape)}"
         return WRONG_SHAPE, (f"{msg} — {named[0]}" if named else msg)
     if item.dtype_must_match and got.dtype != ref.dtype:
-        return WRONG_DTYPE, (f"expected dtype {ref.dtype} (the input's dtype), got {got.dtype}"
-                             + (" — float64 returned for float32 input (a float64 constant, or "
-                                "a new tensor made without dtype=...)"
-                                if got.dtype == np.float64 and ref.dtype == np.float32 else ""))
+        return WRONG_DTYPE, _dtype_message(item, case, j, got, ref)
     if got.dtype != np.bool_ and ref.dtype != np.bool_:
         bad = ~np.isfinite(got) & np.isfinite(ref)
         if bad.any():
@@ -164,6 +191,21 @@ def compare_output(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
     return WRONG_VALUES, values_differ(item, got, ref)
 
 
+def _dtype_message(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray) -> str:
+    """A wrong dtype, the rule it breaks, and whether the values are right apart from it (a
+    dtype message must not hide a real bug)."""
+    msg = f"expected dtype {ref.dtype}, got {got.dtype} (dtype rule: {dtype_rule(item)})"
+    if got.dtype == np.float64 and ref.dtype == np.float32:
+        msg += "; float64 returned for float32 input (a float64 constant, or a new tensor made without dtype=...)"
+    if got.dtype.kind not in "fiub" or ref.dtype == np.bool_ or got.dtype == np.bool_:
+        return msg
+    loose = np.dtype(np.float32) if np.float32 in (got.dtype, ref.dtype) else np.dtype(ref.dtype)
+    if _close(item, got.astype(loose), ref.astype(loose)):
+        return msg + "; the values are right apart from the dtype"
+    named = _named_mistake(item, case, j, got.astype(ref.dtype), ref)
+    return msg + "; the values are wrong too: " + (named[0] if named else values_differ(item, got.astype(loose), ref.astype(loose)))
+
+
 def values_differ(item: Item, got: np.ndarray, ref: np.ndarray) -> str:
     """How far off, WITHOUT the expected value: mismatched-element count and a relative-error band.
 
@@ -171,7 +213,7 @@ def values_differ(item: Item, got: np.ndarray, ref: np.ndarray) -> str:
     """
     if ref.dtype == np.bool_ or got.dtype == np.bool_:
         return f"{int((got != ref).sum())} of {ref.size} entries differ"
-    rtol, atol = _tolerances(item, np.dtype(ref.dtype))
+    rtol, atol = _tolerances(item, _compare_dtype(item, got, ref))
     g, r = got.astype(np.float64), ref.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         bad = ~np.isclose(g, r, rtol=rtol, atol=atol, equal_nan=True)
@@ -191,15 +233,63 @@ _JUDGE_LOCK = threading.Lock()
 
 
 def judge(item: Item, cases: list[Case], child: dict[str, Any],
-          cell_lines: dict[int, int] | None = None) -> ItemResult:
+          cell_lines: dict[int, int] | None = None, public: bool = False) -> ItemResult:
     """Score one item from the child's report ``{"status", ..., "outputs": [[arrays]]}``.
 
     A non-"ok" report gets its message from the fixed vocabulary (``feedback.render_child``);
     ``parent_message`` is the PARENT's own words (a timeout, a crash) and the only text kept.
     ``cell_lines`` (cell index -> number of lines) lets a reported line be checked.
+    ``public``: the cases are the public self-check inputs (an int seed), so an exact answer's
+    feedback may show the value returned and the value expected (``exact_answer``).
     """
     with _JUDGE_LOCK:
-        return _judge(item, cases, child, cell_lines)
+        result = _judge(item, cases, child, cell_lines)
+        if public and result.status == WRONG_VALUES and exact_answer(item):
+            result.message = _values_shown(item, cases, child.get("outputs") or [], result.message)
+        return result
+
+
+def exact_answer(item: Item) -> bool:
+    """An index or a count: compared exactly (rtol 0, atol under 1)."""
+    return item.rtol == 0 and item.atol < 1
+
+
+def _show(x: np.ndarray) -> str:
+    if x.ndim == 0:
+        v = x.item()
+        return f"{v:g}" if isinstance(v, float) else str(v)
+    return str(x.tolist()) if x.size <= 12 else f"an array of shape {tuple(x.shape)}"
+
+
+def _values_shown(item: Item, cases: list[Case], outputs: list, message: str) -> str:
+    """For an exact answer on PUBLIC inputs: the value returned and the value expected on the
+    smallest public case that separates them (fewest input elements, then smallest numbers),
+    in place of the relative-error text."""
+    found = []
+    for i, case in enumerate(cases):
+        refs = as_arrays(item.reference(*to_framework(item, case)))
+        got = outputs[i] if i < len(outputs) else []
+        for j, (g, r) in enumerate(zip(got, refs)):
+            if g.shape == r.shape and not _close(item, g, r):
+                arrays = [v for v in case.values() if isinstance(v, np.ndarray)]
+                numbers = [abs(float(v)) for v in case.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+                found.append(((sum(a.size for a in arrays), sum(numbers)), i, j, g, r))
+                break
+    if not found:
+        return message
+    first = _named_mistake(item, cases[found[0][1]], *found[0][2:])
+    if first:  # the mistake named on the first failing case: the smallest case showing THAT one
+        found = [f for f in found if _named_mistake(item, cases[f[1]], *f[2:]) == first] or found[:1]
+    _, i, j, g, r = min(found, key=lambda f: f[0])
+    named = _named_mistake(item, cases[i], j, g, r)
+    at = ""
+    if g.ndim and g.size > 12:
+        k = tuple(int(n) for n in np.argwhere(~np.isclose(g.astype(float), r.astype(float), rtol=0, atol=item.atol))[0])
+        at = f" at index {k}"
+        g, r = g[k], r[k]
+    return (f"{f'output {j}: ' if j else ''}returned {_show(np.asarray(g))}, expected {_show(np.asarray(r))}{at} "
+            f"on the smallest public case that separates them" + (f" — {named[0]}" if named else "")
+            + f" [case {i + 1} of {len(cases)}: {describe_case(cases[i])}]")
 
 
 def _judge(item: Item, cases: list[Case], child: dict[str, Any], cell_lines: dict[int, int] | None

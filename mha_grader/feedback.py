@@ -39,6 +39,9 @@ def exception_report(e: BaseException) -> dict[str, Any]:
         if m:
             out["cell"], out["line"] = int(m.group(1)), int(tb.tb_lineno)
         tb = tb.tb_next
+    m = CELL_FILE.match(e.filename) if isinstance(e, SyntaxError) and isinstance(e.filename, str) else None
+    if m and isinstance(e.lineno, int):  # a cell that does not compile has no frame of its own
+        out["cell"], out["line"] = int(m.group(1)), e.lineno
     return out
 
 

@@ -17,8 +17,9 @@ from .items import Item
 from .runner import encode_cases
 
 
-def grade_namespace(namespace: dict, items: list[Item], seed: int) -> list[ItemResult]:
-    """Grade the functions defined in ``namespace`` (e.g. a notebook's globals)."""
+def grade_namespace(namespace: dict, items: list[Item], seed: int, public: bool = True) -> list[ItemResult]:
+    """Grade the functions defined in ``namespace`` (e.g. a notebook's globals). ``public``: the
+    seed's inputs may be shown in feedback (False for an instructor's hidden seed)."""
     wires = child.Tripwires()
     results = []
     try:
@@ -40,7 +41,7 @@ def grade_namespace(namespace: dict, items: list[Item], seed: int) -> list[ItemR
                                      for i, n in enumerate(status["n_outputs"])]
             if server is not None:
                 status = server.finish(it.id, status)
-            r = judge(it, cases, status)
+            r = judge(it, cases, status, public=public)
             if it.memory_mb and r.passed:  # the kernel bound needs a child of its own
                 r.message += (f" (its {it.memory_mb} MiB memory bound is not enforced in your kernel: "
                               "`mha-course check NOTEBOOK` enforces it, as grading does)")

@@ -79,6 +79,10 @@ class Item:
             reference from the learner's outputs and that evidence.
         hidden: case keys the child never sees (sent as ``None``): what only the service needs,
             e.g. the seed of a model's weights or a device's kernel times.
+        uses: the functions of EARLIER items of the notebook that this item's function calls in
+            the solution (ex01's ``attend`` uses ``softmax``), so that a failure there is named
+            as the cause (``causes.py``). Grading derives it from the learner's own code where it
+            can; this declaration is the fallback, and a test keeps it equal to the solutions'.
     """
 
     id: str
@@ -99,6 +103,7 @@ class Item:
     memory_mb: int | None = None
     service: Callable[[Case], Any] | None = None
     hidden: Sequence[str] = field(default_factory=tuple)
+    uses: Sequence[str] = field(default_factory=tuple)
 
     def cases(self, seed: int | Any) -> list[Case]:
         """The cases for ``seed``: an int (public self-check seed, deterministic per item id and

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import channel, confine, isolation, protocol
+from . import causes, channel, confine, isolation, protocol
 from . import compare as C
 from .child import CONFINE_FAILED
 from .feedback import cell_note
@@ -269,9 +269,9 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
     graded = {}
     for name in notebooks:
         results = [C.judge(it, cases[it.id], raw.get(it.id, {"status": C.CRASHED, "parent_message": "no result"}),
-                           lines.get(name))
+                           lines.get(name), public=isinstance(seed, (int, np.integer)))
                    for it in items[name]]
-        graded[name] = (results, notes[name])
+        graded[name] = causes.explain(results, notes[name], items[name], cells=cells.get(name, []))
     return graded
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from mha_grader.causes import explain, namespace_graph
 from mha_grader.compare import ItemResult
 from mha_grader.items import Case, Dtype, Item, Mistake
 from mha_grader.keys import PublicSeed
@@ -45,7 +46,8 @@ def check(name: str | os.PathLike, namespace: dict | None = None, seed: int = 12
         if namespace is None:
             import __main__
             namespace = vars(__main__)
-        results, notes = grade_namespace(namespace, items, seed), []
+        results, notes = explain(grade_namespace(namespace, items, seed), [], items,
+                                 graph=namespace_graph(namespace))
     from .hints import hint_notes
 
     notes = [*notes, *hint_notes(results)]

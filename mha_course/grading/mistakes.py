@@ -19,22 +19,21 @@ from ..masks import causal_mask
 from ..sdpa import stable_softmax
 
 # Feedback texts shared across chapters (one source of truth for the wording).
-NO_SCALE = "missing the 1/sqrt(D) scaling: scores must be divided by sqrt(d_k) (D = head size)"
+NO_SCALE = "missing the 1/sqrt(D) scaling: the scores are sqrt(D) times too large (D = head size)"
 SCALE_BY_D = "scaled by 1/D instead of 1/sqrt(D)"
 SCALE_BY_E = "scaled by 1/sqrt(E) (the embedding size) instead of 1/sqrt(D) (the head size D = E / H)"
 WRONG_AXIS = "softmax over the wrong axis: normalise over the keys (the last axis, S), not the queries"
 MASK_INVERTED = "mask inverted: a bool attn_mask is True where a query MAY attend (SDPA's convention)"
-MASK_AFTER_SOFTMAX = ("mask applied after the softmax: mask the scores (fill with -inf) BEFORE the "
-                      "softmax, so the remaining weights still sum to 1")
-OVERFLOW = ("softmax overflows on large logits (inf/NaN): subtract the row maximum before exp "
-            "(the stable softmax)")
+MASK_AFTER_SOFTMAX = ("mask applied after the softmax: the weights that remain no longer sum to 1 "
+                      "for each query")
+OVERFLOW = ("softmax not stable on large logits: exp of a large score is inf, and inf / inf is "
+            "NaN")
 CAUSAL_OFF_BY_ONE = ("causal mask off by one: query i may attend to keys j <= i (itself "
                      "included), no more and no fewer")
-SPLIT_WITH_VIEW = ("heads split with view/reshape only: (B, L, E) -> (B, L, H, D) needs a "
-                   "transpose to (B, H, L, D), not a view straight to (B, H, L, D)")
-REPEAT_NOT_INTERLEAVE = ("key/value heads repeated with repeat (0, 1, 0, 1, ...) where "
-                         "repeat_interleave (0, 0, 1, 1, ...) was needed: query head h reads "
-                         "key/value head h // (H // G)")
+SPLIT_WITH_VIEW = ("heads split with view/reshape only: the shape is (B, H, L, D) but each head's "
+                   "slice mixes the features of several tokens")
+REPEAT_NOT_INTERLEAVE = ("key/value heads in the order 0, 1, 0, 1, ...: query heads read key/value "
+                         "heads in turn, not in contiguous groups (GQA's groups are contiguous)")
 H_INSTEAD_OF_G = ("counted the query heads H instead of the key/value heads G: only the G "
                   "key/value heads are cached — that is the point of GQA/MQA")
 NO_FACTOR_2 = "missing the factor 2: the cache holds keys AND values"

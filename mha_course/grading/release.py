@@ -31,6 +31,7 @@ from pathlib import Path
 
 import nbformat
 
+from mha_grader.compare import dtype_rule
 from mha_grader.items import Item
 
 from .nbgrader_tests import LEARNER_SEED  # the seed check() uses: inputs learners may see
@@ -167,6 +168,7 @@ def test_cell_source(item: Item, seed: int | None = None) -> str:
     """The nbgrader test cell of ``item``; with ``seed``, the hidden re-check on that seed."""
     lines = [f"# Graded test: {item.id} ({item.points:g} point{'s' if item.points != 1 else ''}), "
              f"the course's check of `{item.function}`.",
+             f"# dtype rule: {dtype_rule(item)}.",
              "from mha_course.grading.nbgrader_tests import assert_item",
              "",
              f'assert_item("{item.id}")  # the learners\' inputs (seed {LEARNER_SEED}, as check() uses)']
@@ -225,21 +227,73 @@ def _read(solution: Path) -> tuple[nbformat.NotebookNode, dict[str, Item]]:
     return nb, items
 
 
+CONVENTIONS_ID = "conventions"
+CONVENTIONS = """\
+**Conventions** (the same box in every exercise, written by `mha-course release`)
+
+- **Letters.** B batch · L query length · S key/value length · T sequence length where L = S
+  (self-attention) · E `embed_dim` · H query heads · G key/value heads · D head size, the query/key
+  features (D = E / H) · Dv value features (D unless a task says otherwise) · `...` any leading
+  dimensions. Each task's `Shape:` line uses these letters.
+- **Weights.** How each exercise stores its weight matrices, and so how a projection is written:
+
+  | exercises | layout | a projection is |
+  |---|---|---|
+  | ex03 | the lecture's maths: `W_Q`, `W_K`, `W_V` are (E, D) | `x @ W` |
+  | ex04 | the lecture's maths: `W_Q`, `W_K`, `W_V`, `W_O` are (E, E) | `x @ W` |
+  | ex06, ex07, ex15 | `nn.Linear`'s storage (out, in): `W_Q` is (H·D, E), `W_O` is (E, H·D) | `x @ W.T` |
+  | ex10 | `nn.Linear`'s storage (out, in): `W_Q` is (H·D, E), `W_O` is (E, H·D) | (its tasks slice weights) |
+
+  The other exercises take no weight matrices.
+- **Dtypes.** A function given floating tensors returns their dtype (float32 in, float32 out;
+  float64 in, float64 out). A function given only sizes may return float32 or float64; it is
+  compared at the precision it returns. Counts and indices are compared exactly, as any number
+  type. Every graded test cell states its item's rule in a `# dtype rule:` line.
+- **Masks.** A bool mask is True where a query MAY attend (the convention of torch's SDPA).
+"""
+
+
+def conventions_cell() -> nbformat.NotebookNode:
+    """The conventions box (one source, above): a markdown cell after each exercise's title."""
+    cell = nbformat.v4.new_markdown_cell(CONVENTIONS.rstrip("\n"))
+    cell.id = CONVENTIONS_ID
+    cell.metadata = nbformat.from_dict({"tags": ["conventions"]})
+    return cell
+
+
+def _with_conventions(cells: list) -> list:
+    return [cells[0], conventions_cell(), *cells[1:]] if cells else [conventions_cell()]
+
+
+RUN_ON = "raises-exception"  # JupyterLab and nbclient go on past such a cell (stop_on_error false)
+
+
+def _run_on(cells: list) -> None:
+    """Self-check cells get the ``raises-exception`` tag: a stub's NotImplementedError, or a
+    wrong answer's assertion, is shown there and Run All still reaches "Check your work"."""
+    for cell in cells:
+        tags = cell.metadata.get("tags", [])
+        if "self-check" in tags and RUN_ON not in tags:
+            cell.metadata["tags"] = [*tags, RUN_ON]
+
+
 def exercise_from_solution(solution: Path) -> str:
     """The exercise notebook's text for one solution notebook."""
     nb, items = _read(solution)
+    _run_on(nb.cells)
     for i, task in tasks(nb, solution.stem).items():
         nb.cells[i].source = stub_source(nb.cells[i].source, task)
-    nb.cells = _with_test_cells(nb.cells, items, seed=None)
+    nb.cells = _with_conventions(_with_test_cells(nb.cells, items, seed=None))
     return nbformat.writes(nb) + "\n"
 
 
 def nbgrader_source(solution: Path, seed: int) -> str:
     """The nbgrader source notebook for one solution notebook (hidden tests on ``seed``)."""
     nb, items = _read(solution)
+    _run_on(nb.cells)
     for i, task in tasks(nb, solution.stem).items():
         nb.cells[i].source = task_outside(nb.cells[i].source, task)
-    nb.cells = _with_test_cells(nb.cells, items, seed=seed)
+    nb.cells = _with_conventions(_with_test_cells(nb.cells, items, seed=seed))
     return nbformat.writes(nb) + "\n"
 
 
@@ -257,20 +311,49 @@ def hints_text(solutions: Path) -> str:
     return json.dumps(hints_table(solutions), indent=1, ensure_ascii=False) + "\n"
 
 
+MISTAKES_FILE = Path("docs") / "mistakes.md"  # relative to the repository root
+
+
+def mistakes_page() -> str:
+    """``docs/mistakes.md``: every graded item and the mistakes its feedback names, by exercise
+    (generated from the items, so the list is the grader's own vocabulary)."""
+    from mha_grader.compare import mistake_text
+    from mha_grader.registry import notebooks
+
+    out = ["# The named mistakes", "",
+           "Written by `mha-course release` from the graded items (`mha_course/grading/chapters/`): "
+           "each item's task and the mistakes its feedback recognises by name. Feedback names the "
+           "symptom; the hint levels (`hint(\"exNN\", k)`) lead to the fix.", ""]
+    for stem, items in notebooks().items():
+        out += [f"## {stem}", ""]
+        for it in items:
+            out.append(f"- `{it.id}` (`{it.function}`): {it.task}")
+            out += [f"  - {t}" for t in dict.fromkeys(mistake_text(m) for m in it.mistakes)]
+        out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _write_if_changed(path: Path, text: str, check: bool, changed: list[Path]) -> None:
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        changed.append(path)
+        if not check:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+
+
 def release(solutions: Path, exercises: Path, check: bool = False, hints: Path | None = None) -> list[Path]:
-    """Write (or with ``check``, only compare) ``exercises/`` and the hints table ``hints``
-    (default: ``mha_course/grading/hints.json`` beside ``exercises/``) from ``solutions/``.
+    """Write (or with ``check``, only compare) ``exercises/``, the hints table ``hints``
+    (default: ``mha_course/grading/hints.json`` beside ``exercises/``) and the list of named
+    mistakes (``docs/mistakes.md`` beside ``exercises/``, when that folder has a ``docs/``)
+    from ``solutions/`` and the graded items.
 
     Returns the files that were (or, with ``check``, would be) changed.
     """
     hints = hints if hints is not None else exercises.parent / HINTS_FILE
-    text = hints_text(solutions)
-    changed = []
-    if not hints.exists() or hints.read_text(encoding="utf-8") != text:
-        changed.append(hints)
-        if not check:
-            hints.parent.mkdir(parents=True, exist_ok=True)
-            hints.write_text(text, encoding="utf-8")
+    changed: list[Path] = []
+    _write_if_changed(hints, hints_text(solutions), check, changed)
+    if (exercises.parent / "docs").is_dir():
+        _write_if_changed(exercises.parent / MISTAKES_FILE, mistakes_page(), check, changed)
     for sol in sorted(solutions.glob("ex*.ipynb")):
         target = exercises / sol.name
         text = exercise_from_solution(sol)

@@ -16,6 +16,16 @@ _FORBID = ("mha_course.numpy_attention.softmax", "mha_course.numpy_attention.dot
            "mha_course.sdpa.stable_softmax")
 
 
+WHOLE_ARRAY = ("normalised over the whole array: all the entries together sum to 1, not each row "
+               "(chapter 1's one-vector softmax applied to a (..., S) array)")
+
+
+def _whole_array_softmax(x: np.ndarray) -> np.ndarray:
+    """One max and one sum over every entry: chapter 1's 1-D softmax copied for 2-D input."""
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
 def _softmax_cases(rng: np.random.Generator) -> list[dict]:
     return [
         {"x": rng.normal(size=(3, 5))},
@@ -50,6 +60,7 @@ ITEMS = [
                     status="non-finite"),
             Mistake("wrong axis", "softmax over the wrong axis: each ROW (the last axis) must sum to 1",
                     variant=lambda x: softmax(x, axis=0)),
+            Mistake("whole array", WHOLE_ARRAY, variant=_whole_array_softmax),
         ),
         forbidden=_FORBID,
     ),
@@ -58,21 +69,21 @@ ITEMS = [
         task="scores[i, j] = query[i] · keys[j]",
         make_cases=_scores_cases, reference=lambda q, k: q @ k.T, shape="(L, S)",
         mistakes=(
-            Mistake("transposed", "scores transposed: rows are queries (L), columns are keys (S) "
-                    "— use query @ keys.T", variant=lambda q, k: k @ q.T),
+            Mistake("transposed", "scores transposed: rows are keys (S), columns are queries (L); the "
+                    "task's rows are queries", variant=lambda q, k: k @ q.T),
         ),
         forbidden=_FORBID,
     ),
     Item(
-        id="ex01_attend", notebook=NOTEBOOK, function="attend", points=2, framework="numpy",
+        id="ex01_attend", uses=("softmax", "dot_scores"), notebook=NOTEBOOK, function="attend", points=2, framework="numpy",
         task="output = softmax(query @ keys.T) @ values (each output a weighted average of values)",
         make_cases=_attend_cases,
         reference=lambda q, k, v: dot_product_attention(q, k, v)[0], shape="(L, Dv)",
         mistakes=(
             Mistake("wrong axis", M.WRONG_AXIS,
                     variant=lambda q, k, v: softmax(q @ k.T, axis=0) @ v),
-            Mistake("no softmax", "the raw scores were used as weights: apply the softmax first, "
-                    "so each query's weights are positive and sum to 1",
+            Mistake("no softmax", "the raw scores were used as weights: they are not positive and "
+                    "do not sum to 1 per query",
                     variant=lambda q, k, v: (q @ k.T) @ v),
             Mistake("scaled", "chapter 1's attention is unscaled: the 1/sqrt(D) comes in chapter 2",
                     variant=lambda q, k, v: dot_product_attention(q, k, v, scale=q.shape[-1] ** -0.5)[0]),

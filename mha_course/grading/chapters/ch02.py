@@ -116,7 +116,7 @@ ITEMS = [
         forbidden=("mha_course.masks.to_additive",),
     ),
     Item(
-        id="ex02_attention", notebook=NOTEBOOK, function="attention", points=3,
+        id="ex02_attention", uses=("scaled_scores",), notebook=NOTEBOOK, function="attention", points=3,
         task="softmax(query @ keyᵀ / sqrt(D) + mask) @ value, bool or additive attn_mask",
         make_cases=_attention_cases, shape="(..., L, Dv)",
         reference=lambda q, k, v, m: scaled_dot_product_attention(q, k, v, attn_mask=m),
@@ -142,7 +142,7 @@ ITEMS = [
 FLOPS_MULTIPLY_ADDS = "counted multiply-adds: one multiply-add is 2 FLOPs (the course's convention)"
 FLOPS_ONE_MATMUL = ("counted only the scores Q Kᵀ (2·L·S·D per head): the weighted sum of the values "
                     "costs 2·L·S·Dv more")
-FLOPS_NO_BATCH = "every batch entry and every head does the work: multiply by B·H"
+FLOPS_NO_BATCH = "counted one batch entry and one head: every batch entry and every head does the work"
 
 
 def _flops_cases(rng: np.random.Generator) -> list[dict]:

@@ -75,7 +75,7 @@ ITEMS = [
         id="ex03_head_params", notebook=NOTEBOOK, function="head_param_count", points=1,
         task="parameters of one head: 3·E·D, plus 3·D with bias", make_cases=_count_cases, shape="()",
         reference=lambda E, D, bias: 3 * E * D + (3 * D if bias else 0),
-        dtype_must_match=False,
+        dtype_must_match=False, rtol=0.0, atol=0.5,  # a count: exact
         mistakes=(
             Mistake("bias forgotten", PARAMS_NO_BIAS, variant=lambda E, D, bias: 3 * E * D),
             Mistake("W_O counted", PARAMS_WITH_W_O,

@@ -24,12 +24,10 @@ OFFSET_FORGOTTEN = ("new query i sits at position offset + i, so it "
                     "top-left aligned: they assume an empty cache)")
 S_TOO_SHORT = ("S = offset + L keys (the cached ones and the new ones), so the mask "
                "is (L, offset + L)")
-ONLY_NEW_KEYS = ("attends only to the new keys: concatenate the cache and the new keys/values along "
-                 "the sequence axis (S, dim=-2) first, then attend over all of them")
-NEW_BEFORE_CACHE = ("new keys/values put before the cached ones: append them, "
-                    "torch.cat([cache, new], dim=-2), so positions stay in order")
-NO_CHUNK_MASK = ("no causal mask inside the chunk: with several new tokens, new query i must not see "
-                 "the new keys after it (use the offset causal mask)")
+ONLY_NEW_KEYS = ("attends only to the new keys: the cached keys/values get no weight")
+NEW_BEFORE_CACHE = ("new keys/values put before the cached ones: the positions are out of order")
+NO_CHUNK_MASK = ("no causal mask inside the chunk: with several new tokens, new query i sees "
+                 "the new keys after it")
 
 
 # ---- task 1: the offset causal mask ----------------------------------------------------------
@@ -208,13 +206,13 @@ ITEMS = [
             Mistake("caches not passed", "the newest token alone, without the caches, has no "
                     "context: pass the same caches on every step", variant=_generate_variant("cache dropped")),
             Mistake("no cache used", "the model re-read the whole prefix every step (the O(T²) "
-                    "loop): keep one KVCache per layer and feed only the newest token",
+                    "loop): no KV cache was used",
                     matches=lambda got, case: got.ndim == 0 and not bool(got)),
-            Mistake("one token too many", "return the prompt followed by exactly n_new new tokens",
+            Mistake("one token too many", "one token more than the prompt and its n_new new tokens",
                     matches=_n_tokens(1)),
-            Mistake("one token too few", "return the prompt followed by exactly n_new new tokens",
+            Mistake("one token too few", "one token fewer than the prompt and its n_new new tokens",
                     matches=_n_tokens(-1)),
-            Mistake("prompt missing", "return the prompt AND the n_new new tokens, (B, P + n_new)",
+            Mistake("prompt missing", "prompt missing: only the n_new new tokens came back, not (B, P + n_new)",
                     matches=lambda got, case: got.ndim == 2 and got.shape[1] == case["n_new"]),
         ),
         forbidden=("mha_course.tiny_lm.greedy_generate_reference",),

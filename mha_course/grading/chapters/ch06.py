@@ -23,13 +23,12 @@ _FORBID_MHA = (*TORCH_MHA, COURSE_MHA, *TILED, *OTHER_ATTENTION)
 
 PAD_INVERTED = ("a key padding mask's True marks PADDING (keys to ignore) — the opposite of "
                 "attn_mask's True = may attend")
-PAD_IGNORED = ("padded memory positions get attention weight; fill their "
-               "scores with -inf before the softmax")
-NOT_MERGED = ("heads not merged: (B, H, L, D) -> (B, L, H·D) = (B, L, E) with merge_heads, then "
-              "apply the output projection W_O")
+PAD_IGNORED = ("padded memory positions get attention weight")
+NOT_MERGED = ("heads not merged: the output keeps the head axis (B, H, L, D) and has no output "
+              "projection")
 TRANSPOSED = "(B, H, L, S) has one row per query (L), one column per memory position (S)"
-AVERAGED = "keep the head axis: per-head weights are (B, H, L, S)"
-NO_OUT_PROJ = "merge the heads, then apply the output projection: multiply by W_Oᵀ"
+AVERAGED = "heads averaged: the head axis of the per-head weights (B, H, L, S) is gone"
+NO_OUT_PROJ = "output projection W_O missing: the output is the merged heads themselves"
 
 
 # ---- task 1: padding mask from lengths ---------------------------------------------------------

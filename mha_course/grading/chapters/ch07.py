@@ -19,10 +19,8 @@ from ..forbidden import ATTENTION, COURSE_MHA, TORCH_MHA
 NOTEBOOK = "ex07_mqa_gqa"
 _ATTENTION_FORBID = (*ATTENTION, "mha_course.gqa.mha_to_gqa")
 
-REPEAT_ON_SEQUENCE = ("repeated along the sequence axis S instead of the head axis G: "
-                      "(B, G, S, D) -> (B, G * n_rep, S, D) repeats dim 1")
-HEADS_NOT_MERGED = ("heads not merged: (B, H, T, D) -> transpose -> (B, T, H * D), then "
-                    "multiply by W_Oᵀ")
+REPEAT_ON_SEQUENCE = ("repeated along the sequence axis S instead of the head axis G")
+HEADS_NOT_MERGED = ("heads not merged: the output keeps the head axis and has no output projection")
 
 
 def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:
@@ -133,7 +131,7 @@ ITEMS = [
         forbidden=("mha_course.sdpa.repeat_kv", "mha_course.gqa.kv_group_of_query_heads"),
     ),
     Item(
-        id="ex07_gqa_forward", notebook=NOTEBOOK, function="gqa_forward", points=3,
+        id="ex07_gqa_forward", uses=("repeat_kv_heads",), notebook=NOTEBOOK, function="gqa_forward", points=3,
         task="grouped-query self-attention from W_Q, W_K, W_V, W_O (no bias, no mask)",
         make_cases=_forward_cases, shape="(B, T, E)",
         reference=_gqa_forward_reference,
@@ -161,8 +159,7 @@ ITEMS = [
             Mistake("H instead of G, no factor 2", f"{M.H_INSTEAD_OF_G}; and {M.NO_FACTOR_2}",
                     variant=lambda *a: _bytes_reference(*a, count_query_heads=True,
                                                         keys_and_values=False)),
-            Mistake("bits, not bytes", "counted bits (× 8): use dtype's bytes per element "
-                    "(torch.empty((), dtype=dtype).element_size())",
+            Mistake("bits, not bytes", "counted bits: the answer is 8 times the bytes",
                     variant=lambda *a: 8 * _bytes_reference(*a)),
         ),
         forbidden=("mha_course.gqa.kv_cache_bytes", "mha_course.gqa.kv_cache_elements",

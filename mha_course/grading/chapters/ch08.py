@@ -127,14 +127,12 @@ def _timer_reference(kernel_ms, jitter, seed, repeats, warmup):
 
 
 HOST_CLOCK = ("host clock: the samples were not read from the device's events; a launch returns "
-              "at once and the device keeps its own clock: start.record(); fn(); end.record(), "
-              "then synchronize() and start.elapsed_time(end)")
-IN_SECONDS = "returned seconds; elapsed_time() is in milliseconds: return it as it is"
-WARMUP_TIMED = "the warm-up calls were returned as samples too: return only the `repeats` timed ones"
-NO_WARMUP = ("no warm-up: the first launch's set-up cost is in the samples: call fn() `warmup` "
-             "times before the first timed one")
-ONE_PAIR = ("one pair of events around all the repeats gives only their mean: record a start and "
-            "an end event around EACH fn() call, so the samples keep their spread")
+              "at once and the device keeps its own clock")
+IN_SECONDS = "returned seconds: the samples are 1000 times too small for milliseconds"
+WARMUP_TIMED = "the warm-up calls were returned as samples too: more samples than `repeats`"
+NO_WARMUP = ("no warm-up: the first launch's set-up cost is in the samples")
+ONE_PAIR = ("one pair of events around all the repeats gives only their mean: the samples have "
+            "no spread")
 
 
 def _flag(k: int, value: float):
@@ -193,8 +191,7 @@ ITEMS = [
         dtype_must_match=False, rtol=0.0, atol=0.5,
         mistakes=(
             *M.kv_bytes_mistakes(_bytes_reference),
-            Mistake("4 bytes", "assumed 4 bytes per number: use the dtype's element size "
-                    "(torch.empty((), dtype=dtype).element_size())",
+            Mistake("4 bytes", "assumed 4 bytes per number whatever the dtype",
                     variant=lambda B, H, G, D, S, dt: _bytes_reference(B, H, G, D, S, torch.float32)),
         ),
         forbidden=("mha_course.benchmark.flops.kv_bytes_per_token",
@@ -209,7 +206,7 @@ ITEMS = [
         mistakes=(
             Mistake("reads only", "the output O is written too: bytes = (Q + K + V + O) · "
                     "bytes_per_element", variant=_intensity_variant("reads only")),
-            Mistake("elements", "divided by numbers, not bytes: multiply by the dtype's element size",
+            Mistake("elements", "divided by numbers, not bytes: the dtype's element size is missing",
                     variant=_intensity_variant("elements")),
             Mistake("inverted", "bytes per FLOP: intensity is FLOPs / bytes",
                     variant=_intensity_variant("inverted")),
@@ -252,8 +249,7 @@ ITEMS = [
             Mistake("range", "max - min, not the IQR: q3 - q1, which ignores the slowest and "
                     "fastest quarter", variant=_summary_variant(spread="range")),
             Mistake("exclusive quartiles", "quartiles by the 'exclusive' method (statistics.quantiles' "
-                    "default): use linear interpolation (torch.quantile, numpy.percentile, "
-                    "statistics.quantiles(..., method='inclusive'))", variant=_summary_variant(spread="exclusive")),
+                    "default), not by linear interpolation", variant=_summary_variant(spread="exclusive")),
         ),
         forbidden=("mha_course.benchmark.timing.summarize",),
     ),

@@ -22,8 +22,8 @@ _NO_RESCALE = ("running sum/output not rescaled: when the maximum grows from m t
                "the old row_sum and acc by alpha = exp(m - m_new) before adding the new block")
 _RESCALE_INVERTED = "rescaled by exp(m_new - m): the factor is alpha = exp(m - m_new) <= 1"
 _LOCAL_CAUSAL = ("causal mask built from the tile's local indices: query row r of the tile is "
-                 "position q_start + r and key column c is k_start + c; mask k_start + c > q_start + r")
-_NOT_NORMALISED = "output not normalised: divide acc by row_sum at the end of each query block"
+                 "at position q_start + r and key column c at k_start + c, not r and c")
+_NOT_NORMALISED = "output not normalised: each row is its weighted sum, not a weighted average"
 
 
 def _state(rng: np.random.Generator, lead: tuple[int, ...], L: int, Dv: int, dtype, first: bool):
@@ -152,7 +152,7 @@ ITEMS = [
         forbidden=_FORBID,
     ),
     Item(
-        id="ex09_tile_step", notebook=NOTEBOOK, function="tile_step", points=2,
+        id="ex09_tile_step", uses=("online_update",), notebook=NOTEBOOK, function="tile_step", points=2,
         task="scores of one (Bq, Bk) tile, scaled, causally masked at its global offsets, folded in",
         make_cases=_tile_cases, shape="(..., Bq), (..., Bq), (..., Bq, D)", reference=_tile_ref,
         mistakes=(
@@ -164,7 +164,7 @@ ITEMS = [
         forbidden=_FORBID,
     ),
     Item(
-        id="ex09_tiled_attention", notebook=NOTEBOOK, function="blockwise_attention", points=3,
+        id="ex09_tiled_attention", uses=("online_update", "tile_step"), notebook=NOTEBOOK, function="blockwise_attention", points=3,
         task="attention computed block by block (query blocks x key blocks), causal or not",
         make_cases=_tiled_cases, shape="(..., L, Dv)", reference=_tiled_ref,
         mistakes=(
@@ -185,8 +185,8 @@ ITEMS = [
 # ---- predict then measure: how many tiles does a causal blockwise pass compute? ---------------
 _TILES_ALL = "causal attention skips every tile wholly above the diagonal: count only tiles with a visible key"
 _TILES_BLOCK_INDEX = ("compared block indices (key block j <= query block i), which holds only when "
-                      "block_q = block_k: compare positions — a tile is needed when its first key "
-                      "j·block_k <= its last query")
+                      "block_q = block_k: with other block sizes some tiles the diagonal crosses are missed "
+                      "or extra ones counted")
 _TILES_NO_DIAGONAL = ("counted only the tiles wholly below the diagonal: a tile the diagonal crosses has "
                       "visible keys too, and is computed (then masked)")
 

@@ -16,8 +16,8 @@ _FORBID = ("mha_course.pruning.prune_heads", "mha_course.pruning.gradient_import
            "mha_course.pruning.prune_model_heads")
 _ABS_AFTER_MEAN = ("absolute value taken after averaging: |mean gradient| lets examples where a head "
                    "helps cancel examples where it hurts; average |gradient| per example")
-_NOT_NORMALISED = "scores not normalised: divide each layer's scores by that layer's L2 norm"
-_GLOBAL_NORM = "normalised over all layers at once: divide each layer (row) by its own L2 norm"
+_NOT_NORMALISED = "scores not normalised: a layer's scores do not have L2 norm 1"
+_GLOBAL_NORM = "normalised over all layers at once: the rows (layers) do not each have L2 norm 1"
 _STRIDED = ("head h's features are the contiguous block h*D .. h*D + D - 1 (split_heads), not "
             "every H-th feature")
 _KEPT_DROPPED = "kept the heads listed in drop and removed the others"
@@ -150,12 +150,12 @@ ITEMS = [
 
 
 # ---- per-example gradients through a batched head mask (Michel et al.'s point) ----------------
-_GRADS_MEAN_LOSS = ("the batch loss was a mean over the B examples, so every gradient is divided by B: "
-                    "sum the examples' losses (each loss_fn(logits[b:b+1], targets[b:b+1]))")
+_GRADS_MEAN_LOSS = ("the batch loss was a mean over the B examples: every gradient is B times too "
+                    "small")
 _GRADS_SHARED_MASK = ("one (layers, H) mask for the whole batch gives the gradient of the SUM over "
-                      "examples; give every example its own multipliers: a (layers, B, H) mask")
-_GRADS_LAYOUT = "mask.grad is (layers, B, H); return it as (B, layers, H), one row per example"
-_GRADS_ABS = "return the signed gradients: the importance takes |.| per example afterwards"
+                      "examples, the same row for every example")
+_GRADS_LAYOUT = "returned in the layout (layers, B, H), not one row per example (B, layers, H)"
+_GRADS_ABS = "the gradients lost their sign: |.| was taken here, not later in the importance"
 
 
 def _sequence_loss():

@@ -26,14 +26,13 @@ _FORBID = ("mha_course.rope.apply_rope", "mha_course.rope.rotate_pairs",
 
 WRONG_LAYOUT = ("rotated the wrong pairs: layout 'half' pairs feature i with i + D/2 (GPT-NeoX, "
                 "Hugging Face Llama); 'interleaved' pairs 2i with 2i + 1 (RoFormer, GPT-J)")
-WRONG_DIRECTION = ("rotated the wrong way: (a, b) -> (a cos θ - b sin θ, a sin θ + b cos θ); "
-                   "a sign flip in rotate-half gives the rotation by -θ")
+WRONG_DIRECTION = ("rotated the wrong way: each pair is turned by -θ instead of +θ")
 FREQ_EXPONENT = "frequencies θ_i = base^(-2i/D) for pair i = 0 .. D/2 - 1 (not base^(-i/D))"
 NOT_OFFSET = ("positions not offset by the cache: the new tokens sit at positions S_old, "
               "S_old + 1, ...; rotating them as 0, 1, ... breaks the relative distances")
 CACHE_ROTATED_AGAIN = ("the cached keys were rotated again: the cache holds keys already rotated "
-                       "at their own positions; rotate only the new queries and keys")
-KEYS_NOT_ROTATED = "rotate the keys too: RoPE acts on queries AND keys (never on values)"
+                       "at their own positions, so they are turned twice")
+KEYS_NOT_ROTATED = "keys not rotated: only the queries carry their positions"
 VALUES_ROTATED = "values rotated: RoPE acts on queries and keys only; values stay as they are"
 ALIBI_SIGN = "the bias must be a penalty: -slope · distance (<= 0), larger for farther keys"
 ALIBI_SLOPES = ("slopes 2^(-8h/H) for heads h = 1 .. H (the first head's slope is 2^(-8/H), "
@@ -41,8 +40,7 @@ ALIBI_SLOPES = ("slopes 2^(-8h/H) for heads h = 1 .. H (the first head's slope i
 ALIBI_NO_OFFSET = ("query i sits at position (S - L) + i when L < S (the last L positions, as "
                    "with a KV cache); the distance to key j is |S - L + i - j|")
 SIN_COS_SWAPPED = "sin in the even features (2i), cos in the odd ones (2i + 1)"
-SIN_COS_HALVES = ("interleave the pairs: PE[p, 2i] = sin, PE[p, 2i + 1] = cos (not all sines "
-                  "then all cosines)")
+SIN_COS_HALVES = ("all sines then all cosines: the task's features are interleaved")
 
 
 def _f(rng: np.random.Generator, dtype, *shape: int) -> np.ndarray:
@@ -167,7 +165,7 @@ ITEMS = [
         forbidden=_FORBID,
     ),
     Item(
-        id="ex12_rope_decode_step", notebook=NOTEBOOK, function="rope_decode_step", points=2,
+        id="ex12_rope_decode_step", uses=("rope",), notebook=NOTEBOOK, function="rope_decode_step", points=2,
         task="one cached decoding step with RoPE ('half' layout): rotate the new queries/keys at "
              "positions S_old .. S_old + L - 1, append, attend causally",
         make_cases=_step_cases, shape="(B, H, L, D)",

@@ -16,8 +16,7 @@ from ...gpt.heads import induction_score
 
 NOTEBOOK = "ex13_small_gpt"
 
-NO_SHIFT = ("off by one: position t must predict ids[:, t + 1] — compare logits[:, :-1] with "
-            "ids[:, 1:]; without the shift each position 'predicts' the token it already sees")
+NO_SHIFT = ("no shift: each position 'predicts' the token it already sees, not the next one")
 WRONG_SHIFT = ("shifted the wrong way: logits[:, :-1] predict ids[:, 1:] (the next token), not "
                "logits[:, 1:] against ids[:, :-1]")
 IN_BITS = ("log base: the loss is in nats (natural log, as torch's cross_entropy); you divided "
@@ -27,12 +26,11 @@ PPL_BASE2 = ("log base: perplexity is e^(loss in nats) — 2^(loss in nats) mixe
 PPL_MEAN_OF_EXP = ("perplexity is exp of the MEAN loss, not the mean of the per-token exp(loss) "
                    "(the geometric, not the arithmetic, mean of 1/p)")
 PPL_NO_EXP = "that is the loss itself; perplexity is exp(mean loss)"
-TEMP_MULTIPLIED = "divide the logits by the temperature (T < 1 sharpens), don't multiply"
+TEMP_MULTIPLIED = "logits multiplied by the temperature: T < 1 flattens the distribution instead of sharpening it"
 TEMP_IGNORED = "the temperature was not applied: softmax(logits / temperature)"
 TOPK_ZERO = ("filtered logits set to 0 still get probability e^0 / Z > 0: set them to -inf so "
              "they are never drawn")
-TOPK_ONE_SHORT = ("top-k kept k - 1 tokens: keep logits >= the k-th largest (the k-th itself "
-                  "stays)")
+TOPK_ONE_SHORT = ("top-k kept k - 1 tokens: the k-th largest logit was dropped too")
 INDUCTION_COPY = ("attention on the earlier copy of the same token (offset -period) is a "
                   "'duplicate-token' head; induction attends to the token AFTER it: key "
                   "t - period + 1")

@@ -40,8 +40,8 @@ RING_SHIFTED = ("a ring writes token p into slot (p - num_sink) % W and "
                 "leaves the other slots where they are (no torch.roll / cat-and-slice: that copies "
                 "the whole cache every step)")
 SINKS_IN_RING = "tokens at p < num_sink go to the sink buffer, not the ring"
-POSITIONS_NOT_UPDATED = ("record the position now held by each slot you "
-                         "wrote (the mask needs it)")
+POSITIONS_NOT_UPDATED = ("slot positions not updated: the slots written still carry their old "
+                         "positions (the mask reads them)")
 NOT_CAPPED = ("a local layer caches min(seq_len, W + num_sink) tokens: it never holds more tokens "
               "than the sequence has")
 ALL_LOCAL = "every global_every-th layer caches all seq_len tokens"
@@ -229,7 +229,7 @@ ITEMS = [
         forbidden=_FORBID,
     ),
     Item(
-        id="ex14_ring_write", notebook=NOTEBOOK, function="ring_write", points=2,
+        id="ex14_ring_write", uses=("ring_slots",), notebook=NOTEBOOK, function="ring_write", points=2,
         task="write tokens start .. start + S_new - 1 into the ring (sinks skipped, only the last W "
              "kept); return the ring and slot_position",
         make_cases=_write_cases, shape="(B, G, W, D), (W,)",

@@ -32,12 +32,12 @@ ABSORB_TRANSPOSED = ("head h's matrix is W_UK,hᵀ W_UQ,h, shape (C, E_q) — "
                      "it maps the query input to latent space; W_UQ,hᵀ W_UK,h is its transpose")
 HEADS_STRIDED = ("head h owns the contiguous rows h·D .. (h+1)·D - 1 of W_UQ and "
                  "W_UK (view(H, D, ...)), not rows h, h + H, ...")
-HEADS_SUMMED = "every head keeps its own (C, E_q) matrix; return (H, C, E_q)"
+HEADS_SUMMED = "heads summed into one (C, E_q) matrix: the head axis H is gone"
 MLA_TWICE = ("MLA caches ONE latent shared by keys and values, C + R elements "
              "per token and layer (no factor 2)")
 ROPE_FORGOTTEN = "MLA caches the latent (C) AND the shared rotary key (R)"
 NO_FACTOR_2 = "for GQA/MHA the cache holds keys AND values, 2 · G · D"
-BITS = "counted bits (× 8): use dtype's bytes per element (torch.empty((), dtype=dtype).element_size())"
+BITS = "counted bits: the answer is 8 times the bytes"
 
 
 def _w(rng: np.random.Generator, dtype, rows: int, cols: int) -> np.ndarray:

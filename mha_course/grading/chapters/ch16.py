@@ -21,13 +21,12 @@ _FORBID = ("mha_course.quant_cache.quantize", "mha_course.quant_cache.dequantize
            "mha_course.paged.paged_attention", "mha_course.paged.paged_forward",
            "mha_course.paged.continuous_batching", "mha_course.paged.slots_needed")
 
-WRONG_AXIS = ("'token' takes max|x| over the D features of each (b, g, s) "
-              "-> scale (B, G, S, 1); 'channel' over the S positions of each feature -> (B, G, 1, D)")
-TRUNCATED = "instead of rounded: .to(torch.int8) cuts toward zero; round first (torch.round)"
+WRONG_AXIS = ("scales over the wrong axis: 'token' and 'channel' swapped (a token's scale comes from "
+              "its D features, a channel's from its S positions)")
+TRUNCATED = "truncated instead of rounded: the codes are cut toward zero"
 Q_MAX_128 = ("scale = max|x| / 127 for int8 (q_max = 2^7 - 1, symmetric [-127, 127]); with / 128 the "
              "largest value maps to 128, outside int8")
-ZERO_GROUP = ("a padded token divided by a zero scale: where max|x| == 0 use "
-              "scale 1 (any scale reproduces zeros)")
+ZERO_GROUP = ("a padded (all-zero) token divided by a zero scale: its scale is 0 or not finite")
 LOGICAL_BLOCK = ("p // block_size is the logical block; the physical block is block_table[p // "
                  "block_size] — it only looks right while the table happens to be in order")
 OFFSET_SWAPPED = ("the logical block is p // block_size (looked up in the "
@@ -36,7 +35,7 @@ OFFSET_FROM_PHYSICAL = ("the offset is p % block_size (inside the "
                         "logical block), not p - block_table[p // block_size] · block_size")
 FLOOR = ("it drops a partly filled block: a sequence of l tokens needs ceil(l / bs) "
          "blocks, -(-l // bs) in integers")
-ONE_BLOCK_TOO_MANY = "l // bs + 1 blocks is one too many when bs divides l: use ceil(l / bs)"
+ONE_BLOCK_TOO_MANY = "one block too many when the block size divides the length"
 LONGEST = ("a preallocated cache reserves max_len per sequence "
            "(the budget, known before the lengths are)")
 

@@ -21,10 +21,10 @@ _D_NO_OUTPUT = "D summed dO alone: D_i = rowsum(dO_i * O_i), the product with th
 _D_WRONG_AXIS = "summed over the query rows (dim -2): D has one number per row, sum over dim -1"
 _DQ_NO_D = "dS = P * dP without subtracting D: the softmax backward is dS = P * (dP - D)"
 _DQ_NO_SCALE = "dQ not multiplied by scale: s = scale * Q K^T, so dQ = scale * dS K"
-_DQ_LOCAL_SOFTMAX = ("P recomputed with a softmax over the tile: use the saved log-sum-exp, "
-                     "P = exp(scale * q k^T - lse), which is the softmax over the whole row")
-_MERGE_AVERAGE = ("outputs averaged: weight each partial output by its share of the total, "
-                  "exp(lse_a - lse) and exp(lse_b - lse) with lse = logaddexp(lse_a, lse_b)")
+_DQ_LOCAL_SOFTMAX = ("P recomputed with a softmax over the tile: each tile's P sums to 1 on its own, "
+                     "not over the whole row")
+_MERGE_AVERAGE = ("outputs averaged: the two partial outputs got equal weight, not each one its share "
+                  "of the total softmax mass")
 _MERGE_LSE_MAX = "lse = max(lse_a, lse_b): the merged log-sum-exp is logaddexp(lse_a, lse_b)"
 
 
@@ -88,7 +88,7 @@ ITEMS = [
         forbidden=_FORBID,
     ),
     Item(
-        id="ex17_dq_tile", notebook=NOTEBOOK, function="dq_tile", points=2,
+        id="ex17_dq_tile", uses=("d_term",), notebook=NOTEBOOK, function="dq_tile", points=2,
         task="one (Bq, Bk) tile's contribution to dQ: P from lse, dS = P * (dP - D), scale * dS K",
         make_cases=_dq_cases, shape="(..., Bq, D)", reference=_dq_ref,
         mistakes=(

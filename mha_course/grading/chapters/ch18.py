@@ -15,8 +15,7 @@ _FORBID = ("mha_course.flex_masks.causal", "mha_course.flex_masks.sliding_window
            "mha_course.flex_masks.prefix_lm", "mha_course.flex_masks.document_causal",
            "mha_course.flex_masks.alibi", "mha_course.window.sliding_window_mask",
            "mha_course.positions.alibi_bias", "mha_course.positions.alibi_slopes")
-_WINDOW_OFF_BY_ONE = ("window one too wide: query i sees itself and the window - 1 keys before it, "
-                      "i - window < j <= i (use i - j < window)")
+_WINDOW_OFF_BY_ONE = ("window one too wide: each query sees one key more than the window")
 _WINDOW_NOT_CAUSAL = "window not causal: keys after the query (j > i) must stay masked"
 _DOC_NOT_CAUSAL = "documents not causal: within a document, key j must also satisfy j <= i"
 _DOC_ACROSS = "documents ignored: a query may only see keys with the same doc_ids value"

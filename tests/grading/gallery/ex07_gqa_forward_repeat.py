@@ -11,4 +11,4 @@ def gqa_forward(x, W_Q, W_K, W_V, W_O, num_heads, num_kv_heads):
     weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(D), dim=-1)
     return (weights @ v).transpose(1, 2).reshape(B, T, E) @ W_O.T
 '''}
-EXPECT = {"ex07_gqa_forward": ("wrong values", "repeat: key/value heads repeated with repeat")}
+EXPECT = {"ex07_gqa_forward": ("wrong values", "repeat: key/value heads in the order 0, 1, 0, 1")}

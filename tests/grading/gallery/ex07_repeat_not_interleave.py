@@ -5,5 +5,5 @@ REPLACE = {"ex07_repeat_kv": '''
 def repeat_kv_heads(x, n_rep):
     return x.repeat(1, n_rep, 1, 1)
 '''}
-EXPECT = {"ex07_repeat_kv": ("wrong values", "repeat_interleave (0, 0, 1, 1, ...) was needed"),
-          "ex07_gqa_forward": ("wrong values", "repeat_interleave (0, 0, 1, 1, ...) was needed")}
+EXPECT = {"ex07_repeat_kv": ("wrong values", "key/value heads in the order 0, 1, 0, 1"),
+          "ex07_gqa_forward": ("wrong values", "key/value heads in the order 0, 1, 0, 1")}

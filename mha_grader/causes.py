@@ -1,0 +1,171 @@
+"""Root causes first: when one error causes others, feedback names the first one.
+
+Two chains a learner meets (issue 23, "Feedback when one error causes others"):
+
+- A cell that does not compile (``SyntaxError``) or stops part-way defines nothing after that
+  point, so its functions are "missing". The parent compiles each cell itself (it never RUNS
+  them) and reports the cell, the line and the parser's message; an item whose function is
+  defined in such a cell is told so instead of "was it renamed or deleted?".
+- An item whose function calls an earlier item's function (ex01's ``attend`` calls the
+  learner's ``softmax``) fails whenever that one does. Which functions an item reaches is
+  DERIVED from the learner's own code (the top-level ``def``s its function's body names, and
+  theirs in turn); ``Item.uses`` (declared by the chapter) is the fallback when the learner's
+  code cannot be read. A failing item that reaches a failing earlier item says so first.
+
+Everything here runs in the parent, on the notebook's text (or, for the in-kernel check, on the
+functions' code objects); every word is the parent's, as in ``feedback.py``. The parser's
+message is about the learner's own source, so it carries nothing the learner does not have.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import types
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from .compare import MISSING_FUNCTION, ItemResult
+from .items import Item
+
+_DEF = r"^\s*(?:async\s+)?(?:def|class)\s+{}\b"
+_PARSER_MESSAGE = re.compile(r"^[\w\s'\"()\[\]{}:;,.=!?<>+*/%&|^~@#-]{1,120}$")
+
+
+def syntax_errors(cells: Sequence[dict]) -> dict[int, dict[str, Any]]:
+    """Cell index -> ``{"exception", "line", "message"}`` for every cell that does not compile."""
+    out = {}
+    for cell in cells:
+        try:
+            compile(cell["source"], f"<cell {cell['index']}>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as e:  # ValueError: a NUL byte in the source
+            name = type(e).__name__ if isinstance(e, SyntaxError) else "SyntaxError"
+            msg = e.msg if isinstance(e, SyntaxError) and isinstance(e.msg, str) else "source cannot be compiled"
+            line = e.lineno if isinstance(e, SyntaxError) and isinstance(e.lineno, int) else None
+            out[cell["index"]] = {"exception": name, "line": line,
+                                  "message": msg if _PARSER_MESSAGE.match(msg) else "invalid syntax"}
+        except (RecursionError, MemoryError, OverflowError):
+            out[cell["index"]] = {"exception": "SyntaxError", "line": None, "message": "source too deeply nested"}
+    return out
+
+
+def syntax_note(index: int, err: dict[str, Any]) -> str:
+    """``cell 4: SyntaxError at line 3 ('(' was never closed): nothing in this cell ran``."""
+    at = f" at line {err['line']}" if err.get("line") else ""
+    return f"cell {index}: {err['exception']}{at} ({err['message']}): nothing in this cell ran"
+
+
+def _loaded_names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def call_graph(cells: Sequence[dict]) -> dict[str, set[str]]:
+    """Top-level function/class name -> the names its body loads (all its definitions together)."""
+    graph: dict[str, set[str]] = {}
+    for cell in cells:
+        try:
+            tree = ast.parse(cell["source"])
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                graph.setdefault(node.name, set()).update(_loaded_names(node))
+    return graph
+
+
+def namespace_graph(namespace: Mapping[str, Any]) -> dict[str, set[str]]:
+    """The same graph for a live kernel: each function's global names, from its code objects."""
+    def names(code: types.CodeType) -> set[str]:
+        out = set(code.co_names)
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                out |= names(c)
+        return out
+
+    graph: dict[str, set[str]] = {}
+    for key, value in list(namespace.items()):
+        code = getattr(value, "__code__", None)
+        if isinstance(value, types.FunctionType) and isinstance(code, types.CodeType):
+            graph[key] = names(code)
+        elif isinstance(value, type) and value.__module__ == "__main__":
+            graph[key] = set().union(*(names(f.__code__) for f in vars(value).values()
+                                       if isinstance(f, types.FunctionType))) if vars(value) else set()
+    return graph
+
+
+def reached(graph: Mapping[str, set[str]], start: str, also: Iterable[str] = ()) -> set[str]:
+    """The defined names (and the names ``also``, e.g. items' functions whose cell does not
+    compile) that ``start``'s body reaches, directly or through other defs; not itself."""
+    known, seen, todo = set(graph) | set(also), set(), [start]
+    while todo:
+        for n in graph.get(todo.pop(), ()):
+            if n in known and n not in seen and n != start:
+                seen.add(n)
+                todo.append(n)
+    return seen
+
+
+def _task(item_id: str) -> str:
+    """``task 1`` for an item with hints (the course's table), else the item's id."""
+    try:
+        from mha_course.grading.hints import table
+    except ImportError:  # the engine without the course
+        return f"item {item_id}"
+    for tasks in table().values():
+        for k, t in tasks.items():
+            if t["item"] == item_id:
+                return f"task {k}"
+    return f"item {item_id}"
+
+
+def explain(results: list[ItemResult], notes: list[str], items: Sequence[Item], *,
+            cells: Sequence[dict] | None = None, graph: Mapping[str, set[str]] | None = None
+            ) -> tuple[list[ItemResult], list[str]]:
+    """Put root causes first: a cell that does not compile (its note first, with its line and
+    message), a function missing because its cell failed, an item failing because an earlier
+    item's function it reaches fails. ``cells``: the notebook's graded cells (``code_cells``);
+    ``graph``: a call graph when there are no cells (the in-kernel check)."""
+    cells = list(cells or [])
+    bad = syntax_errors(cells)
+    broken_notes = [syntax_note(i, e) for i, e in bad.items()]
+    # the child's own note on such a cell ("cell 4: raised SyntaxError") says less: replaced
+    rest = [n for n in notes if not any(n.startswith(f"cell {i}: ") for i in bad)]
+    notes = broken_notes + rest
+    if graph is None:
+        graph = call_graph(cells)
+    by_fn = {it.function: it for it in items}
+    status = {r.id: r for r in results}
+    out = []
+    for it, r in zip(items, results):
+        if r.status == MISSING_FUNCTION:
+            home = _defining_cell(it.function, cells)
+            stopped = next((n for n in rest if n.startswith(f"cell {home}: raised ")), None)
+            if home in bad:
+                r = replace(r, message=(f"no `{it.function}` defined: it is in cell {home}, which does not "
+                                        f"compile ({syntax_note(home, bad[home]).split(': ', 1)[1]}): fix that first"))
+            elif stopped:
+                r = replace(r, message=(f"no `{it.function}` defined: its cell stopped before defining it "
+                                        f"({stopped}): fix that first"))
+        elif not r.passed:
+            uses = reached(graph, it.function, by_fn) if it.function in graph else set(it.uses)
+            failing = [by_fn[n] for n in _in_order(uses, items) if n in by_fn and by_fn[n].id != it.id
+                       and not status[by_fn[n].id].passed]
+            if failing:
+                dep = failing[0]
+                r = replace(r, message=(f"this item calls your `{dep.function}` from {_task(dep.id)}, which fails "
+                                        f"its own item ({dep.id}): fix that first — {r.message}")[:600])
+        out.append(r)
+    return out, notes
+
+
+def _in_order(names: Iterable[str], items: Sequence[Item]) -> list[str]:
+    names = set(names)
+    return [it.function for it in items if it.function in names]
+
+
+def _defining_cell(function: str, cells: Sequence[dict]) -> int | None:
+    """The last cell whose text defines ``function`` (the definition that would count)."""
+    pattern = re.compile(_DEF.format(re.escape(function)), re.MULTILINE)
+    found = [c["index"] for c in cells if pattern.search(c["source"])]
+    return found[-1] if found else None
