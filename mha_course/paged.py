@@ -16,9 +16,9 @@ import torch
 
 from ._checks import check_float, check_rank, check_tensor, shape_str
 from .cache import Cache, check_new_kv, check_positive_int, kv_cache_bytes
+from .cache_attention import attention_by_head
 from .mha import MultiHeadAttention, merge_heads, split_heads
 from .rope import apply_rope
-from .sdpa import scaled_dot_product_attention
 
 
 class BlockPool:
@@ -252,28 +252,45 @@ class PagedSequence(Cache):
 def paged_attention(query: torch.Tensor, cache: PagedKVCache, seq_ids: Sequence[Hashable],
                     scale: float | None = None) -> torch.Tensor:
     """Causal attention of each sequence's last L tokens (already appended) to its keys,
-    read from the pool through the block tables — one batched call for sequences of
-    different lengths.
+    read from the pool through the block tables — one call for sequences of different lengths.
+
+    Each sequence and key/value head is gathered on its own by one index over its table
+    (``pool.key[:, g].index_select(0, table)``: its M blocks, (M, bs, D) -> its S positions (S, D)), a few MiB used
+    while they are in the CPU's cache — not the whole batch padded to the longest table, which is
+    what made this an order of magnitude slower than a dense cache (``benchmarks/kv_cache_decode.py``).
 
     Shape:
         query: (B, H, L, D), B = len(seq_ids). Returns (B, H, L, D).
     """
+    check_tensor("query", query)
     check_rank("query", query, "(B, H, L, D)", rank=4)
-    if query.shape[0] != len(seq_ids):
-        raise ValueError(f"query: expected shape (B, H, L, D) with B = len(seq_ids) = {len(seq_ids)}, "
-                         f"got {shape_str(query)}")
-    tables, lengths = cache.block_tables(seq_ids)  # (B, M), (B,)
     pool = cache.pool
-    B, M = tables.shape
+    G, D = pool.key.shape[1], pool.key.shape[3]
+    if query.shape[0] != len(seq_ids) or query.shape[1] % G or query.shape[3] != D:
+        raise ValueError(f"query: expected shape (B, H, L, D) with B = len(seq_ids) = {len(seq_ids)}, "
+                         f"H a multiple of G = {G} and D = {D}, got {shape_str(query)}")
     L = query.shape[2]
-    # (B, M) -> (B, M, G, bs, D) -> (B, G, M, bs, D) -> (B, G, M * bs, D)
-    k = pool.key[tables].transpose(1, 2).flatten(2, 3)
-    v = pool.value[tables].transpose(1, 2).flatten(2, 3)
-    j = torch.arange(M * pool.block_size)[None, None, :]  # (1, 1, M*bs) key positions
-    p = (lengths[:, None] - L + torch.arange(L)[None, :])[:, :, None]  # (B, L, 1) query positions
-    mask = (j <= p)[:, None].to(query.device)  # (B, 1, L, M*bs): causal, and j < length
-    return scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=scale,
-                                        enable_gqa=k.shape[1] != query.shape[1])
+    tables = [torch.tensor(cache._seq(s), dtype=torch.long, device=pool.key.device) for s in seq_ids]
+    lengths = [cache.lengths[s] for s in seq_ids]
+    if any(n < L for n in lengths):
+        raise ValueError(f"query: expected each sequence to hold at least L = {L} tokens (append this "
+                         f"step's keys first), got lengths {lengths}")
+
+    # Two buffers reused by every (sequence, head): each load overwrites them after the last one is used.
+    most, N, bs = max(len(t) for t in tables), pool.num_blocks, pool.block_size
+    k_buf = pool.key.new_empty(most, bs * D)
+    v_buf = torch.empty_like(k_buf)
+    k_rows, v_rows = pool.key.view(N, G, bs * D), pool.value.view(N, G, bs * D)  # a block's head: one row
+    grad = torch.is_grad_enabled() and (pool.key.requires_grad or pool.value.requires_grad)
+
+    def load(b: int, g: int) -> tuple[torch.Tensor, torch.Tensor]:
+        # (N, G, bs * D) -> head g (N, bs * D) -> its M blocks (M, bs * D) -> (M * bs, D) -> its S positions
+        M = len(tables[b])
+        k, v = (torch.index_select(rows[:, g], 0, tables[b], **({} if grad else {"out": buf[:M]}))
+                for rows, buf in ((k_rows, k_buf), (v_rows, v_buf)))  # autograd allows no out=
+        return k.view(-1, D)[: lengths[b]], v.view(-1, D)[: lengths[b]]
+
+    return attention_by_head(query, load, num_kv_heads=G, scale=scale)
 
 
 def paged_forward(module: MultiHeadAttention, x: torch.Tensor, cache: PagedKVCache,

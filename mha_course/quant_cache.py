@@ -13,6 +13,7 @@ import torch
 
 from ._checks import check_rank, check_tensor, shape_str
 from .cache import Cache, check_new_kv, kv_cache_bytes
+from .cache_attention import attention_by_head
 
 AXES = {"token": -1, "channel": -2}  # which dimension one scale reduces over
 BITS = (8, 4)
@@ -50,7 +51,7 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     Shape:
         q: (B, G, S, D); scale broadcastable to it ((B, G, S, 1) or (B, G, 1, D)).
     """
-    return q.to(scale.dtype) * scale
+    return torch.mul(q, scale)  # int8 x float -> the scale's dtype in one vectorised step (no int->float copy)
 
 
 def pack_int4(q: torch.Tensor) -> torch.Tensor:
@@ -177,3 +178,36 @@ class QuantizedKVCache(Cache):
         self.q_key, self.key_scale, self.q_value, self.value_scale = parts
         return (self._load(self.q_key, self.key_scale, key.dtype),
                 self._load(self.q_value, self.value_scale, value.dtype))
+
+    def attend(self, query: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+        """Decode-step attention of ``query`` (the newest L tokens, already stored by ``update``)
+        to every cached token, one sequence and key/value head at a time (its codes turned to
+        floats in one vectorised step, a few MiB that stay in the CPU's cache; the scales multiply
+        the scores and the weights, never the codes) instead of dequantizing the whole cache: the
+        fast path of ``benchmarks/kv_cache_decode.py``. Equals causal attention over
+        ``update``'s dequantized keys/values, the queries at the last L positions.
+
+        Shape:
+            query: (B, H, L, D) with H a multiple of the cache's G. Returns (B, H, L, Dv).
+        """
+        check_tensor("query", query)
+        check_rank("query", query, "(B, H, L, D)", rank=4)
+        if self.q_key is None:
+            raise ValueError("query: the cache is empty; call update() with this step's keys first")
+        B, G, S = self.q_key.shape[:3]
+        D = self.q_key.shape[-1] * (2 if self.bits == 4 else 1)
+        if query.shape[0] != B or query.shape[1] % G or query.shape[3] != D or not 0 < query.shape[2] <= S:
+            raise ValueError(f"query: expected shape (B, H, L, D) = ({B}, H, L, {D}) with H a multiple "
+                             f"of G = {G} and 0 < L <= S = {S}, got {shape_str(query)}")
+
+        k_buf = query.new_empty(S, D)  # reused by every (sequence, head): overwritten after its use
+        v_buf = query.new_empty(S, self.q_value.shape[-1] * (2 if self.bits == 4 else 1))
+
+        def codes(q: torch.Tensor, buf: torch.Tensor) -> torch.Tensor:  # (S, D) int8 / (S, D/2) uint8 -> floats
+            return buf.copy_(unpack_int4(q) if self.bits == 4 else q)
+
+        def load(b: int, g: int) -> tuple[torch.Tensor, ...]:  # codes (S, D), (S, Dv); scales (S, 1) twice
+            return (codes(self.q_key[b, g], k_buf), codes(self.q_value[b, g], v_buf),
+                    self.key_scale[b, g].to(query.dtype), self.value_scale[b, g].to(query.dtype))
+
+        return attention_by_head(query, load, num_kv_heads=G, scale=scale)

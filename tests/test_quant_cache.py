@@ -116,3 +116,24 @@ def test_tiny_keys_do_not_decode_to_zero():
     k_hat, _ = QuantizedKVCache().update(k, k)
     assert (k_hat[..., :3] != 0).all() and k_hat[..., 3] == 0
     assert_close(k_hat, k, rtol=0, atol=torch.finfo(torch.float16).smallest_normal * torch.finfo(torch.float16).eps / 2)
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+@pytest.mark.parametrize("G", [4, 2, 1])
+def test_attend_equals_attention_over_the_dequantized_cache(G, bits):
+    """The fast decode path (codes turned to floats one head at a time, scales on the scores and
+    weights) == SDPA over what update() hands back, for a prompt chunk (causal) then single steps."""
+    from mha_course import scaled_dot_product_attention
+    from mha_course.masks import causal_mask
+
+    torch.manual_seed(1)
+    B, H, D = 2, 4, 8
+    cache = QuantizedKVCache(bits)
+    for L in (5, 1, 1, 3):
+        k, v = torch.randn(B, G, L, D, dtype=torch.float64), torch.randn(B, G, L, D, dtype=torch.float64)
+        q = torch.randn(B, H, L, D, dtype=torch.float64)
+        k_all, v_all = cache.update(k, v)
+        S = k_all.shape[2]
+        want = scaled_dot_product_attention(q, k_all, v_all, attn_mask=causal_mask(L, S, offset=S - L),
+                                            enable_gqa=G != H)
+        assert_close(cache.attend(q), want, rtol=1e-12, atol=1e-12)
