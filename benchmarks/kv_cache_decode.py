@@ -6,15 +6,18 @@
 
 One query token per sequence (B sequences, H query heads of D) attends over a cache of S tokens:
 dense MHA, GQA, MQA, MLA in its absorbed form (attention on the cached latents), a sliding window
-(ring of W tokens), an int8 per-token cache (dequantized, then attention) and a paged cache
-(gathered through block tables, then attention). Every variant uses torch's SDPA for the attention
-itself, so the differences come from what each reads. Before timing, each variant's output is checked
+(ring of W tokens), an int8 per-token cache (``QuantizedKVCache.attend``: the codes of one sequence
+and head turned to floats at a time, the scales applied to scores and weights) and a paged cache
+(``paged_attention``: one sequence and head gathered at a time by an index over its block table).
+The dense variants use torch's SDPA; int8 and paged run the course's per-head path
+(``mha_course.cache_attention``), so their ratios include that kernel's cost as well as what they read. Before timing, each variant's output is checked
 against its dense reference (never time a wrong answer).
 
 Reported per variant: median ms (interleaved rounds, ``time_interleaved``), the bytes of cache it must
 read per step (chapter 7's ``kv_cache_bytes`` — the one formula — or ``quantized_cache_bytes``), the
 ratio of its time to dense MHA's, the ratio of its bytes to MHA's, and ``time / bytes-predicted
-time`` (1.0 = exactly as much faster as it reads fewer bytes). With ``--device cuda``: GB/s and % of the
+time`` (1.0 = exactly as much faster as it reads fewer bytes); then the paged and int8 ratios side by
+side. With ``--device cuda``: GB/s and % of the
 device's datasheet bandwidth. Not a test: numbers depend on the machine and its load.
 """
 
@@ -28,9 +31,9 @@ import torch.nn.functional as F
 from mha_course import (
     BlockPool,
     PagedKVCache,
-    dequantize,
+    QuantizedKVCache,
     kv_cache_bytes,
-    quantize,
+    paged_attention,
     quantized_cache_bytes,
     sliding_window_mask,
 )
@@ -38,9 +41,11 @@ from mha_course.benchmark.labels import MHA, MQA
 from mha_course.benchmark.peaks import lookup_peak
 from mha_course.benchmark.timing import time_interleaved
 
+INT8, PAGED = "int8 per-token", "paged"
+
 
 def variants(S: int, args, device, dtype) -> dict[str, tuple]:
-    """name -> (callable, bytes read per step, dense reference output | "int8" | None).
+    """name -> (callable, bytes read per step, dense reference output or None).
 
     MLA's reference is the explicit form; that equality is tested in tests/test_mla.py."""
     B, H, D, G, W, bs = args.B, args.H, args.D, args.G, args.window, args.block_size
@@ -83,26 +88,18 @@ def variants(S: int, args, device, dtype) -> dict[str, tuple]:
     out[f"window W={W}"] = (lambda: sdpa(q, ring_k, ring_v),
                             kv_cache_bytes(1, H, D, min(S, W), B, dtype), want)
 
-    (qk, sk), (qv, sv) = quantize(k, "token"), quantize(v, "token")
-    sk, sv = sk.half(), sv.half()
-    out["int8 per-token"] = (
-        lambda: sdpa(q, dequantize(qk, sk.to(dtype)), dequantize(qv, sv.to(dtype))),
-        quantized_cache_bytes(1, H, D, S, B), "int8")  # close to MHA's output, checked below
+    qcache = QuantizedKVCache(8)  # per-token codes and fp16 scales, each code made with its stored scale
+    k_hat, v_hat = qcache.update(k, v)  # what attention over the dequantized cache reads
+    out[INT8] = (lambda: qcache.attend(q),  # codes to floats one head at a time, scales on scores/weights
+                 quantized_cache_bytes(1, H, D, S, B), sdpa(q, k_hat, v_hat))  # close to MHA's: checked below
 
     pool = BlockPool(B * (S + bs), bs, H, D, dtype=dtype, device=device)
     cache = PagedKVCache(pool)
     for b in range(B):
         cache.add(b, S)
         cache.append(b, k[b], v[b])
-    tables, _ = cache.block_tables(list(range(B)))
-    tables = tables.to(device)
-
-    def paged():
-        # (B, M) -> (B, M, H, bs, D) -> (B, H, M * bs, D); S is a multiple of bs here
-        kk = pool.key[tables].transpose(1, 2).flatten(2, 3)
-        vv = pool.value[tables].transpose(1, 2).flatten(2, 3)
-        return sdpa(q, kk, vv)
-    out[f"paged bs={bs}"] = (paged, kv_cache_bytes(1, H, D, S, B, dtype), sdpa(q, k, v))
+    out[PAGED] = (lambda: paged_attention(q, cache, list(range(B))),  # one index per sequence and head
+                  kv_cache_bytes(1, H, D, S, B, dtype), sdpa(q, k, v))
     return out
 
 
@@ -137,17 +134,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"GPU: {name}, datasheet bandwidth {bw / 1e9:.0f} GB/s" if bw else f"GPU: {name} (bandwidth unknown)")
     else:
         print(f"CPU, {threads} thread(s) — shared machine: ratios are meaningful, absolute times are not")
-    print(f"B={args.B} H={args.H} D={args.D} {args.dtype}, one query token per sequence, "
+    print(f"B={args.B} H={args.H} D={args.D} {args.dtype}, paged block size {args.block_size}, one query token per sequence, "
           f"{args.rounds} interleaved rounds, medians")
     for S in args.S:
         vs = variants(S, args, device, dtype)
         ref = vs[MHA][0]()
         for name, (fn, _, want) in vs.items():  # never time a wrong answer
             got = fn()
-            if isinstance(want, str):  # int8: close to the float cache, not equal
+            if name == INT8:  # == attention over its dequantized cache (above), and close to the float cache
                 rel = ((got.float() - ref.float()).norm() / ref.float().norm()).item()
                 assert rel < 0.05, (name, rel)
-            elif want is not None:
+            if want is not None:
                 torch.testing.assert_close(got, want)
         res = time_interleaved({n: v[0] for n, v in vs.items()}, device, rounds=args.rounds,
                                threads=threads, min_block_s=0.02 if device.type == "cpu" else 0.0)
@@ -166,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
                 gbs = nbytes / (ms / 1e3) / 1e9
                 line += f"  {gbs:5.0f} {100 * gbs * 1e9 / bw:4.0f}"
             print(line)
+        ratios = {n: res[n]["ms_median"] / base_ms for n in (PAGED, INT8) if res[n]["status"] == "ok"}
+        print("side by side: " + ", ".join(f"{n} {r:.2f}x dense MHA" for n, r in ratios.items())
+              + " (target <= 2x)")
     return 0
 
 

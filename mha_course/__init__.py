@@ -19,7 +19,8 @@ __version__ = "0.1.0"
 # Lazy by PEP 562 (a module's ``__getattr__``): a dozen lines, so no dependency for it.
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["describe_device", "get_device"], "device"),
-    **dict.fromkeys(["kv_cache_bytes", "kv_group_of_query_heads", "mean_pool_heads", "mha_to_gqa"], "gqa"),
+    **dict.fromkeys(["Cache", "kv_cache_bytes"], "cache"),  # the caches' one interface and byte formula
+    **dict.fromkeys(["kv_group_of_query_heads", "mean_pool_heads", "mha_to_gqa"], "gqa"),
     "KVCache": "kv_cache",
     **dict.fromkeys(["causal_mask", "combine_masks", "padding_mask", "to_additive",
                      "torch_mha_mask_to_sdpa"], "masks"),
@@ -28,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["dot_product_attention", "softmax"], "numpy_attention"),
     **dict.fromkeys(["BlockPool", "PagedKVCache", "continuous_batching", "paged_attention",
                      "paged_forward", "slots_needed"], "paged"),
+    "PagedSequence": "paged",
     **dict.fromkeys(["plot_attention", "plot_heads"], "plotting"),
     **dict.fromkeys(["LearnedPositionEmbedding", "alibi_bias", "alibi_slopes",
                      "sinusoidal_positions"], "positions"),

@@ -124,14 +124,14 @@ def check_positive_int(name: str, value: object, what: str = "") -> int:
     """The course's one "positive int" check (a bool is not an int here: ``True`` is refused).
     ``what`` names the quantity in the message, e.g. ``"H (query heads)"``; returns ``value``."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name}: expected a positive int{' ' + what if what else ''}, got {value!r}")
+        raise ValueError(f"{name}: expected a positive int{' ' + what.strip() if what else ''}, got {value!r}")
     return value
 
 
 def check_nonnegative_int(name: str, value: object, what: str = "") -> int:
     """``value`` must be an int >= 0 (a length, an offset, a count); returns it."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name}: expected an int >= 0{' ' + what if what else ''}, got {value!r}")
+        raise ValueError(f"{name}: expected an int >= 0{' ' + what.strip() if what else ''}, got {value!r}")
     return value
 
 

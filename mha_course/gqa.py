@@ -1,5 +1,6 @@
-"""Chapter 7: grouped-query attention helpers — which query head reads which key/value head,
-how many bytes a KV cache holds, and converting a trained MHA module to GQA/MQA.
+"""Chapter 7: grouped-query attention helpers — which query head reads which key/value head and
+converting a trained MHA module to GQA/MQA. How many bytes a KV cache holds (``kv_cache_bytes``,
+chapter 7's formula) lives with the caches, in :mod:`mha_course.cache`.
 
 The attention itself lives in :class:`mha_course.MultiHeadAttention` (``num_kv_heads=G``);
 this module only adds what chapter 7 needs around it.
@@ -23,69 +24,6 @@ def kv_group_of_query_heads(num_heads: int, num_kv_heads: int) -> torch.Tensor:
     """
     check_kv_heads("num_kv_heads", num_heads, num_kv_heads)
     return torch.arange(num_heads) // (num_heads // num_kv_heads)
-
-
-def kv_cache_elements(
-    num_layers: int,
-    num_kv_heads: int | None,
-    head_dim: int | None,
-    seq_len: int = 1,
-    batch: int = 1,
-    *,
-    latent_dim: int | None = None,
-    rope_dim: int = 0,
-) -> int:
-    """Numbers a KV cache holds — the course's one KV-size formula (:func:`kv_cache_bytes`
-    and chapter 8's ``kv_bytes_per_token`` multiply it by the bytes per element).
-
-    MHA/GQA/MQA cache ``2 · G · D`` elements per token per layer: the 2 counts keys and
-    values, and only the key/value heads G count — not the query heads H — which is the
-    whole point of MQA/GQA. Multi-head latent attention (chapter 15, ``latent_dim=C``) caches
-    one latent of C features shared by keys and values of all heads plus the shared rotary key
-    of ``rope_dim`` R features: ``C + R`` elements (``num_kv_heads`` and ``head_dim`` are then
-    unused and may be None). Total: ``num_layers · per_token · seq_len · batch``.
-
-    Shape:
-        The cache of one layer is key, value: (B, G, S, D) each — or latent (B, S, C) and rotary
-        key (B, S, R) — with B = ``batch`` and S = ``seq_len``. Returns an int (elements).
-    """
-    sizes = [("num_layers", num_layers), ("seq_len", seq_len), ("batch", batch)]
-    if latent_dim is None:
-        sizes += [("num_kv_heads", num_kv_heads), ("head_dim", head_dim)]
-    else:
-        sizes += [("latent_dim", latent_dim)]
-    for name, n in sizes:
-        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-            raise ValueError(f"{name}: expected a positive int, got {n!r}")
-    if isinstance(rope_dim, bool) or not isinstance(rope_dim, int) or rope_dim < 0:
-        raise ValueError(f"rope_dim: expected a non-negative int R, got {rope_dim!r}")
-    per_token = 2 * num_kv_heads * head_dim if latent_dim is None else latent_dim + rope_dim
-    return num_layers * per_token * seq_len * batch
-
-
-def kv_cache_bytes(
-    num_layers: int,
-    num_kv_heads: int | None,
-    head_dim: int | None,
-    seq_len: int = 1,
-    batch: int = 1,
-    dtype: torch.dtype = torch.bfloat16,
-    *,
-    latent_dim: int | None = None,
-    rope_dim: int = 0,
-) -> int:
-    """Bytes a KV cache holds: :func:`kv_cache_elements` (``2 · G · D`` per token and layer for
-    MHA/GQA/MQA, ``C + R`` for MLA) times ``dtype``'s bytes per element.
-
-    Shape:
-        The cache of one layer is key, value: (B, G, S, D) each — or latent (B, S, C) and rotary
-        key (B, S, R) — with B = ``batch`` and S = ``seq_len``. Returns an int (bytes).
-    """
-    elements = kv_cache_elements(num_layers, num_kv_heads, head_dim, seq_len, batch,
-                                 latent_dim=latent_dim, rope_dim=rope_dim)
-    if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"dtype: expected a torch.dtype such as torch.bfloat16, got {dtype!r}")
-    return elements * torch.empty((), dtype=dtype).element_size()
 
 
 def mean_pool_heads(weight: torch.Tensor, num_heads: int, num_kv_heads: int) -> torch.Tensor:

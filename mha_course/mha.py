@@ -26,7 +26,7 @@ from ._checks import (
     check_tensor,
     shape_str,
 )
-from .kv_cache import KVCache
+from .cache import Cache
 from .masks import causal_mask, combine_masks, key_padding_to_attn_mask
 from .positions import alibi_bias, alibi_slopes
 from .rope import LAYOUTS as ROPE_LAYOUTS
@@ -276,7 +276,7 @@ class MultiHeadAttention(nn.Module):
         key_padding_mask: torch.Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
-        kv_cache: KVCache | None = None,
+        kv_cache: Cache | None = None,
         head_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``query`` to ``key``/``value`` (self-attention when they are omitted).
@@ -289,10 +289,11 @@ class MultiHeadAttention(nn.Module):
             is_causal: query ``i`` sees keys up to its own position; with a ``kv_cache`` the
                 mask is offset by the number of cached positions.
             need_weights: also return the per-head weights (runs the eager path).
-            kv_cache: a :class:`KVCache`; this call's keys/values are appended to it first.
-                A cache with a ``restrict_mask`` method (chapter 14's
-                :class:`mha_course.SlidingWindowCache`) keeps only some positions; ``length``
-                is then the number of tokens seen and the mask is narrowed to the kept keys.
+            kv_cache: any :class:`mha_course.cache.Cache` (:class:`mha_course.KVCache`, a static,
+                sliding-window, quantized or paged-sequence cache); this call's keys/values are
+                given to its ``update`` first. ``length`` (tokens seen) offsets the positions, and
+                its ``restrict_mask`` narrows the mask to the keys it returned (chapter 14's
+                :class:`mha_course.SlidingWindowCache` keeps only some positions).
             head_mask: (H,) or (B, H) multipliers on each head's output (0 switches a head off).
 
         Shape:
@@ -324,11 +325,11 @@ class MultiHeadAttention(nn.Module):
                            base=self.rope_base)  # (B, H, L, D)
             k = apply_rope(k, torch.arange(offset, S, device=dev), layout=self.rope,
                            base=self.rope_base)  # (B, G, S_new, D)
-        restricted = kv_cache is not None and hasattr(kv_cache, "restrict_mask")
+        restricted = False
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)  # (B, G, S_new, D) -> (B, G, S_old + S_new, D)
-        if restricted:  # chapter 14: a cache that keeps only some positions (sliding window)
-            mask = kv_cache.restrict_mask(mask, L)  # (..., L, S) -> (..., L, S_kept)
+            narrowed = kv_cache.restrict_mask(mask, L)  # (..., L, S) -> (..., L, S_kept); same object if all kept
+            restricted, mask = narrowed is not mask, narrowed  # chapter 14: a cache that drops tokens
 
         p = self.dropout if self.training else 0.0
         gqa = G != H

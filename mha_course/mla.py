@@ -25,14 +25,17 @@ from ._checks import (
     check_tensor,
     shape_str,
 )
+from .cache import Cache
 from .masks import causal_mask
 from .mha import merge_heads, split_heads
 from .rope import apply_rope
 from .sdpa import scaled_dot_product_attention
 
 
-class LatentKVCache:
-    """MLA's cache: the latent and the rotated shared key of every token seen so far.
+class LatentKVCache(Cache):
+    """MLA's cache: the latent and the rotated shared key of every token seen so far. Follows
+    :class:`mha_course.cache.Cache`, with the two streams of MLA in place of keys and values:
+    ``update(latent, rope_key)``.
 
     Shape:
         latent: (B, S, C); rope_key: (B, S, R).
@@ -41,9 +44,6 @@ class LatentKVCache:
     def __init__(self) -> None:
         self.latent: torch.Tensor | None = None
         self.rope_key: torch.Tensor | None = None
-
-    def __len__(self) -> int:
-        return self.length
 
     def reset(self) -> None:
         """Forget everything (start a new sequence)."""
@@ -54,12 +54,9 @@ class LatentKVCache:
         """Number of cached positions S (0 when empty)."""
         return 0 if self.latent is None else self.latent.shape[1]
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes held by the cached latents and rotary keys."""
-        if self.latent is None:
-            return 0
-        return sum(t.numel() * t.element_size() for t in (self.latent, self.rope_key))
+    def held(self) -> tuple[torch.Tensor, ...]:
+        """The cached latents (B, S, C) and rotary keys (B, S, R)."""
+        return () if self.latent is None else (self.latent, self.rope_key)
 
     def update(self, latent: torch.Tensor, rope_key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append and return everything cached.
@@ -67,11 +64,23 @@ class LatentKVCache:
         Shape:
             latent: (B, S_new, C), rope_key: (B, S_new, R) -> (B, S, C), (B, S, R).
         """
+        for name, t, letters in (("latent", latent, "(B, S, C)"), ("rope_key", rope_key, "(B, S, R)")):
+            check_tensor(name, t)
+            check_float(name, t)
+            check_rank(name, t, letters, rank=3)
+        if rope_key.shape[:2] != latent.shape[:2]:
+            raise ValueError(f"rope_key: expected shape (B, S, R) = ({latent.shape[0]}, {latent.shape[1]}, R) "
+                             f"like latent's B and S, got {shape_str(rope_key)}")
+        if rope_key.dtype != latent.dtype:
+            raise ValueError(f"rope_key: expected dtype {latent.dtype} (latent's), got {rope_key.dtype}")
         if self.latent is not None:
-            if latent.shape[0] != self.latent.shape[0] or latent.shape[2] != self.latent.shape[2]:
-                raise ValueError(
-                    f"latent: expected shape (B, S, C) = ({self.latent.shape[0]}, S, "
-                    f"{self.latent.shape[2]}) to match the cache, got {shape_str(latent)}")
+            for name, letter, new, old in (("latent", "C", latent, self.latent),
+                                           ("rope_key", "R", rope_key, self.rope_key)):
+                if (new.shape[0], new.shape[2], new.dtype) != (old.shape[0], old.shape[2], old.dtype):
+                    raise ValueError(
+                        f"{name}: expected shape (B, S, {letter}) = ({old.shape[0]}, S, {old.shape[2]}) "
+                        f"and dtype {old.dtype} to match the cache, got {shape_str(new)} {new.dtype}; "
+                        f"call reset() to start a new sequence")
             latent = torch.cat([self.latent, latent], dim=1)  # (B, S_old, C) + (B, S_new, C) -> (B, S, C)
             rope_key = torch.cat([self.rope_key, rope_key], dim=1)  # same, last size R
         self.latent, self.rope_key = latent, rope_key
@@ -110,6 +119,9 @@ class MultiHeadLatentAttention(nn.Module):
                                  f"got E={embed_dim}, H={num_heads} (or pass head_dim)")
             head_dim = embed_dim // num_heads
         check_positive_int("head_dim", head_dim, "D")
+        if latent_dim > embed_dim:
+            raise ValueError(f"latent_dim: expected C <= embed_dim E = {embed_dim} (the latent W_DKV x is "
+                             f"a projection of x: a wider one holds no more and caches more), got {latent_dim}")
         if isinstance(rope_dim, bool) or not isinstance(rope_dim, int) or rope_dim < 0 or rope_dim % 2:
             raise ValueError(f"rope_dim: expected an even int R >= 0 (RoPE rotates pairs), got {rope_dim!r}")
         if q_latent_dim is not None:

@@ -14,16 +14,11 @@ from collections.abc import Hashable, Mapping, Sequence
 
 import torch
 
-from ._checks import check_rank, shape_str
+from ._checks import check_float, check_positive_int, check_rank, check_tensor, shape_str
+from .cache import Cache, check_new_kv, kv_cache_bytes
+from .cache_attention import attention_by_head
 from .mha import MultiHeadAttention, merge_heads, split_heads
 from .rope import apply_rope
-from .sdpa import scaled_dot_product_attention
-
-
-def _positive(name: str, n: object) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-        raise ValueError(f"{name}: expected a positive int, got {n!r}")
-    return n
 
 
 class BlockPool:
@@ -35,12 +30,13 @@ class BlockPool:
 
     def __init__(self, num_tokens: int, block_size: int, num_kv_heads: int, head_dim: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
-        _positive("num_tokens", num_tokens)
-        _positive("block_size", block_size)
+        check_positive_int("num_tokens", num_tokens)
+        check_positive_int("block_size", block_size)
         if num_tokens % block_size:
             raise ValueError(f"block_size: expected a divisor of num_tokens = {num_tokens} (the pool "
                              f"is (N, G, bs, D) with N = num_tokens / bs), got {block_size}")
-        N, G, D = num_tokens // block_size, _positive("num_kv_heads", num_kv_heads), _positive("head_dim", head_dim)
+        G, D = check_positive_int("num_kv_heads", num_kv_heads), check_positive_int("head_dim", head_dim)
+        N = num_tokens // block_size
         self.block_size, self.num_blocks = block_size, N
         self.key = torch.zeros(N, G, block_size, D, dtype=dtype, device=device)
         self.value = torch.zeros_like(self.key)
@@ -75,7 +71,8 @@ class PagedKVCache:
 
     ``add(seq_id, budget)`` starts a sequence allowed ``budget`` tokens; ``append`` writes its
     new keys/values through its table; ``fork`` starts a sequence sharing another's blocks;
-    ``remove`` returns its blocks to the pool.
+    ``remove`` returns its blocks to the pool. ``sequence(seq_id)`` is one sequence seen through
+    the course's cache interface (:class:`PagedSequence`, a :class:`mha_course.cache.Cache`).
 
     Shape:
         per sequence: key, value (G, S_new, D) appended; :meth:`gather` gives (G, S, D).
@@ -95,8 +92,8 @@ class PagedKVCache:
     def add(self, seq_id: Hashable, budget: int) -> None:
         if seq_id in self.tables:
             raise ValueError(f"seq_id: sequence {seq_id!r} already exists")
-        self.tables[seq_id], self.lengths[seq_id] = [], 0
-        self.budgets[seq_id] = _positive("budget", budget)
+        budget = check_positive_int("budget", budget, " (tokens the sequence may hold)")  # before any change
+        self.tables[seq_id], self.lengths[seq_id], self.budgets[seq_id] = [], 0, budget
 
     def fork(self, src: Hashable, dst: Hashable, budget: int | None = None) -> None:
         """Start ``dst`` as a copy of ``src`` that shares its blocks (no data copied)."""
@@ -119,10 +116,20 @@ class PagedKVCache:
         """
         table = self._seq(seq_id)
         pool, bs = self.pool, self.pool.block_size
-        check_rank("key", key, "(G, S, D)", rank=3)
-        if key.shape != value.shape or (key.shape[0], key.shape[2]) != tuple(pool.key.shape[1::2]):
-            raise ValueError(f"key, value: expected shape (G, S, D) with G, D = {pool.key.shape[1]}, "
-                             f"{pool.key.shape[3]}, got {shape_str(key)} and {shape_str(value)}")
+        G, D = pool.key.shape[1], pool.key.shape[3]
+        for name, t in (("key", key), ("value", value)):
+            check_tensor(name, t)
+            check_float(name, t)
+            check_rank(name, t, "(G, S, D)", rank=3)
+            if (t.shape[0], t.shape[2]) != (G, D):
+                raise ValueError(f"{name}: expected shape (G, S, D) = ({G}, S, {D}) like the pool's "
+                                 f"blocks, got {shape_str(t)}")
+            if (t.dtype, t.device) != (pool.key.dtype, pool.key.device):
+                raise ValueError(f"{name}: expected dtype {pool.key.dtype} on {pool.key.device} (the "
+                                 f"pool's), got {t.dtype} on {t.device}")
+        if value.shape[1] != key.shape[1]:
+            raise ValueError(f"value: expected shape (G, S, D) with S = {key.shape[1]} (key's length), "
+                             f"got {shape_str(value)}")
         start, S_new = self.lengths[seq_id], key.shape[1]
         if start + S_new > self.budgets[seq_id]:
             raise ValueError(f"key: sequence {seq_id!r} would hold S = {start + S_new} tokens, over its "
@@ -149,6 +156,11 @@ class PagedKVCache:
         pool.key[blocks, :, offsets] = key.transpose(0, 1)  # (G, S_new, D) -> (S_new, G, D)
         pool.value[blocks, :, offsets] = value.transpose(0, 1)
         self.lengths[seq_id] = start + S_new
+
+    def sequence(self, seq_id: Hashable) -> PagedSequence:
+        """Sequence ``seq_id`` (already added) as a :class:`mha_course.cache.Cache` of batch 1."""
+        self._seq(seq_id)
+        return PagedSequence(self, seq_id)
 
     def gather(self, seq_id: Hashable) -> tuple[torch.Tensor, torch.Tensor]:
         """The sequence's keys and values, contiguous (what a dense cache would hold).
@@ -177,31 +189,108 @@ class PagedKVCache:
         return padded, torch.tensor([self.lengths[s] for s in seq_ids])
 
 
+class PagedSequence(Cache):
+    """One sequence of a :class:`PagedKVCache` through the course's cache interface, so it can be
+    passed as ``MultiHeadAttention(...)(x, kv_cache=cache.sequence(seq_id))``: ``update`` appends
+    through the block table and returns the sequence's keys/values gathered (batch B = 1).
+    ``nbytes`` counts its ``length`` tokens, ``allocated_bytes`` its whole blocks (shared blocks
+    count for every sharer); ``reset`` returns its blocks to the pool and keeps its budget.
+
+    Shape:
+        update: key (1, G, S_new, D), value (1, G, S_new, D) -> (1, G, S, D) each.
+    """
+
+    def __init__(self, cache: PagedKVCache, seq_id: Hashable) -> None:
+        self.cache, self.seq_id = cache, seq_id
+
+    @property
+    def length(self) -> int:
+        """Tokens written to this sequence."""
+        self.cache._seq(self.seq_id)
+        return self.cache.lengths[self.seq_id]
+
+    def held(self) -> tuple[torch.Tensor, ...]:
+        """Its keys and values, gathered: (G, S, D) each."""
+        return self.cache.gather(self.seq_id) if self.length else ()
+
+    def allocated(self) -> tuple[torch.Tensor, ...]:
+        """Its blocks: (n, G, bs, D) for keys and for values."""
+        idx = torch.tensor(self.cache._seq(self.seq_id), dtype=torch.long)
+        return (self.cache.pool.key[idx], self.cache.pool.value[idx]) if len(idx) else ()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its ``length`` tokens: :func:`mha_course.kv_cache_bytes` (no gather)."""
+        pool = self.cache.pool
+        if not self.length:
+            return 0
+        return kv_cache_bytes(1, pool.key.shape[1], pool.key.shape[3], self.length, 1, pool.key.dtype)
+
+    def reset(self) -> None:
+        """Return its blocks to the pool; the sequence stays, empty, with its budget."""
+        table = self.cache._seq(self.seq_id)
+        for b in table:
+            self.cache.pool.release(b)
+        table.clear()
+        self.cache.lengths[self.seq_id] = 0
+
+    def update(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append through the table (checks first: a rejected call changes nothing); return all.
+
+        Shape:
+            key, value: (1, G, S_new, D). Returns key, value (1, G, S, D).
+        """
+        check_new_kv(key, value, None)
+        if key.shape[0] != 1:
+            raise ValueError(f"key: expected shape (B, G, S, D) with B = 1 (one paged sequence), "
+                             f"got {shape_str(key)}")
+        self.cache.append(self.seq_id, key[0], value[0])  # (1, G, S_new, D) -> (G, S_new, D)
+        k, v = self.cache.gather(self.seq_id)  # (G, S, D)
+        return k[None], v[None]  # (G, S, D) -> (1, G, S, D)
+
+
 def paged_attention(query: torch.Tensor, cache: PagedKVCache, seq_ids: Sequence[Hashable],
                     scale: float | None = None) -> torch.Tensor:
     """Causal attention of each sequence's last L tokens (already appended) to its keys,
-    read from the pool through the block tables — one batched call for sequences of
-    different lengths.
+    read from the pool through the block tables — one call for sequences of different lengths.
+
+    Each sequence and key/value head is gathered on its own by one index over its table
+    (``pool.key[:, g].index_select(0, table)``: its M blocks, (M, bs, D) -> its S positions (S, D)), a few MiB used
+    while they are in the CPU's cache — not the whole batch padded to the longest table, which is
+    what made this an order of magnitude slower than a dense cache (``benchmarks/kv_cache_decode.py``).
 
     Shape:
         query: (B, H, L, D), B = len(seq_ids). Returns (B, H, L, D).
     """
+    check_tensor("query", query)
     check_rank("query", query, "(B, H, L, D)", rank=4)
-    if query.shape[0] != len(seq_ids):
-        raise ValueError(f"query: expected shape (B, H, L, D) with B = len(seq_ids) = {len(seq_ids)}, "
-                         f"got {shape_str(query)}")
-    tables, lengths = cache.block_tables(seq_ids)  # (B, M), (B,)
     pool = cache.pool
-    B, M = tables.shape
+    G, D = pool.key.shape[1], pool.key.shape[3]
+    if query.shape[0] != len(seq_ids) or query.shape[1] % G or query.shape[3] != D:
+        raise ValueError(f"query: expected shape (B, H, L, D) with B = len(seq_ids) = {len(seq_ids)}, "
+                         f"H a multiple of G = {G} and D = {D}, got {shape_str(query)}")
     L = query.shape[2]
-    # (B, M) -> (B, M, G, bs, D) -> (B, G, M, bs, D) -> (B, G, M * bs, D)
-    k = pool.key[tables].transpose(1, 2).flatten(2, 3)
-    v = pool.value[tables].transpose(1, 2).flatten(2, 3)
-    j = torch.arange(M * pool.block_size)[None, None, :]  # (1, 1, M*bs) key positions
-    p = (lengths[:, None] - L + torch.arange(L)[None, :])[:, :, None]  # (B, L, 1) query positions
-    mask = (j <= p)[:, None].to(query.device)  # (B, 1, L, M*bs): causal, and j < length
-    return scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=scale,
-                                        enable_gqa=k.shape[1] != query.shape[1])
+    tables = [torch.tensor(cache._seq(s), dtype=torch.long, device=pool.key.device) for s in seq_ids]
+    lengths = [cache.lengths[s] for s in seq_ids]
+    if any(n < L for n in lengths):
+        raise ValueError(f"query: expected each sequence to hold at least L = {L} tokens (append this "
+                         f"step's keys first), got lengths {lengths}")
+
+    # Two buffers reused by every (sequence, head): each load overwrites them after the last one is used.
+    most, N, bs = max(len(t) for t in tables), pool.num_blocks, pool.block_size
+    k_buf = pool.key.new_empty(most, bs * D)
+    v_buf = torch.empty_like(k_buf)
+    k_rows, v_rows = pool.key.view(N, G, bs * D), pool.value.view(N, G, bs * D)  # a block's head: one row
+    grad = torch.is_grad_enabled() and (pool.key.requires_grad or pool.value.requires_grad)
+
+    def load(b: int, g: int) -> tuple[torch.Tensor, torch.Tensor]:
+        # (N, G, bs * D) -> head g (N, bs * D) -> its M blocks (M, bs * D) -> (M * bs, D) -> its S positions
+        M = len(tables[b])
+        k, v = (torch.index_select(rows[:, g], 0, tables[b], **({} if grad else {"out": buf[:M]}))
+                for rows, buf in ((k_rows, k_buf), (v_rows, v_buf)))  # autograd allows no out=
+        return k.view(-1, D)[: lengths[b]], v.view(-1, D)[: lengths[b]]
+
+    return attention_by_head(query, load, num_kv_heads=G, scale=scale)
 
 
 def paged_forward(module: MultiHeadAttention, x: torch.Tensor, cache: PagedKVCache,
@@ -268,6 +357,6 @@ def slots_needed(lengths: Sequence[int], block_size: int | None = None, max_len:
     :func:`mha_course.kv_cache_bytes` per token to get bytes.
     """
     if block_size is None:
-        return len(lengths) * _positive("max_len", max_len)
-    bs = _positive("block_size", block_size)
+        return len(lengths) * check_positive_int("max_len", max_len)
+    bs = check_positive_int("block_size", block_size)
     return sum(-(-n // bs) * bs for n in lengths)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_rank, check_tensor, shape_str
-from .gqa import kv_cache_bytes
+from .cache import Cache, check_new_kv, kv_cache_bytes
+from .cache_attention import attention_by_head
 
 AXES = {"token": -1, "channel": -2}  # which dimension one scale reduces over
 BITS = (8, 4)
@@ -50,7 +51,7 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     Shape:
         q: (B, G, S, D); scale broadcastable to it ((B, G, S, 1) or (B, G, 1, D)).
     """
-    return q.to(scale.dtype) * scale
+    return torch.mul(q, scale)  # int8 x float -> the scale's dtype in one vectorised step (no int->float copy)
 
 
 def pack_int4(q: torch.Tensor) -> torch.Tensor:
@@ -59,8 +60,14 @@ def pack_int4(q: torch.Tensor) -> torch.Tensor:
     Shape:
         q: (..., D) int8 in [-8, 7], D even. Returns (..., D / 2) uint8.
     """
-    if q.shape[-1] % 2:
+    check_tensor("q", q)
+    if q.dtype != torch.int8:
+        raise ValueError(f"q: expected int8 codes in [-8, 7], got dtype {q.dtype}")
+    if q.dim() == 0 or q.shape[-1] % 2:
         raise ValueError(f"q: expected shape (..., D) with D even to pack pairs, got {shape_str(q)}")
+    if q.numel() and not -8 <= int(q.min()) <= int(q.max()) <= 7:
+        raise ValueError(f"q: expected 4-bit codes in [-8, 7] (a nibble each), got values in "
+                         f"[{int(q.min())}, {int(q.max())}]")
     u = (q.to(torch.int16) & 0xF).to(torch.uint8)  # two's complement nibbles
     return u[..., 0::2] | (u[..., 1::2] << 4)
 
@@ -92,10 +99,12 @@ def quantized_cache_bytes(num_layers: int, num_kv_heads: int, head_dim: int, seq
     return values + scales
 
 
-class QuantizedKVCache:
+class QuantizedKVCache(Cache):
     """A KV cache holding per-token quantized keys and values (int8, or 4-bit packed two per
     byte) and their scales; ``update`` returns the dequantized keys/values in the input dtype,
-    so it works as ``MultiHeadAttention(...)(x, kv_cache=cache)``.
+    so it works as ``MultiHeadAttention(...)(x, kv_cache=cache)``. Each token is quantized with
+    the scale the cache STORES (rounded to ``scale_dtype`` first), so a decoded value is off by at
+    most half a step of that stored scale. Follows :class:`mha_course.cache.Cache`.
 
     Shape:
         q_key, q_value: (B, G, S, D) int8 or (B, G, S, D / 2) uint8; scales (B, G, S, 1).
@@ -103,6 +112,9 @@ class QuantizedKVCache:
 
     def __init__(self, bits: int = 8, scale_dtype: torch.dtype = torch.float16) -> None:
         _check("token", bits)
+        if not isinstance(scale_dtype, torch.dtype) or not scale_dtype.is_floating_point:
+            raise ValueError(f"scale_dtype: expected a floating-point torch.dtype that can hold a "
+                             f"scale (torch.float16, torch.bfloat16, torch.float32...), got {scale_dtype!r}")
         self.bits, self.scale_dtype = bits, scale_dtype
         self.reset()
 
@@ -110,23 +122,32 @@ class QuantizedKVCache:
         """Forget everything (start a new sequence)."""
         self.q_key = self.q_value = self.key_scale = self.value_scale = None
 
-    def __len__(self) -> int:
-        return self.length
-
     @property
     def length(self) -> int:
         """Number of cached positions S."""
         return 0 if self.q_key is None else self.q_key.shape[-2]
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the stored codes and scales."""
-        ts = (self.q_key, self.q_value, self.key_scale, self.value_scale)
-        return 0 if self.q_key is None else sum(t.numel() * t.element_size() for t in ts)
+    def held(self) -> tuple[torch.Tensor, ...]:
+        """The codes and scales: (B, G, S, D or D / 2) twice, (B, G, S, 1) twice."""
+        return () if self.q_key is None else (self.q_key, self.q_value, self.key_scale, self.value_scale)
 
-    def _store(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        q, scale = quantize(x.double(), "token", self.bits)  # scales from the exact values
-        return (pack_int4(q) if self.bits == 4 else q), scale.to(self.scale_dtype)
+    def _store(self, name: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Codes and the stored scale of each token, the codes computed WITH that stored scale.
+
+        Shape:
+            x: (B, G, S, D). Returns codes (B, G, S, D) int8 or (B, G, S, D / 2) uint8, scale (B, G, S, 1).
+        """
+        q_max = 2 ** (self.bits - 1) - 1
+        amax = x.double().abs().amax(dim=-1, keepdim=True)  # (B, G, S, 1), exact
+        scale = (amax / q_max).to(self.scale_dtype)  # what the cache keeps
+        info = torch.finfo(self.scale_dtype)
+        if not torch.isfinite(scale).all():
+            raise ValueError(f"{name}: a token's scale max|x| / {q_max} = {float((amax / q_max).max()):.3g} "
+                             f"overflows scale_dtype {self.scale_dtype} (largest {info.max:.3g})")
+        tiny = info.smallest_normal * info.eps  # the smallest positive value (subnormal) of scale_dtype
+        scale = torch.where(amax == 0, torch.ones_like(scale), scale.clamp_min(tiny))  # never 0
+        q = torch.round(x.double() / scale.double()).clamp(-q_max, q_max).to(torch.int8)
+        return (pack_int4(q) if self.bits == 4 else q), scale
 
     def _load(self, q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         q = unpack_int4(q) if self.bits == 4 else q
@@ -138,15 +159,55 @@ class QuantizedKVCache:
         Shape:
             key: (B, G, S_new, D), value: (B, G, S_new, Dv). Returns (B, G, S, D), (B, G, S, Dv).
         """
-        check_rank("key", key, "(B, G, S, D)", rank=4)
-        check_rank("value", value, "(B, G, S, Dv)", rank=4)
-        parts = [*self._store(key), *self._store(value)]
+        check_new_kv(key, value, None)
+        for name, x, d in (("key", key, "D"), ("value", value, "Dv")):
+            if self.bits == 4 and x.shape[-1] % 2:
+                raise ValueError(f"{name}: expected shape (B, G, S, {d}) with {d} even (4-bit codes are "
+                                 f"packed in pairs), got {shape_str(x)}")
+            old = self.q_key if name == "key" else self.q_value
+            if old is not None:
+                width = old.shape[-1] * (2 if self.bits == 4 else 1)
+                if (x.shape[:2], x.shape[-1]) != (old.shape[:2], width):
+                    raise ValueError(f"{name}: expected shape (B, G, S, {d}) = ({old.shape[0]}, {old.shape[1]}, "
+                                     f"S, {width}) to match the cache, got {shape_str(x)}; call reset() "
+                                     f"to start a new sequence")
+        parts = [*self._store("key", key), *self._store("value", value)]
         if self.q_key is not None:
             old = (self.q_key, self.key_scale, self.q_value, self.value_scale)
-            if key.shape[:2] != self.q_key.shape[:2]:
-                raise ValueError(f"key: expected shape (B, G, S, D) with (B, G) = "
-                                 f"{tuple(self.q_key.shape[:2])} to match the cache, got {shape_str(key)}")
             parts = [torch.cat([o, n], dim=-2) for o, n in zip(old, parts)]  # (B, G, S_old + S_new, ...)
         self.q_key, self.key_scale, self.q_value, self.value_scale = parts
         return (self._load(self.q_key, self.key_scale, key.dtype),
                 self._load(self.q_value, self.value_scale, value.dtype))
+
+    def attend(self, query: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+        """Decode-step attention of ``query`` (the newest L tokens, already stored by ``update``)
+        to every cached token, one sequence and key/value head at a time (its codes turned to
+        floats in one vectorised step, a few MiB that stay in the CPU's cache; the scales multiply
+        the scores and the weights, never the codes) instead of dequantizing the whole cache: the
+        fast path of ``benchmarks/kv_cache_decode.py``. Equals causal attention over
+        ``update``'s dequantized keys/values, the queries at the last L positions.
+
+        Shape:
+            query: (B, H, L, D) with H a multiple of the cache's G. Returns (B, H, L, Dv).
+        """
+        check_tensor("query", query)
+        check_rank("query", query, "(B, H, L, D)", rank=4)
+        if self.q_key is None:
+            raise ValueError("query: the cache is empty; call update() with this step's keys first")
+        B, G, S = self.q_key.shape[:3]
+        D = self.q_key.shape[-1] * (2 if self.bits == 4 else 1)
+        if query.shape[0] != B or query.shape[1] % G or query.shape[3] != D or not 0 < query.shape[2] <= S:
+            raise ValueError(f"query: expected shape (B, H, L, D) = ({B}, H, L, {D}) with H a multiple "
+                             f"of G = {G} and 0 < L <= S = {S}, got {shape_str(query)}")
+
+        k_buf = query.new_empty(S, D)  # reused by every (sequence, head): overwritten after its use
+        v_buf = query.new_empty(S, self.q_value.shape[-1] * (2 if self.bits == 4 else 1))
+
+        def codes(q: torch.Tensor, buf: torch.Tensor) -> torch.Tensor:  # (S, D) int8 / (S, D/2) uint8 -> floats
+            return buf.copy_(unpack_int4(q) if self.bits == 4 else q)
+
+        def load(b: int, g: int) -> tuple[torch.Tensor, ...]:  # codes (S, D), (S, Dv); scales (S, 1) twice
+            return (codes(self.q_key[b, g], k_buf), codes(self.q_value[b, g], v_buf),
+                    self.key_scale[b, g].to(query.dtype), self.value_scale[b, g].to(query.dtype))
+
+        return attention_by_head(query, load, num_kv_heads=G, scale=scale)

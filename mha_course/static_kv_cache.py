@@ -6,18 +6,20 @@ allocation per token, O(S²) copying over a whole generation. Production caches 
 Face's ``StaticCache``) allocate ``max_len`` positions once and write each new position in
 place; a step then touches only the new position, and the memory never moves.
 
-Same interface as :class:`~mha_course.KVCache` (``update``, ``length``, ``reset``, ``nbytes``),
-so it can be passed as ``kv_cache=`` to :class:`~mha_course.MultiHeadAttention`.
+Follows :class:`mha_course.cache.Cache` like :class:`~mha_course.KVCache`, so it can be passed as
+``kv_cache=`` to :class:`~mha_course.MultiHeadAttention`; ``nbytes`` counts the filled positions,
+``allocated_bytes`` the whole buffers.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ._checks import check_rank, check_tensor, shape_str
+from ._checks import check_positive_int
+from .cache import Cache, check_new_kv
 
 
-class StaticKVCache:
+class StaticKVCache(Cache):
     """Keys/values of up to ``max_len`` positions in buffers allocated once.
 
     The buffers are created on the first ``update`` (so B, G, D, dtype and device come from
@@ -28,29 +30,25 @@ class StaticKVCache:
     """
 
     def __init__(self, max_len: int) -> None:
-        if max_len <= 0:
-            raise ValueError(f"max_len: expected a positive int, got {max_len}")
-        self.max_len = max_len
+        self.max_len = check_positive_int("max_len", max_len, " (positions the buffers hold)")
         self._key: torch.Tensor | None = None
         self._value: torch.Tensor | None = None
         self._length = 0
-
-    def __len__(self) -> int:
-        return self._length
 
     @property
     def length(self) -> int:
         """Number of filled positions S."""
         return self._length
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the filled part (the buffers themselves hold ``max_len`` positions)."""
-        if self._key is None:
-            return 0
-        per_pos = (self._key[:, :, :1].numel() * self._key.element_size()
-                   + self._value[:, :, :1].numel() * self._value.element_size())
-        return per_pos * self._length
+    def held(self) -> tuple[torch.Tensor, ...]:
+        """Views of the filled part, (B, G, S, D) and (B, G, S, Dv)."""
+        if self._key is None or not self._length:
+            return ()
+        return self._key[:, :, :self._length], self._value[:, :, :self._length]
+
+    def allocated(self) -> tuple[torch.Tensor, ...]:
+        """The whole buffers, (B, G, max_len, D) and (B, G, max_len, Dv)."""
+        return () if self._key is None else (self._key, self._value)
 
     def reset(self) -> None:
         """Start a new sequence (the buffers are kept and overwritten)."""
@@ -63,23 +61,18 @@ class StaticKVCache:
             key: (B, G, S_new, D), value: (B, G, S_new, Dv).
             Returns views key (B, G, S_old + S_new, D), value (B, G, S_old + S_new, Dv).
         """
-        check_tensor("key", key)
-        check_tensor("value", value)
-        check_rank("key", key, "(B, G, S, D)", rank=4)
-        check_rank("value", value, "(B, G, S, Dv)", rank=4)
+        check_new_kv(key, value, self.held() or None)
         B, G, S_new, D = key.shape
-        if self._key is None or self._key.shape[:2] != (B, G) or self._key.shape[3] != D \
-                or self._key.dtype != key.dtype or self._key.device != key.device:
-            if self._length:
-                raise ValueError(f"key: expected shape (B, G, S, D) = {tuple(self._key.shape[:2])}"
-                                 f" + (S, {self._key.shape[3]}) to match the cache, got "
-                                 f"{shape_str(key)}; call reset() to start a new sequence")
-            self._key = key.new_empty(B, G, self.max_len, D)  # allocated once
-            self._value = value.new_empty(B, G, self.max_len, value.shape[-1])
         end = self._length + S_new
-        if end > self.max_len:
+        if end > self.max_len:  # checked before anything is (re)allocated or written
             raise ValueError(f"key: the cache holds max_len = {self.max_len} positions; "
                              f"{self._length} cached + {S_new} new does not fit")
+        fits = self._key is not None and (self._key.shape[:2], self._key.shape[3], self._value.shape[3],
+                                          self._key.dtype, self._key.device) == (
+            (B, G), D, value.shape[3], key.dtype, key.device)
+        if not fits:  # empty (checked above): a new sequence of another shape gets new buffers
+            self._key = key.new_empty(B, G, self.max_len, D)  # allocated once
+            self._value = value.new_empty(B, G, self.max_len, value.shape[-1])
         self._key[:, :, self._length:end] = key  # in place: only the new positions are written
         self._value[:, :, self._length:end] = value
         self._length = end

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import torch
 
-from ._checks import check_nonnegative_int, check_positive_int, check_rank, check_tensor, shape_str
-from .gqa import kv_cache_bytes
+from ._checks import check_nonnegative_int, check_positive_int
+from .cache import Cache, check_new_kv, kv_cache_bytes
 from .masks import combine_masks
 
 
@@ -53,7 +53,7 @@ def receptive_field(num_layers: int, window: int) -> int:
     return num_layers * (window - 1) + 1
 
 
-class SlidingWindowCache:
+class SlidingWindowCache(Cache):
     """A KV cache of fixed size: a ring buffer holding the last ``window`` W tokens, plus the
     first ``num_sink`` tokens kept forever (attention sinks, StreamingLLM).
 
@@ -63,7 +63,9 @@ class SlidingWindowCache:
     holds more than ``W + num_sink`` tokens. The slots are not in position order, and they
     need not be: attention sums over keys, only the mask must know each key's position
     (``key_positions``), which :meth:`restrict_mask` uses to apply the band. Decoding equals
-    the full forward with :func:`sliding_window_mask`, token by token or in chunks.
+    the full forward with :func:`sliding_window_mask`, token by token or in chunks. Follows
+    :class:`mha_course.cache.Cache`: ``nbytes`` counts the ``num_cached`` tokens held,
+    ``allocated_bytes`` the buffers (``W + num_sink`` tokens from the first update on).
 
     Shape:
         ring key: (B, G, W, D), value: (B, G, W, Dv); sinks (B, G, num_sink, D / Dv);
@@ -79,10 +81,16 @@ class SlidingWindowCache:
         self.sink_value: torch.Tensor | None = None  # (B, G, num_sink, Dv)
         self.slot_position: torch.Tensor | None = None  # (W,) position held by each slot, -1 = empty
         self.key_positions: torch.Tensor | None = None
-        self.length = 0
+        self._length = 0
 
-    def __len__(self) -> int:
-        return self.length
+    @property
+    def length(self) -> int:
+        """Tokens seen (the position of the next one), not the tokens held (``num_cached``)."""
+        return self._length
+
+    @length.setter
+    def length(self, n: int) -> None:  # restoring a saved state (the ring, its positions, the count)
+        self._length = n
 
     @property
     def num_cached(self) -> int:
@@ -90,11 +98,19 @@ class SlidingWindowCache:
         sinks = min(self.length, self.num_sink)
         return sinks + min(self.length - sinks, self.window)
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the buffers (allocated at full size ``W + num_sink`` on the first update)."""
+    def held(self) -> tuple[torch.Tensor, ...]:
+        """The filled sinks and ring slots, (B, G, num_cached, D) and (B, G, num_cached, Dv)."""
+        if self.key is None or not self._length:
+            return ()
+        sinks, filled = min(self._length, self.num_sink), (self.slot_position >= 0).nonzero().flatten()
+        # (B, G, sinks, D) + (B, G, filled, D) -> (B, G, num_cached, D); the same for values
+        return (torch.cat([self.sink_key[:, :, :sinks], self.key[:, :, filled]], dim=2),
+                torch.cat([self.sink_value[:, :, :sinks], self.value[:, :, filled]], dim=2))
+
+    def allocated(self) -> tuple[torch.Tensor, ...]:
+        """The ring and sink buffers (allocated at full size on the first update)."""
         bufs = (self.key, self.value, self.sink_key, self.sink_value)
-        return sum(t.numel() * t.element_size() for t in bufs if t is not None)
+        return tuple(t for t in bufs if t is not None)
 
     def reset(self) -> None:
         """Forget everything (start a new sequence)."""
@@ -116,22 +132,10 @@ class SlidingWindowCache:
             key: (B, G, S_new, D), value: (B, G, S_new, Dv). Returns key (B, G, S_kept, D),
             value (B, G, S_kept, Dv), the positions in ``key_positions`` (S_kept,).
         """
-        check_tensor("key", key)
-        check_tensor("value", value)
-        check_rank("key", key, "(B, G, S, D)", rank=4)
-        check_rank("value", value, "(B, G, S, Dv)", rank=4)
-        if value.shape[:3] != key.shape[:3]:
-            raise ValueError(f"value: expected shape (B, G, S, Dv) = {tuple(key.shape[:3])} + (Dv,) "
-                             f"like key's, got {shape_str(value)}")
+        check_new_kv(key, value, None if self.key is None else (self.key, self.value))
         if self.key is None:
             self._allocate(key, value)
-        elif (key.shape[:2], key.shape[3], value.shape[3]) != (
-                self.key.shape[:2], self.key.shape[3], self.value.shape[3]) or key.dtype != self.key.dtype:
-            raise ValueError(
-                f"key: expected shape (B, G, S, D) = ({self.key.shape[0]}, {self.key.shape[1]}, S, "
-                f"{self.key.shape[3]}) and dtype {self.key.dtype} to match the cache, got "
-                f"{shape_str(key)} {key.dtype}; call reset() to start a new sequence")
-        n, W, start = self.num_sink, self.window, self.length
+        n, W, start = self.num_sink, self.window, self._length
         S_new = key.shape[2]
         new_pos = torch.arange(start, start + S_new, device=key.device)  # (S_new,)
         sinks = min(start, n)
@@ -149,7 +153,7 @@ class SlidingWindowCache:
         self.key[:, :, slots] = key[:, :, ring]
         self.value[:, :, slots] = value[:, :, ring]
         self.slot_position[slots] = new_pos[ring]
-        self.key_positions, self.length = positions, start + S_new
+        self.key_positions, self._length = positions, start + S_new
         return k_all, v_all
 
     def restrict_mask(self, mask: torch.Tensor | None, L: int) -> torch.Tensor:

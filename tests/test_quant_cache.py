@@ -92,3 +92,48 @@ def test_bytes_formula_int8_vs_bf16():
     int8 = quantized_cache_bytes(32, 32, 128)
     assert bf16 == 2 * 32 * 32 * 128 * 2
     assert int8 == 2 * 32 * 32 * 128 + 2 * 32 * 32 * 2
+
+
+@pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("bits", [8, 4])
+def test_the_cache_quantizes_with_the_scale_it_stores(bits, scale_dtype):
+    """Codes computed with the exact scale but decoded with the rounded, stored one were off by up to
+    1.066 x half a step (fp16); each decoded value must be within half a step of the STORED scale."""
+    torch.manual_seed(0)
+    k = torch.randn(2, 3, 64, 8, dtype=torch.float64) * torch.logspace(-3, 3, 64, dtype=torch.float64)[:, None]
+    cache = QuantizedKVCache(bits, scale_dtype=scale_dtype)
+    k_hat, _ = cache.update(k, k)
+    s = cache.key_scale.double()  # (B, G, S, 1), what the cache holds
+    assert cache.key_scale.dtype == scale_dtype
+    assert ((k_hat - k).abs() <= s / 2 * (1 + 1e-12)).all()
+    q = cache.q_key if bits == 8 else unpack_int4(cache.q_key)
+    assert torch.equal(q.double(), torch.round(k / s).clamp(-(2 ** (bits - 1) - 1), 2 ** (bits - 1) - 1))
+
+
+def test_tiny_keys_do_not_decode_to_zero():
+    """max|x| / 127 below fp16's smallest subnormal rounded the stored scale to 0: every value decoded to 0."""
+    k = torch.full((1, 1, 1, 4), 1e-6, dtype=torch.float64) * torch.tensor([1.0, -0.5, 0.25, 0.0], dtype=torch.float64)
+    k_hat, _ = QuantizedKVCache().update(k, k)
+    assert (k_hat[..., :3] != 0).all() and k_hat[..., 3] == 0
+    assert_close(k_hat, k, rtol=0, atol=torch.finfo(torch.float16).smallest_normal * torch.finfo(torch.float16).eps / 2)
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+@pytest.mark.parametrize("G", [4, 2, 1])
+def test_attend_equals_attention_over_the_dequantized_cache(G, bits):
+    """The fast decode path (codes turned to floats one head at a time, scales on the scores and
+    weights) == SDPA over what update() hands back, for a prompt chunk (causal) then single steps."""
+    from mha_course import scaled_dot_product_attention
+    from mha_course.masks import causal_mask
+
+    torch.manual_seed(1)
+    B, H, D = 2, 4, 8
+    cache = QuantizedKVCache(bits)
+    for L in (5, 1, 1, 3):
+        k, v = torch.randn(B, G, L, D, dtype=torch.float64), torch.randn(B, G, L, D, dtype=torch.float64)
+        q = torch.randn(B, H, L, D, dtype=torch.float64)
+        k_all, v_all = cache.update(k, v)
+        S = k_all.shape[2]
+        want = scaled_dot_product_attention(q, k_all, v_all, attn_mask=causal_mask(L, S, offset=S - L),
+                                            enable_gqa=G != H)
+        assert_close(cache.attend(q), want, rtol=1e-12, atol=1e-12)

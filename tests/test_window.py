@@ -131,9 +131,10 @@ def test_user_mask_is_narrowed_to_the_kept_keys():
 def test_memory_is_fixed_and_matches_the_formula():
     m = MultiHeadAttention(E, H, num_kv_heads=2, dtype=torch.float64).eval()
     cache = SlidingWindowCache(5, num_sink=2)
-    for _ in range(20):
+    for t in range(20):
         m(torch.randn(B, 1, E, dtype=torch.float64), kv_cache=cache, is_causal=True)
-        assert cache.nbytes == kv_cache_bytes(1, 2, E // H, 7, B, torch.float64)
+        assert cache.allocated_bytes == kv_cache_bytes(1, 2, E // H, 7, B, torch.float64)  # allocated once
+        assert cache.nbytes == kv_cache_bytes(1, 2, E // H, min(t + 1, 7), B, torch.float64)  # held
 
 
 def test_layout_bytes():

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._checks import check_rank, check_tensor, shape_str
+from ..cache import Cache
 from ..kv_cache import KVCache
 from ..mha import MultiHeadAttention
 from ..mla import LatentKVCache, MultiHeadLatentAttention
@@ -74,7 +75,7 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor, kv_cache: KVCache | None = None,
+    def forward(self, x: torch.Tensor, kv_cache: Cache | None = None,
                 head_mask: torch.Tensor | None = None, need_weights: bool = False):
         """Returns x (B, L, E), or with ``need_weights`` (x, weights (B, H, L, S))."""
         if isinstance(self.attn, MultiHeadLatentAttention):  # always causal; no weights/mask
@@ -120,7 +121,7 @@ class GPT(nn.Module):
             for proj in (block.attn.out_proj, block.mlp.proj):
                 nn.init.normal_(proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
 
-    def new_caches(self, static: bool = False) -> list:
+    def new_caches(self, static: bool = False) -> list[Cache]:
         """One empty cache per layer: :class:`KVCache` (grows by concatenation), or with
         ``static`` a :class:`~mha_course.static_kv_cache.StaticKVCache` of ``block_size``;
         with ``attention="mla"`` a :class:`~mha_course.mla.LatentKVCache` (no static form)."""
@@ -136,7 +137,7 @@ class GPT(nn.Module):
         """Scalar parameters, a tied matrix counted once."""
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, ids: torch.Tensor, caches: Sequence[KVCache] | None = None,
+    def forward(self, ids: torch.Tensor, caches: Sequence[Cache] | None = None,
                 head_mask: torch.Tensor | Sequence[torch.Tensor] | None = None,
                 need_weights: bool = False):
         """Logits for every position of ``ids`` (continuing after the cached positions).
@@ -156,7 +157,7 @@ class GPT(nn.Module):
                              f"{int(ids.min())}, max {int(ids.max())}")
         n = self.config.n_layer
         if caches is not None and len(caches) != n:
-            raise ValueError(f"caches: expected {n} KVCache (one per layer), got {len(caches)}")
+            raise ValueError(f"caches: expected {n} caches (one per layer), got {len(caches)}")
         if head_mask is not None and len(head_mask) != n:
             raise ValueError(f"head_mask: expected one entry per layer ({n}), got {len(head_mask)}")
         start = 0 if caches is None else caches[0].length  # positions already cached

@@ -16,7 +16,8 @@ TILED = ("mha_course.tiled.tiled_attention", "mha_course.tiled.online_softmax_up
 # Other package code that returns softmax(Q Kᵀ / sqrt(D)) V given Q, K, V (or a module doing it).
 OTHER_ATTENTION = ("mha_course.single_head.SelfAttentionHead", "mha_course.benchmark.variants.bare_attention",
                    "mha_course.benchmark.variants.bare_sdpa_with_projections",
-                   "mha_course.benchmark.backends.forced_sdpa")
+                   "mha_course.benchmark.backends.forced_sdpa",
+                   "mha_course.cache_attention.attention_by_head")  # Q and a loader of (K, V) per head
 
 # Items that ask for attention itself (a head, MHA, GQA, cross-attention, blockwise).
 ATTENTION = (TORCH_SDPA, COURSE_SDPA, *TORCH_MHA, COURSE_MHA, *TILED, *OTHER_ATTENTION)

@@ -14,7 +14,7 @@ import torch
 
 from mha_grader.items import Mistake
 
-from ..gqa import kv_cache_bytes
+from ..cache import kv_cache_bytes
 from ..masks import causal_mask
 from ..sdpa import stable_softmax
 

@@ -162,7 +162,7 @@ ITEMS = [
             Mistake("bits, not bytes", "counted bits: the answer is 8 times the bytes",
                     variant=lambda *a: 8 * _bytes_reference(*a)),
         ),
-        forbidden=("mha_course.gqa.kv_cache_bytes", "mha_course.gqa.kv_cache_elements",
+        forbidden=("mha_course.cache.kv_cache_bytes", "mha_course.cache.kv_cache_elements",
                    "mha_course.benchmark.flops.kv_bytes_per_token",
                    "mha_course.benchmark.flops.decode_step_bytes"),
     ),
@@ -272,7 +272,7 @@ ITEMS += [
             Mistake("element size ignored", "the element size counts: a float32 cache is twice a "
                     "bfloat16 one, an 8-bit one half", variant=lambda c: _smallest(c, element_size=False)),
         ),
-        forbidden=("mha_course.gqa.kv_cache_bytes", "mha_course.gqa.kv_cache_elements",
+        forbidden=("mha_course.cache.kv_cache_bytes", "mha_course.cache.kv_cache_elements",
                    "mha_course.benchmark.flops.kv_bytes_per_token",
                    "mha_course.benchmark.flops.decode_step_bytes"),  # task 3's set: one unit
     ),

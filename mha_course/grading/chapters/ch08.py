@@ -195,8 +195,8 @@ ITEMS = [
                     variant=lambda B, H, G, D, S, dt: _bytes_reference(B, H, G, D, S, torch.float32)),
         ),
         forbidden=("mha_course.benchmark.flops.kv_bytes_per_token",
-                   "mha_course.benchmark.flops.decode_step_bytes", "mha_course.gqa.kv_cache_bytes",
-                   "mha_course.gqa.kv_cache_elements"),
+                   "mha_course.benchmark.flops.decode_step_bytes", "mha_course.cache.kv_cache_bytes",
+                   "mha_course.cache.kv_cache_elements"),
     ),
     Item(
         id="ex08_attention_intensity", notebook=NOTEBOOK, function="attention_intensity", points=1,

@@ -9,7 +9,7 @@ import torch
 
 from mha_grader.items import Dtype, Item, Mistake
 
-from ...gqa import kv_cache_bytes
+from ...cache import kv_cache_bytes
 from ...window import SlidingWindowCache, layout_cache_bytes, sliding_window_mask
 
 NOTEBOOK = "ex14_sliding_window_sinks"
@@ -18,7 +18,7 @@ NOTEBOOK = "ex14_sliding_window_sinks"
 # cache bytes. One list for the notebook (no solution needs them), so its items share one unit.
 _FORBID = ("mha_course.window.sliding_window_mask", "mha_course.window.SlidingWindowCache",
            "mha_course.window.layout_cache_bytes", "mha_course.flex_masks.sliding_window",
-           "mha_course.gqa.kv_cache_bytes", "mha_course.benchmark.flops.kv_bytes_per_token",
+           "mha_course.cache.kv_cache_bytes", "mha_course.benchmark.flops.kv_bytes_per_token",
            "mha_course.benchmark.flops.decode_step_bytes",
            "mha_course.quant_cache.quantized_cache_bytes")
 

@@ -11,7 +11,7 @@ import torch
 
 from mha_grader.items import Dtype, Item, Mistake
 
-from ...gqa import kv_cache_bytes
+from ...cache import kv_cache_bytes
 from ...mla import LatentKVCache, MultiHeadLatentAttention
 from ...rope import apply_rope
 
@@ -20,7 +20,7 @@ NOTEBOOK = "ex15_multi_head_latent_attention"
 # query), its cache, and every function that counts cache bytes. RoPE itself is chapter 12's and
 # stays allowed. One list for the notebook, so its items share one unit.
 _FORBID = ("mha_course.mla.MultiHeadLatentAttention", "mha_course.mla.LatentKVCache",
-           "mha_course.gqa.kv_cache_bytes", "mha_course.benchmark.flops.kv_bytes_per_token",
+           "mha_course.cache.kv_cache_bytes", "mha_course.benchmark.flops.kv_bytes_per_token",
            "mha_course.benchmark.flops.decode_step_bytes",
            "mha_course.quant_cache.quantized_cache_bytes")
 
@@ -94,7 +94,9 @@ def _absorb_cases(rng: np.random.Generator) -> list[dict]:
 def _absorb_reference(W_UQ, W_UK, H):
     """Chapter 15's module with these weights, asked for its folded query matrix."""
     HD, Eq = W_UQ.shape
-    m = MultiHeadLatentAttention(Eq, H, latent_dim=W_UK.shape[1], head_dim=HD // H, dtype=W_UQ.dtype)
+    C = W_UK.shape[1]  # the query input E_q is a query latent here, so C may exceed it (not the width E)
+    m = MultiHeadLatentAttention(max(Eq, C), H, latent_dim=C, head_dim=HD // H, q_latent_dim=Eq,
+                                 dtype=W_UQ.dtype)
     with torch.no_grad():
         m.q_up.weight.copy_(W_UQ)
         m.k_up.weight.copy_(W_UK)
