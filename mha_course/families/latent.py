@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..cache import Cache
 from ..masks import causal_mask
 from ..rope import apply_rope
 from ..sdpa import scaled_dot_product_attention
@@ -51,7 +52,7 @@ class LatentAttention(nn.Module):
         self.layout, self.base = c.rope_layout, c.rope_base
         self.scale = c.attn_scale if c.attn_scale is not None else qk ** -0.5
 
-    def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: Cache | None = None) -> torch.Tensor:
         B, L, _ = x.shape
         H, D, R, Dv = self.H, self.D, self.R, self.Dv
         offset = 0 if cache is None else cache.length

@@ -15,10 +15,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..cache import Cache
 from ..masks import causal_mask
 from ..rope import apply_rope
 from ..sdpa import scaled_dot_product_attention
-from ..window import SlidingWindowCache, sliding_window_mask
+from ..window import sliding_window_mask
 from .config import FamilyConfig
 
 
@@ -104,18 +105,21 @@ def capped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
     return torch.softmax(scores, dim=-1) @ v  # (B, H, L, S) @ (B, H, S, Dv) -> (B, H, L, Dv)
 
 
-def layer_mask(L: int, S: int, offset: int, window: int | None, cache, device) -> torch.Tensor:
-    """Which keys each new query sees: causal, within ``window`` W if the layer is local. A
-    :class:`~mha_course.SlidingWindowCache` holds only kept keys and builds that band itself.
+def layer_mask(L: int, offset: int, window: int | None, cache: Cache | None,
+               device) -> torch.Tensor:
+    """Which keys each new query sees: causal, and within ``window`` W if the layer is local,
+    over all ``offset + L`` positions; then the cache narrows it to the keys it returned
+    (:meth:`~mha_course.cache.Cache.restrict_mask`: a ring-buffer cache keeps only the last W).
 
     Shape:
-        Returns bool (L, S), True = may attend.
+        Returns bool (L, S_kept), True = may attend.
     """
-    if isinstance(cache, SlidingWindowCache):
-        return cache.restrict_mask(None, L)  # (L, S_kept): band over the kept positions
+    S = offset + L
     if window is None:
-        return causal_mask(L, S, offset=offset, device=device)
-    return sliding_window_mask(L, S, window=window, offset=offset, device=device)
+        mask = causal_mask(L, S, offset=offset, device=device)
+    else:
+        mask = sliding_window_mask(L, S, window=window, offset=offset, device=device)
+    return mask if cache is None else cache.restrict_mask(mask, L)
 
 
 class Attention(nn.Module):
@@ -142,7 +146,7 @@ class Attention(nn.Module):
         self.scale = c.attn_scale if c.attn_scale is not None else self.D ** -0.5
         self.cap = c.attn_softcap
 
-    def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: Cache | None = None) -> torch.Tensor:
         B, L, _ = x.shape
         offset = 0 if cache is None else cache.length
         # (B, L, heads * D) -> (B, L, heads, D) -> (B, heads, L, D)
@@ -157,6 +161,6 @@ class Attention(nn.Module):
             k = apply_rope(k, pos, layout=self.layout, base=self.base)
         if cache is not None:
             k, v = cache.update(k, v)  # (B, G, L, D) -> (B, G, S, D)
-        mask = layer_mask(L, k.shape[2], offset, self.window, cache, x.device)
+        mask = layer_mask(L, offset, self.window, cache, x.device)
         out = capped_attention(q, k, v, mask, self.scale, self.cap)  # (B, H, L, D)
         return self.o_proj(out.transpose(1, 2).reshape(B, L, self.H * self.D))  # -> (B, L, E)

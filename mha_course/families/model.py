@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from .._checks import check_rank, check_tensor, shape_str
+from ..cache import Cache
 from ..kv_cache import KVCache
 from ..mla import LatentKVCache
 from ..window import SlidingWindowCache
@@ -34,7 +35,7 @@ class Block(nn.Module):
         self.post_attn_norm = make_norm(config) if config.sandwich_norm else None
         self.post_mlp_norm = make_norm(config) if config.sandwich_norm else None
 
-    def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: Cache | None = None) -> torch.Tensor:
         a = self.attn(self.attn_norm(x), cache)
         x = x + (a if self.post_attn_norm is None else self.post_attn_norm(a))
         m = self.mlp(self.mlp_norm(x))
@@ -62,13 +63,13 @@ class FamilyLM(nn.Module):
         if c.tie_weights:
             self.lm_head.weight = self.embed.weight
 
-    def new_caches(self) -> list:
+    def new_caches(self) -> list[Cache]:
         """One empty cache per layer (window layers keep only their last W keys)."""
         if self.config.attention == "mla":
             return [LatentKVCache() for _ in self.blocks]
         return [KVCache() if w is None else SlidingWindowCache(w) for w in self.config.windows]
 
-    def forward(self, ids: torch.Tensor, caches: list | None = None) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, caches: list[Cache] | None = None) -> torch.Tensor:
         check_tensor("ids", ids)
         check_rank("ids", ids, "(B, L)", rank=2)
         if ids.dtype != torch.long:
