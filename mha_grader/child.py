@@ -297,7 +297,7 @@ def _run_unit(nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu: fl
     # Forbidden APIs fail in the cells too (no answers precomputed at top level); no penalty.
     wires.armed = {n for it in nb["items"] for n in it["forbidden"]}
     for cell in nb["cells"]:
-        mark(f"cell {nb['name']} {cell['index']}")
+        mark(protocol.cell_stage(nb["name"], cell["index"]))
         _arm_cpu(cpu)
         try:
             exec(compile(cell["source"], f"<cell {cell['index']}>", "exec"), ns)
@@ -306,7 +306,7 @@ def _run_unit(nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu: fl
     wires.armed, wires.hits = set(), set()
     protocol.write_cells(out_dir, cell_errors)
     for item in nb["items"]:
-        mark(f"item {item['id']}")
+        mark(protocol.item_stage(item["id"]))
         _arm_cpu(cpu)
         status, saved = _run_item(item, ns, arrays, wires, np, torch)
         outs = ([[saved[f"c{i}_o{j}"] for j in range(n)] for i, n in enumerate(status["n_outputs"])]
@@ -357,11 +357,11 @@ def _unit_process(nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu
         if cap and not _cap_memory(cap):  # the bound can't be enforced here: fail closed
             for item in nb["items"]:
                 protocol.write_result(unit_out, item["id"], {"status": "memory limit"}, [])
-            mark(f"unit {nb['name']} end")
+            mark(protocol.unit_end_stage(nb["name"]))
             os._exit(0)
         _block_processes()
         _run_unit(nb, job, arrays, wires, mark, cpu, unit_out, np, torch)
-        mark(f"unit {nb['name']} end")
+        mark(protocol.unit_end_stage(nb["name"]))
     finally:
         os._exit(0)
 
@@ -385,14 +385,15 @@ def main(job_dir: str, out_dir: str) -> None:
     job["_base"] = base
     import numpy as np
 
+    from . import protocol
     with np.load(os.path.join(job_dir, "inputs.npz"), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     progress = os.open(os.path.join(out_dir, "progress"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
 
     def mark(stage: str) -> None:
-        os.pwrite(progress, (stage[:100].ljust(100) + "\n").encode(), 0)
+        os.pwrite(progress, (stage[:protocol.MAX_STAGE].ljust(protocol.MAX_STAGE) + "\n").encode(), 0)
 
-    mark("setup")
+    mark(protocol.SETUP)
     torch = None
     if job["needs_torch"]:
         import torch
@@ -432,7 +433,7 @@ def main(job_dir: str, out_dir: str) -> None:
             os._exit(1)
         with open(os.path.join(out_dir, "progress"), "rb") as f:
             last = f.read(101).decode("ascii", "replace").strip()
-        if os.WEXITSTATUS(status) != 0 or last != f"unit {nb['name']} end":
+        if os.WEXITSTATUS(status) != 0 or last != protocol.unit_end_stage(nb["name"]):
             os._exit(os.WEXITSTATUS(status) or 3)  # it exited inside a stage (os._exit...)
-    mark("done")
+    mark(protocol.DONE)
     os._exit(0)  # no atexit handlers, no lingering threads

@@ -237,3 +237,58 @@ def read_result(out_dir: Path, item_id: str) -> dict:
                            for j, (dt, shape) in enumerate(outs)]
                           for i, outs in enumerate(doc["outputs"])]
     return doc
+
+
+# ---------------------------------------------------------------- progress: the stage grammar
+# The child reports where it is in ONE line of ``out/progress``: ``setup``; per unit (in job
+# order) ``cell <unit> <cell index>`` for each cell, ``item <item id>`` for each item, then
+# ``unit <unit> end``; finally ``done``. The parent derives the same list from the job
+# (``stage_plan``) and accepts a stage only if it comes LATER in that list than the last one it
+# accepted: a cell that rewrites the progress it inherited can neither go back (``setup`` again,
+# its own cell again) nor name a stage of its own, so every stage gets one wall allowance at
+# most and the run as a whole at most ``len(plan)`` of them, timed by the parent's clock alone.
+
+SETUP, DONE = "setup", "done"
+MAX_STAGE = 100  # characters of one progress line
+
+
+def cell_stage(unit: str, index: int) -> str:
+    return f"cell {unit} {index}"
+
+
+def item_stage(item_id: str) -> str:
+    return f"item {item_id}"
+
+
+def unit_end_stage(unit: str) -> str:
+    return f"unit {unit} end"
+
+
+def stage_plan(spec: dict) -> list[str]:
+    """Every stage a child runs for ``spec`` (the job: ``notebooks`` of units), in order."""
+    plan = [SETUP]
+    for nb in spec["notebooks"]:
+        plan += [cell_stage(nb["name"], c["index"]) for c in nb["cells"]]
+        plan += [item_stage(it["id"]) for it in nb["items"]]
+        plan.append(unit_end_stage(nb["name"]))
+    return [*plan, DONE]
+
+
+def finished_items(plan: list[str], stage: str) -> set[str]:
+    """Item ids the harness finished before ``stage`` (an accepted stage of ``plan``)."""
+    if stage not in plan:
+        return set()
+    return {s.split(" ", 1)[1] for s in plan[:plan.index(stage)] if s.startswith("item ")}
+
+
+def parse_cell_stage(stage: str) -> tuple[str, int] | None:
+    """``(unit, cell index)`` of a ``cell`` stage, else ``None``."""
+    words = stage.split()
+    if len(words) == 3 and words[0] == "cell" and words[2].isdigit():
+        return words[1], int(words[2])
+    return None
+
+
+def parse_item_stage(stage: str) -> str | None:
+    words = stage.split()
+    return words[1] if len(words) == 2 and words[0] == "item" else None

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from . import channel, confine, isolation, protocol
+from . import channel, confine, isolation, protocol, space
 from . import compare as C
 from .child import CONFINE_FAILED
 from .feedback import cell_note
 from .items import STATIC_FORBIDDEN, Case, Dtype, Item
 from .notebook import InvalidNotebook, code_cells
-from .sandbox import Limits, run_child, stager
+from .sandbox import DISK_FULL, TAMPERED, Limits, run_child, stager
 
 Graded = tuple[list[C.ItemResult], list[str]]  # (results in item order, notes)
 
@@ -107,7 +107,12 @@ def _preload(cells: list[dict]) -> list[str]:
     return [mod for mod, words in _PRELOAD.items() if any(w in text for w in words)]
 
 
-def _why(killed: str | None, code: int | None) -> tuple[str, str]:
+def _why(killed: str | None, code: int | None, limits: Limits) -> tuple[str, str]:
+    if killed == DISK_FULL:
+        return C.DISK, (f"filled its writable space (temp: {limits.disk_mb} MiB, {limits.disk_files} "
+                        f"files; results: {limits.result_mb} MiB)")
+    if killed == TAMPERED:
+        return C.INVALID_RESULT, "the submission wrote the grader's progress file (stages out of order)"
     if code is not None and code > 128:  # bubblewrap reports a signal as 128 + its number
         code = -(code - 128)
     if killed or code == -signal.SIGXCPU:
@@ -121,25 +126,6 @@ def _why(killed: str | None, code: int | None) -> tuple[str, str]:
     if code is not None and code < 0:
         return C.CRASHED, f"the process died of signal {-code}"
     return C.CRASHED, f"the process exited here (exit code {code}: os._exit, or a crash)"
-
-
-def _finished(stage: str, todo: dict[str, list[Item]]) -> set[str]:
-    """Items the harness finished before ``stage`` (job order). A result file for any later item
-    was not written by the harness (e.g. forged by the submission before it crashed): ignored."""
-    order = [(n, it.id) for n, its in todo.items() for it in its]
-    words = stage.split()
-    if stage == "done":
-        return {i for _, i in order}
-    if len(words) == 2 and words[0] == "item":
-        ids = [i for _, i in order]
-        return set(ids[:ids.index(words[1])]) if words[1] in ids else set()
-    if len(words) == 3 and words[0] == "unit" and words[2] == "end" and words[1] in todo:
-        names = list(todo)
-        return {i for n, i in order if names.index(n) <= names.index(words[1])}
-    if len(words) == 3 and words[0] == "cell" and words[1] in todo:
-        names = list(todo)
-        return {i for n, i in order if names.index(n) < names.index(words[1])}
-    return set()
 
 
 def _units(cells: dict[str, list[dict]], items: dict[str, list[Item]]) -> dict[str, tuple[str, list[Item]]]:
@@ -193,7 +179,7 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
                for u, (_, its) in units.items()}
     dirs = {u: f"u{k}" for k, u in enumerate(units)}  # each unit's own results folder
     per_unit = confine.unit_mode(mode)
-    with tempfile.TemporaryDirectory(prefix="mha-grade-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=space.run_prefix()) as tmp:
         os.chmod(tmp, 0o711)  # mode "user": the child's uid may pass through to its own run only
         for attempt in range(sum(len(cells[n]) + len(its) + 1 for n, its in units.values()) + 1):
             todo = {u: [it for it in its if it.id not in raw] for u, (_, its) in units.items()}
@@ -228,12 +214,15 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
             try:
                 stage, killed, code = run_child(out.parent, spec, arrays, limits, deadline, mode,
                                                 pass_fds=[sk.fileno() for sk in socks.values()])
+            except BaseException:
+                space.release(out.parent)
+                raise
             finally:
                 for sk in socks.values():
                     sk.close()
                 for srv in servers.values():
                     srv.stop()
-            trusted = _finished(stage, todo)
+            trusted = protocol.finished_items(protocol.stage_plan(spec), stage)
             for u, its in todo.items():
                 n = units[u][0]
                 for it in its:
@@ -247,20 +236,32 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
                     note = cell_note(e, lines[n])
                     if note and note not in notes[n]:
                         notes[n].append(note)
+            space.release(out.parent)
+            if killed == DISK_FULL:
+                for u in todo:
+                    note = f"{_why(killed, code, limits)[1]}: the write that did not fit failed"
+                    if note not in notes[units[u][0]]:
+                        notes[units[u][0]].append(note)
             if stage == "done":  # all of todo ran; one sandbox per unit: on to the next unit
+                lost = ({"status": C.CRASHED, "parent_message": "no result"} if killed is None else
+                        dict(zip(("status", "parent_message"), _why(killed, code, limits))))
                 for its in todo.values():
                     for it in its:
-                        raw.setdefault(it.id, {"status": C.CRASHED, "parent_message": "no result"})
+                        raw.setdefault(it.id, lost)
                 continue
-            status, why = _why(killed, code)
-            words = stage.split()
-            if len(words) == 3 and words[0] == "cell" and words[1] in todo and words[2].isdigit() \
-                    and (units[words[1]][0], int(words[2])) not in skip:
-                nb = units[words[1]][0]
-                skip.add((nb, int(words[2])))
-                notes[nb].append(f"cell {words[2]}: {status} ({why}); skipped, grading went on without it")
-            elif len(words) == 2 and words[0] == "item" and words[1] in cases and words[1] not in raw:
-                raw[words[1]] = {"status": status, "parent_message": why}
+            status, why = _why(killed, code, limits)
+            cell, item = protocol.parse_cell_stage(stage), protocol.parse_item_stage(stage)
+            if killed == TAMPERED:  # learner code writes the progress: no stage can be trusted
+                for its in todo.values():
+                    for it in its:
+                        raw.setdefault(it.id, {"status": status, "parent_message": why})
+                break
+            if cell is not None and cell[0] in todo and (units[cell[0]][0], cell[1]) not in skip:
+                nb = units[cell[0]][0]
+                skip.add((nb, cell[1]))
+                notes[nb].append(f"cell {cell[1]}: {status} ({why}); skipped, grading went on without it")
+            elif item is not None and item in cases and item not in raw:
+                raw[item] = {"status": status, "parent_message": why}
             else:  # died before or outside any stage: nothing more can be learned
                 for its in todo.values():
                     for it in its:
