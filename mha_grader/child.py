@@ -156,20 +156,35 @@ def _block_processes() -> None:
 
 
 def _to_array(x, np, torch):
-    """One output -> a plain NumPy array (exact types only: no subclasses, no objects)."""
+    """One output -> a plain NumPy array (exact types only: no subclasses, no objects, a dtype of
+    the protocol's, native byte order). Anything exotic (a sparse, quantized, nested or meta
+    tensor, float8, uint32, float128...) is ``WrongType``, never a crash of the unit."""
     if torch is not None and type(x) in (torch.Tensor, torch.nn.Parameter):
-        t = torch.Tensor.detach(x).cpu()
-        if t.dtype == torch.bfloat16:
-            t = t.float()
-        if t.is_complex() or t.numel() > MAX_ELEMENTS:
-            raise WrongType("complex tensor" if t.is_complex() else "too many elements")
-        return np.array(t.numpy(), copy=True)
-    if type(x) is np.ndarray or isinstance(x, np.generic) or type(x) in (int, float, bool):
+        try:
+            special = x.layout != torch.strided or x.is_quantized or x.is_nested or x.is_meta
+        except Exception:  # noqa: BLE001 - a tensor that cannot even say what it is
+            special = True
+        if special:
+            raise WrongType("sparse or special tensor")
+        if x.is_complex() or x.numel() > MAX_ELEMENTS:
+            raise WrongType("complex tensor" if x.is_complex() else "too many elements")
+        try:
+            t = torch.Tensor.detach(x).cpu()
+            if t.dtype == torch.bfloat16:
+                t = t.float()
+            a = np.array(t.numpy(), copy=True)
+        except Exception:  # noqa: BLE001 - a dtype NumPy has no name for (float8, uint16...)
+            raise WrongType("unusual dtype") from None
+    elif type(x) is np.ndarray or isinstance(x, np.generic) or type(x) in (int, float, bool):
         a = np.array(x, copy=True)
         if a.dtype.kind not in "biuf" or a.size > MAX_ELEMENTS:
             raise WrongType("too many elements" if a.size > MAX_ELEMENTS else "object array")
-        return a
-    raise WrongType(return_kind(x))
+    else:
+        raise WrongType(return_kind(x))
+    from .protocol import DTYPES  # (imports NumPy: not before the job's sys.path is set)
+    if a.dtype.name not in DTYPES:
+        raise WrongType("unusual dtype")
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
 def _outputs(out, np, torch) -> list:

@@ -52,15 +52,15 @@ class Limits:
 
     memory_gb: float = 4.0
     item_timeout: float = 20.0
-    notebook_timeout: float = 120.0
+    notebook_timeout: float = 180.0
     cpu_seconds: int = 120
     file_mb: int = 64
     processes: int = 64
     item_cpu: float = 20.0
     student_timeout: float = 300.0
-    disk_mb: int = 256  # temp space (files, shared memory) of one child run: see space.py
+    disk_mb: int = 128  # temp space (files, shared memory) of one child run: see space.py
     disk_files: int = 4096  # files (inodes) in it, and in its results folder
-    result_mb: int = 256  # bytes of results the parent reads back per student (and per run)
+    result_mb: int = 64  # bytes of results the parent reads back per student (and per run)
 
 
 TAMPERED = "tampered"  # run_child's ``killed`` when learner code wrote the progress file
