@@ -122,7 +122,7 @@ def test_filling_the_writable_space_is_a_clear_status(tmp_path, mode, kind):
 # Run in a FRESH grader process (so its peak memory is its own): grade a class folder, print what
 # came out and the grader's peak RSS (ru_maxrss, KiB on Linux) and its RSS before grading.
 PROBE = r'''
-import json, resource, sys, time
+import json, os, resource, sys, time
 from pathlib import Path
 from mha_grader.classroom import grade_class
 from mha_grader.sandbox import Limits
@@ -132,7 +132,7 @@ start = time.monotonic()
 rows = grade_class(Path(sys.argv[1]), Path(sys.argv[2]), workers=2, seed=7, progress=False,
                    limits=Limits(item_timeout=15.0, notebook_timeout=150.0))
 res = {s: json.loads((Path(sys.argv[2]) / s / "results.json").read_text()) for s in rows}
-print("PROBE", json.dumps({"before_kib": before, "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+print("PROBE", json.dumps({"pid": os.getpid(), "before_kib": before, "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
       "seconds": time.monotonic() - start,
       "status": {s: {t["name"]: t["output"].split(":")[0] for t in r["tests"] if t["name"].startswith("ex01")}
                  for s, r in res.items()},
@@ -140,19 +140,22 @@ print("PROBE", json.dumps({"before_kib": before, "peak_kib": resource.getrusage(
                 for s, r in res.items()}}))
 '''
 
-# Every ex01 function of the hostile student returns as much as a result may be: arrays of
-# 120 MiB per case (3 cases: 360 MiB per item, under the per-item cap of 512 MiB).
-FLOOD = "\n".join(f"def {f}(*a, **k):\n    import numpy as np\n    return np.ones(15_000_000)\n"
+# Every ex01 function of the hostile student returns as much as a result may be: three arrays
+# of 56 MiB per case (under the 64 MiB file limit; up to 504 MiB per item, under the per-item
+# cap of 512 MiB; 1.7 GiB for the four items).
+FLOOD = "\n".join(f"def {f}(*a, **k):\n    import numpy as np\n"
+                  "    return tuple(np.ones(7_000_000) for _ in range(3))\n"
                   for f in ("softmax", "dot_scores", "attend", "attention_weights"))
 
 
-def _class(tmp_path, hostile: str):
-    """Three students: two hand in ex01's solution, "mallory" ex01 with ``hostile`` appended."""
+def _class(tmp_path, *hostile: str):
+    """Three students: two hand in ex01's solution, "mallory" ex01 with the ``hostile`` cells
+    appended."""
     from grading_helpers import build
     sub = tmp_path / "class"
     for s in ("alice", "bob"):
         build("ex01", sub / s / "ex01_dot_product_attention.ipynb")
-    build("ex01", sub / "mallory" / "ex01_dot_product_attention.ipynb", extra=[(-1, hostile)])
+    build("ex01", sub / "mallory" / "ex01_dot_product_attention.ipynb", extra=[(-1, h) for h in hostile])
     return sub
 
 
@@ -180,7 +183,7 @@ def _normal_graded(got: dict) -> None:
 
 
 def test_a_results_flood_costs_the_grader_a_fixed_budget(tmp_path):
-    """mallory's four items return 360 MiB each (1.4 GiB in all): the grader's peak memory grows
+    """mallory's four items return up to 504 MiB each (1.7 GiB in all): the grader's peak memory grows
     by less than 300 MiB over what it holds before grading, her items fail with a clear status,
     alice and bob are graded as usual. (Before: the parent held every item's arrays to the end.)"""
     _require_sandbox()
@@ -189,6 +192,7 @@ def test_a_results_flood_costs_the_grader_a_fixed_budget(tmp_path):
     assert not any(v == "passed" for v in got["status"]["mallory"].values()), got["status"]
     grew = (got["peak_kib"] - got["before_kib"]) / 1024
     assert grew < 300, f"the grader's peak memory grew by {grew:.0f} MiB for one flooding student"
+    print(f"results flood: grader {got['before_kib'] / 1024:.0f} -> {got['peak_kib'] / 1024:.0f} MiB")
 
 
 def test_the_budget_is_checked_before_any_array_is_read(tmp_path):
@@ -326,13 +330,15 @@ class _Cgroup:
                 time.sleep(0.1)
 
 
-HOSTILE = ("import os\ntry:\n    _bomb = b'x' * (3 << 30)  # 3 GiB: more than the whole class may use\n"
-           "except MemoryError:\n    pass\n") + "KIND = 'bytes'\n" + FILL + "\n" + FLOOD
+HOSTILE = ("_bomb = b'x' * (3 << 30)  # 3 GiB: more than the whole class may use",
+           "KIND = 'bytes'\n" + FILL, FLOOD)
 
 
-def _leftovers() -> set[str]:
+def _leftovers(pid: int | None = None) -> set[str]:
+    """The grader's temp folders (of grader ``pid``: they carry it) and every /dev/shm entry."""
     import os
-    return ({f"/tmp/{n}" for n in os.listdir("/tmp") if n.startswith(("mha-grade-", "mha-stage-", "mha-master-"))}
+    mine = ("mha-grade-", "mha-stage-", "mha-master-")
+    return ({f"/tmp/{n}" for n in os.listdir("/tmp") if n.startswith(mine) and f"-{pid}-" in n}
             | {f"/dev/shm/{n}" for n in os.listdir("/dev/shm")})
 
 
@@ -341,16 +347,16 @@ CGROUP_MB = 2048  # the class's memory (grader + children + their tmpfs pages)
 
 def test_a_hostile_student_in_a_container_sized_budget(tmp_path):
     """The grader runs in a cgroup of 2 GiB with one student who bombs memory (3 GiB), fills
-    her temp space and floods results, among two normal ones: alice and bob get full marks,
+    her temp space and floods results (three cells), among two normal ones: alice and bob get full marks,
     the grader survives (the kernel's OOM killer takes the child: oom_score_adj 1000), its peak
     memory grows by under 300 MiB, and nothing is left in /tmp or /dev/shm."""
     _require_sandbox()
     cg, why = _Cgroup.make(CGROUP_MB * 2**20)
     if cg is None:
         pytest.skip(f"no memory-limited cgroup can be made here: {why}")
-    before = _leftovers()
+    before = _leftovers()  # (no pid: the shared memory entries only)
     try:
-        got = _probe(_class(tmp_path, HOSTILE), tmp_path / "out", cgroup=cg)
+        got = _probe(_class(tmp_path, *HOSTILE), tmp_path / "out", cgroup=cg)
         peak, kills = cg.peak(), cg.oom_kills()
     finally:
         cg.remove()
@@ -359,6 +365,6 @@ def test_a_hostile_student_in_a_container_sized_budget(tmp_path):
     grew = (got["peak_kib"] - got["before_kib"]) / 1024
     assert grew < 300, f"the grader's peak memory grew by {grew:.0f} MiB"
     assert peak <= CGROUP_MB * 2**20, peak
-    assert _leftovers() <= before, _leftovers() - before
+    assert _leftovers(got["pid"]) <= before, _leftovers(got["pid"]) - before
     print(f"cgroup peak {peak / 2**20:.0f} MiB, OOM kills {kills}, grader {got['before_kib'] / 1024:.0f}"
           f" -> {got['peak_kib'] / 1024:.0f} MiB, {got['seconds']:.0f} s")
