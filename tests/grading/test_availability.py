@@ -368,3 +368,28 @@ def test_a_hostile_student_in_a_container_sized_budget(tmp_path):
     assert _leftovers(got["pid"]) <= before, _leftovers(got["pid"]) - before
     print(f"cgroup peak {peak / 2**20:.0f} MiB, OOM kills {kills}, grader {got['before_kib'] / 1024:.0f}"
           f" -> {got['peak_kib'] / 1024:.0f} MiB, {got['seconds']:.0f} s")
+
+
+def test_what_a_killed_grader_left_is_removed_on_the_next_start(tmp_path):
+    """A grader killed mid-run (SIGKILL, OOM) leaves its run folder, with its tmpfs mounted when
+    root; the next start (``space.sweep_stale``) unmounts and removes it, and leaves a live
+    grader's folders alone."""
+    import os
+    import subprocess
+
+    from mha_grader import space
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    dead = proc.pid  # a pid that has just exited
+    stale = tmp_path / f"mha-grade-{dead}-abc"
+    (stale / "run0" / "out").mkdir(parents=True)
+    if space.can_mount():
+        space._mount_tmpfs(str(stale / "run0" / "out"), 2**20, 64, "0700")
+        (stale / "run0" / "out" / "x").write_text("left behind")
+    live = tmp_path / f"mha-grade-{os.getpid()}-def"
+    live.mkdir()
+    odd = tmp_path / "mha-stage-12345678"  # a mkdtemp name without a pid: never touched
+    odd.mkdir()
+    assert space.sweep_stale(str(tmp_path)) == [str(stale)]
+    assert not stale.exists() and live.exists() and odd.exists()
+    assert not any(str(tmp_path) in line for line in open("/proc/self/mounts"))
