@@ -1,9 +1,10 @@
 """Grade one student's submission (one or more notebooks) in ONE sandboxed child at a time.
 
-The parent reads each notebook as JSON, makes the cases from the seed, sends the child only
-inputs (never references), and judges what comes back. When a cell or an item hangs or kills
-the child, that stage gets its status (timeout / crashed / memory limit), and a fresh child runs
-the rest without it, so every other item is still graded.
+The parent has each notebook read (as JSON, never run) in a limited process (``scan.py``), makes
+the cases from the seed, sends the child only inputs (never references), and judges what comes
+back, item by item, as soon as it is read (steps: ``grade_submission``'s docstring). When a
+cell or an item hangs or kills the child, that stage gets its status (timeout / crashed / memory
+limit), and a fresh child runs the rest without it, so every other item is still graded.
 """
 
 from __future__ import annotations

@@ -92,6 +92,9 @@ def _limit(cpu: int):
 def scan(engine: str, notebooks: dict[str, str], distinctive: set[str], wall: float) -> dict:
     """``{name: {"cells": [...], "uses": [...]} | {"error": why}}``; ``ScanFailed`` past ``wall``
     seconds or ``MEMORY_MB`` (the caller refuses the notebooks: "invalid notebook")."""
+    if os.name != "posix":
+        raise RuntimeError("grading a saved notebook needs Linux or macOS (resource limits); on "
+                           "Windows use WSL, or check('exNN') in the notebook")
     job = json.dumps({"notebooks": notebooks, "distinctive": sorted(distinctive)})
     proc = subprocess.Popen([os.path.realpath(sys.executable), "-I", "-S", "-c", _BOOT, engine, job],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
