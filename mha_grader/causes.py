@@ -3,8 +3,9 @@
 Two chains a learner meets (issue 23, "Feedback when one error causes others"):
 
 - A cell that does not compile (``SyntaxError``) or stops part-way defines nothing after that
-  point, so its functions are "missing". The parent compiles each cell itself (it never RUNS
-  them) and reports the cell, the line and the parser's message; an item whose function is
+  point, so its functions are "missing". For a saved notebook the limited scanner
+  (``scan.py``) compiles each cell (never runs it) — the grading process parses no untrusted
+  text itself — and the parent reports the cell, the line and the parser's message; an item whose function is
   defined in such a cell is told so instead of "was it renamed or deleted?".
 - An item whose function calls an earlier item's function (ex01's ``attend`` calls the
   learner's ``softmax``) fails whenever that one does. Which functions an item reaches is
@@ -12,14 +13,13 @@ Two chains a learner meets (issue 23, "Feedback when one error causes others"):
   theirs in turn); ``Item.uses`` (declared by the chapter) is the fallback when the learner's
   code cannot be read. A failing item that reaches a failing earlier item says so first.
 
-Everything here runs in the parent, on the notebook's text (or, for the in-kernel check, on the
-functions' code objects); every word is the parent's, as in ``feedback.py``. The parser's
+Everything here runs in the parent, on what the scanner found (or, for the in-kernel check, on
+the kernel's cells and the functions' code objects); every word is the parent's, as in ``feedback.py``. The parser's
 message is about the learner's own source, so it carries nothing the learner does not have.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 import types
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,50 +28,18 @@ from typing import Any
 
 from .compare import MISSING_FUNCTION, ItemResult
 from .items import Item
+from .scan import (  # parsing runs in the limited scanner for a saved notebook
+    call_graph,
+    syntax_errors,
+)
 
-_DEF = r"^\s*(?:async\s+)?(?:def|class)\s+{}\b"
-_PARSER_MESSAGE = re.compile(r"^[\w\s'\"()\[\]{}:;,.=!?<>+*/%&|^~@#-]{1,120}$")
-
-
-def syntax_errors(cells: Sequence[dict]) -> dict[int, dict[str, Any]]:
-    """Cell index -> ``{"exception", "line", "message"}`` for every cell that does not compile."""
-    out = {}
-    for cell in cells:
-        try:
-            compile(cell["source"], f"<cell {cell['index']}>", "exec", dont_inherit=True)
-        except (SyntaxError, ValueError) as e:  # ValueError: a NUL byte in the source
-            name = type(e).__name__ if isinstance(e, SyntaxError) else "SyntaxError"
-            msg = e.msg if isinstance(e, SyntaxError) and isinstance(e.msg, str) else "source cannot be compiled"
-            line = e.lineno if isinstance(e, SyntaxError) and isinstance(e.lineno, int) else None
-            out[cell["index"]] = {"exception": name, "line": line,
-                                  "message": msg if _PARSER_MESSAGE.match(msg) else "invalid syntax"}
-        except (RecursionError, MemoryError, OverflowError):
-            out[cell["index"]] = {"exception": "SyntaxError", "line": None, "message": "source too deeply nested"}
-    return out
+_DEF = r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+{}\b"  # one line: linear time on any text
 
 
 def syntax_note(index: int, err: dict[str, Any]) -> str:
     """``cell 4: SyntaxError at line 3 ('(' was never closed): nothing in this cell ran``."""
     at = f" at line {err['line']}" if err.get("line") else ""
     return f"cell {index}: {err['exception']}{at} ({err['message']}): nothing in this cell ran"
-
-
-def _loaded_names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
-def call_graph(cells: Sequence[dict]) -> dict[str, set[str]]:
-    """Top-level function/class name -> the names its body loads (all its definitions together)."""
-    graph: dict[str, set[str]] = {}
-    for cell in cells:
-        try:
-            tree = ast.parse(cell["source"])
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                graph.setdefault(node.name, set()).update(_loaded_names(node))
-    return graph
 
 
 def namespace_graph(namespace: Mapping[str, Any]) -> dict[str, set[str]]:
@@ -120,14 +88,15 @@ def _task(item_id: str) -> str:
 
 
 def explain(results: list[ItemResult], notes: list[str], items: Sequence[Item], *,
-            cells: Sequence[dict] | None = None, graph: Mapping[str, set[str]] | None = None
+            cells: Sequence[dict] | None = None, graph: Mapping[str, set[str]] | None = None,
+            syntax: Mapping[int, dict[str, Any]] | None = None,
             ) -> tuple[list[ItemResult], list[str]]:
     """Put root causes first: a cell that does not compile (its note first, with its line and
     message), a function missing because its cell failed, an item failing because an earlier
     item's function it reaches fails. ``cells``: the notebook's graded cells (``code_cells``);
     ``graph``: a call graph when there are no cells (the in-kernel check)."""
     cells = list(cells or [])
-    bad = syntax_errors(cells)
+    bad = syntax_errors(cells) if syntax is None else dict(syntax)  # the scanner's, if given
     broken_notes = [syntax_note(i, e) for i, e in bad.items()]
     # the child's own note on such a cell ("cell 4: raised SyntaxError") says less: replaced
     rest = [n for n in notes if not any(n.startswith(f"cell {i}: ") for i in bad)]

@@ -156,20 +156,35 @@ def _block_processes() -> None:
 
 
 def _to_array(x, np, torch):
-    """One output -> a plain NumPy array (exact types only: no subclasses, no objects)."""
+    """One output -> a plain NumPy array (exact types only: no subclasses, no objects, a dtype of
+    the protocol's, native byte order). Anything exotic (a sparse, quantized, nested or meta
+    tensor, float8, uint32, float128...) is ``WrongType``, never a crash of the unit."""
     if torch is not None and type(x) in (torch.Tensor, torch.nn.Parameter):
-        t = torch.Tensor.detach(x).cpu()
-        if t.dtype == torch.bfloat16:
-            t = t.float()
-        if t.is_complex() or t.numel() > MAX_ELEMENTS:
-            raise WrongType("complex tensor" if t.is_complex() else "too many elements")
-        return np.array(t.numpy(), copy=True)
-    if type(x) is np.ndarray or isinstance(x, np.generic) or type(x) in (int, float, bool):
+        try:
+            special = x.layout != torch.strided or x.is_quantized or x.is_nested or x.is_meta
+        except Exception:  # noqa: BLE001 - a tensor that cannot even say what it is
+            special = True
+        if special:
+            raise WrongType("sparse or special tensor")
+        if x.is_complex() or x.numel() > MAX_ELEMENTS:
+            raise WrongType("complex tensor" if x.is_complex() else "too many elements")
+        try:
+            t = torch.Tensor.detach(x).cpu()
+            if t.dtype == torch.bfloat16:
+                t = t.float()
+            a = np.array(t.numpy(), copy=True)
+        except Exception:  # noqa: BLE001 - a dtype NumPy has no name for (float8, uint16...)
+            raise WrongType("unusual dtype") from None
+    elif type(x) is np.ndarray or isinstance(x, np.generic) or type(x) in (int, float, bool):
         a = np.array(x, copy=True)
         if a.dtype.kind not in "biuf" or a.size > MAX_ELEMENTS:
             raise WrongType("too many elements" if a.size > MAX_ELEMENTS else "object array")
-        return a
-    raise WrongType(return_kind(x))
+    else:
+        raise WrongType(return_kind(x))
+    from .protocol import DTYPES  # (imports NumPy: not before the job's sys.path is set)
+    if a.dtype.name not in DTYPES:
+        raise WrongType("unusual dtype")
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
 def _outputs(out, np, torch) -> list:
@@ -297,7 +312,7 @@ def _run_unit(nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu: fl
     # Forbidden APIs fail in the cells too (no answers precomputed at top level); no penalty.
     wires.armed = {n for it in nb["items"] for n in it["forbidden"]}
     for cell in nb["cells"]:
-        mark(f"cell {nb['name']} {cell['index']}")
+        mark(protocol.cell_stage(nb["name"], cell["index"]))
         _arm_cpu(cpu)
         try:
             exec(compile(cell["source"], f"<cell {cell['index']}>", "exec"), ns)
@@ -306,7 +321,7 @@ def _run_unit(nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu: fl
     wires.armed, wires.hits = set(), set()
     protocol.write_cells(out_dir, cell_errors)
     for item in nb["items"]:
-        mark(f"item {item['id']}")
+        mark(protocol.item_stage(item["id"]))
         _arm_cpu(cpu)
         status, saved = _run_item(item, ns, arrays, wires, np, torch)
         outs = ([[saved[f"c{i}_o{j}"] for j in range(n)] for i, n in enumerate(status["n_outputs"])]
@@ -357,11 +372,11 @@ def _unit_process(nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu
         if cap and not _cap_memory(cap):  # the bound can't be enforced here: fail closed
             for item in nb["items"]:
                 protocol.write_result(unit_out, item["id"], {"status": "memory limit"}, [])
-            mark(f"unit {nb['name']} end")
+            mark(protocol.unit_end_stage(nb["name"]))
             os._exit(0)
         _block_processes()
         _run_unit(nb, job, arrays, wires, mark, cpu, unit_out, np, torch)
-        mark(f"unit {nb['name']} end")
+        mark(protocol.unit_end_stage(nb["name"]))
     finally:
         os._exit(0)
 
@@ -385,14 +400,15 @@ def main(job_dir: str, out_dir: str) -> None:
     job["_base"] = base
     import numpy as np
 
+    from . import protocol
     with np.load(os.path.join(job_dir, "inputs.npz"), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     progress = os.open(os.path.join(out_dir, "progress"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
 
     def mark(stage: str) -> None:
-        os.pwrite(progress, (stage[:100].ljust(100) + "\n").encode(), 0)
+        os.pwrite(progress, (stage[:protocol.MAX_STAGE].ljust(protocol.MAX_STAGE) + "\n").encode(), 0)
 
-    mark("setup")
+    mark(protocol.SETUP)
     torch = None
     if job["needs_torch"]:
         import torch
@@ -432,7 +448,7 @@ def main(job_dir: str, out_dir: str) -> None:
             os._exit(1)
         with open(os.path.join(out_dir, "progress"), "rb") as f:
             last = f.read(101).decode("ascii", "replace").strip()
-        if os.WEXITSTATUS(status) != 0 or last != f"unit {nb['name']} end":
+        if os.WEXITSTATUS(status) != 0 or last != protocol.unit_end_stage(nb["name"]):
             os._exit(os.WEXITSTATUS(status) or 3)  # it exited inside a stage (os._exit...)
-    mark("done")
+    mark(protocol.DONE)
     os._exit(0)  # no atexit handlers, no lingering threads

@@ -34,10 +34,12 @@ CRASHED = "crashed"
 INVALID_NOTEBOOK = "invalid notebook"
 MISSING_NOTEBOOK = "missing notebook"
 INVALID_RESULT = "invalid result"  # the child's result broke the protocol (mha_grader/protocol.py)
+DISK = "disk limit"  # the child filled its sized writable space (mha_grader/space.py)
 REJECTED = "rejected"  # the class layout was refused (a symlinked folder, a hard-linked notebook...)
 # What a child may report (anything else is "crashed"), and what only the parent decides.
 CHILD_STATUSES = frozenset({NOT_IMPLEMENTED, MISSING_FUNCTION, ERROR, FORBIDDEN, MEMORY, WRONG_TYPE})
-PARENT_STATUSES = frozenset({TIMEOUT, CRASHED, INVALID_NOTEBOOK, MISSING_NOTEBOOK, INVALID_RESULT, REJECTED})
+PARENT_STATUSES = frozenset({TIMEOUT, CRASHED, INVALID_NOTEBOOK, MISSING_NOTEBOOK, INVALID_RESULT, REJECTED,
+                             DISK})
 
 
 @dataclass

@@ -24,7 +24,8 @@ BUILTIN_EXCEPTIONS = frozenset(n for n, v in vars(builtins).items()
 # What a wrong return may be described as (the child picks one; built-in type names also pass).
 RETURN_KINDS = frozenset({"tensor subclass", "array subclass", "complex tensor", "complex array",
                           "too many elements", "too many outputs", "object array", "class from the notebook",
-                          "torch.Tensor", "numpy.ndarray"})
+                          "torch.Tensor", "numpy.ndarray", "sparse or special tensor",
+                          "unusual dtype"})
 MAX_LINE = 100_000
 
 

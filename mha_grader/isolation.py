@@ -153,14 +153,26 @@ def _system_binds() -> list[str]:
     return args
 
 
+def _scratch(binds: dict[str, str] | None, size: int) -> list[str]:
+    """``/tmp`` and ``/dev/shm``: the given (sized) folders, else tmpfs of ``size`` bytes."""
+    args: list[str] = []
+    for target in ("/tmp", "/dev/shm"):
+        if binds and target in binds:
+            args += ["--bind", binds[target], target]
+        else:
+            args += [*(["--size", str(size)] if size else []), "--tmpfs", target]
+    return args
+
+
 def bwrap_argv(python: str, read_only: list[str], writable: list[str], env: dict[str, str],
-               info_fd: int) -> list[str]:
-    """The bubblewrap command line, up to (not including) the command to run inside."""
+               info_fd: int, scratch: dict[str, str] | None = None, size: int = 0) -> list[str]:
+    """The bubblewrap command line, up to (not including) the command to run inside. ``scratch``
+    / ``size``: what ``/tmp`` and ``/dev/shm`` are (see ``space.py``); ``/`` and ``/dev`` are
+    read-only, so nothing else inside is writable."""
     args = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent",
             "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--hostname", "grading", "--clearenv", "--info-fd", str(info_fd),
-            *_system_binds(), "--proc", "/proc", "--dev", "/dev",
-            "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+            *_system_binds(), "--proc", "/proc", "--dev", "/dev", *_scratch(scratch, size)]
     runtime = [sys.base_prefix, sys.prefix] if sys.prefix != sys.base_prefix else [sys.prefix]
     seen = set()
     for p in [*runtime, os.path.dirname(os.path.dirname(python)), *read_only]:
@@ -175,7 +187,7 @@ def bwrap_argv(python: str, read_only: list[str], writable: list[str], env: dict
         args += ["--bind", p, p]
     for k, v in env.items():
         args += ["--setenv", k, v]
-    return [*args, "--chdir", "/tmp", "--"]
+    return [*args, "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp", "--"]
 
 
 # ------------------------------------------------------------------------- the dedicated user

@@ -116,18 +116,24 @@ def read_cells(unit: Path, limit: int = 50) -> list:
         return []
     return doc[:limit] if isinstance(doc, list) else []
 
-def _read_capped(path: Path, cap: int) -> bytes:
-    """Bytes of a regular file opened without following a link; ``Invalid`` if larger than ``cap``."""
+def _open_regular(path: Path, cap: int) -> int:
+    """A descriptor of a regular file of at most ``cap`` bytes, opened without following a link."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
         raise Invalid(f"cannot open {path.name} ({type(e).__name__})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
+        os.close(fd)
+        raise Invalid(f"{path.name} is not a regular file" if not stat.S_ISREG(st.st_mode)
+                      else f"{path.name} is larger than {cap} bytes")
+    return fd
+
+
+def _read_capped(path: Path, cap: int) -> bytes:
+    """Bytes of a regular file opened without following a link; ``Invalid`` if larger than ``cap``."""
+    fd = _open_regular(path, cap)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise Invalid(f"{path.name} is not a regular file")
-        if st.st_size > cap:
-            raise Invalid(f"{path.name} is larger than {cap} bytes")
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(cap + 1)
         if len(data) > cap:
@@ -188,7 +194,15 @@ def parse_status(raw: bytes) -> dict:
 def read_array(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     """A raw ``.npy`` whose header must say exactly ``dtype``/``shape``, C order, no extra bytes."""
     nbytes = math.prod(shape) * dtype.itemsize
-    data = _read_capped(path, nbytes + 65536 + 16)
+    fd = _open_regular(path, nbytes + 65536 + 16)
+    try:
+        return _read_array(fd, path, dtype, shape, nbytes)
+    finally:
+        os.close(fd)
+
+
+def _read_array(fd: int, path: Path, dtype: np.dtype, shape: tuple[int, ...], nbytes: int) -> np.ndarray:
+    data = os.pread(fd, 65536 + 16, 0)  # the header (the body is read straight into the array)
     if data[:6] != b"\x93NUMPY" or len(data) < 10:
         raise Invalid(f"{path.name}: not an .npy file")
     major = data[6]
@@ -215,14 +229,23 @@ def read_array(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarra
         raise Invalid(f"{path.name}: unknown dtype") from None
     if got != dtype or got.hasobject or tuple(meta["shape"]) != shape:
         raise Invalid(f"{path.name}: header differs from the declared dtype/shape")
-    body = data[start + hlen:]
-    if len(body) != nbytes:
-        raise Invalid(f"{path.name}: {len(body)} data bytes, expected {nbytes}")
-    return np.frombuffer(body, dtype=got).reshape(shape).copy()
+    size = os.fstat(fd).st_size - (start + hlen)
+    if size != nbytes:
+        raise Invalid(f"{path.name}: {size} data bytes, expected {nbytes}")
+    arr = np.empty(shape, dtype=got)
+    view, done = memoryview(arr.reshape(-1).view(np.uint8)), 0
+    while done < nbytes:
+        n = os.preadv(fd, [view[done:]], start + hlen + done)
+        if n <= 0:
+            raise Invalid(f"{path.name}: shorter than its header says")
+        done += n
+    return arr
 
 
-def read_result(out_dir: Path, item_id: str) -> dict:
-    """An item's result as ``{"status", details..., "outputs": [[arrays]]}``; ``Invalid`` if broken.
+def read_result(out_dir: Path, item_id: str, budget: int | None = None) -> dict:
+    """An item's result as ``{"status", details..., "outputs": [[arrays]]}``; ``Invalid`` if broken
+    or if its arrays declare more than ``budget`` bytes (what is left of the student's budget:
+    checked BEFORE any array is read).
 
     Raises ``FileNotFoundError`` when the child wrote nothing for the item.
     """
@@ -232,8 +255,68 @@ def read_result(out_dir: Path, item_id: str) -> dict:
     if not os.path.lexists(js):
         raise FileNotFoundError(js)
     doc = parse_status(_read_capped(js, MAX_STATUS_BYTES))
+    if doc["status"] == "ok" and budget is not None:
+        total = sum(math.prod(shape) * dt.itemsize for outs in doc["outputs"] for dt, shape in outs)
+        if total > budget:
+            raise Invalid(f"its arrays declare {total} bytes, more than the {max(budget, 0)} left of "
+                          "the student's budget for results")
     if doc["status"] == "ok":
         doc["outputs"] = [[read_array(out_dir / array_name(item_id, i, j), dt, shape)
                            for j, (dt, shape) in enumerate(outs)]
                           for i, outs in enumerate(doc["outputs"])]
     return doc
+
+
+# ---------------------------------------------------------------- progress: the stage grammar
+# The child reports where it is in ONE line of ``out/progress``: ``setup``; per unit (in job
+# order) ``cell <unit> <cell index>`` for each cell, ``item <item id>`` for each item, then
+# ``unit <unit> end``; finally ``done``. The parent derives the same list from the job
+# (``stage_plan``) and accepts a stage only if it comes LATER in that list than the last one it
+# accepted: a cell that rewrites the progress it inherited can neither go back (``setup`` again,
+# its own cell again) nor name a stage of its own, so every stage gets one wall allowance at
+# most and the run as a whole at most ``len(plan)`` of them, timed by the parent's clock alone.
+
+SETUP, DONE = "setup", "done"
+MAX_STAGE = 100  # characters of one progress line
+
+
+def cell_stage(unit: str, index: int) -> str:
+    return f"cell {unit} {index}"
+
+
+def item_stage(item_id: str) -> str:
+    return f"item {item_id}"
+
+
+def unit_end_stage(unit: str) -> str:
+    return f"unit {unit} end"
+
+
+def stage_plan(spec: dict) -> list[str]:
+    """Every stage a child runs for ``spec`` (the job: ``notebooks`` of units), in order."""
+    plan = [SETUP]
+    for nb in spec["notebooks"]:
+        plan += [cell_stage(nb["name"], c["index"]) for c in nb["cells"]]
+        plan += [item_stage(it["id"]) for it in nb["items"]]
+        plan.append(unit_end_stage(nb["name"]))
+    return [*plan, DONE]
+
+
+def finished_items(plan: list[str], stage: str) -> set[str]:
+    """Item ids the harness finished before ``stage`` (an accepted stage of ``plan``)."""
+    if stage not in plan:
+        return set()
+    return {s.split(" ", 1)[1] for s in plan[:plan.index(stage)] if s.startswith("item ")}
+
+
+def parse_cell_stage(stage: str) -> tuple[str, int] | None:
+    """``(unit, cell index)`` of a ``cell`` stage, else ``None``."""
+    words = stage.split()
+    if len(words) == 3 and words[0] == "cell" and words[2].isdigit():
+        return words[1], int(words[2])
+    return None
+
+
+def parse_item_stage(stage: str) -> str | None:
+    words = stage.split()
+    return words[1] if len(words) == 2 and words[0] == "item" else None

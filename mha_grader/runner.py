@@ -1,14 +1,14 @@
 """Grade one student's submission (one or more notebooks) in ONE sandboxed child at a time.
 
-The parent reads each notebook as JSON, makes the cases from the seed, sends the child only
-inputs (never references), and judges what comes back. When a cell or an item hangs or kills
-the child, that stage gets its status (timeout / crashed / memory limit), and a fresh child runs
-the rest without it, so every other item is still graded.
+The parent has each notebook read (as JSON, never run) in a limited process (``scan.py``), makes
+the cases from the seed, sends the child only inputs (never references), and judges what comes
+back, item by item, as soon as it is read (steps: ``grade_submission``'s docstring). When a
+cell or an item hangs or kills the child, that stage gets its status (timeout / crashed / memory
+limit), and a fresh child runs the rest without it, so every other item is still graded.
 """
 
 from __future__ import annotations
 
-import ast
 import os
 import signal
 import tempfile
@@ -17,34 +17,22 @@ from pathlib import Path
 
 import numpy as np
 
-from . import causes, channel, confine, isolation, protocol
+from . import channel, confine, isolation, protocol, space
 from . import compare as C
 from .child import CONFINE_FAILED
 from .feedback import cell_note
 from .items import STATIC_FORBIDDEN, Case, Dtype, Item
-from .notebook import InvalidNotebook, code_cells
-from .sandbox import Limits, run_child, stager
-
-Graded = tuple[list[C.ItemResult], list[str]]  # (results in item order, notes)
+from .plan import Graded, Plan
+from .sandbox import DISK_FULL, TAMPERED, Limits, run_child, stager
+from .scan import ScanFailed, scan, used_names
 
 
 def static_forbidden(cells: list[dict], names: set[str]) -> set[str]:
     """Forbidden distinctive names used in the source (attribute, import, name or exact string)."""
-    used: set[str] = set()
-    for cell in cells:
-        try:
-            tree = ast.parse(cell["source"])
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute):
-                used.add(node.attr)
-            elif isinstance(node, ast.ImportFrom):
-                used.update(a.name for a in node.names)
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                used.add(node.id)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                used.add(node.value)
+    return _banned(used_names(cells), names)
+
+
+def _banned(used: set[str], names: set[str]) -> set[str]:
     return {n for n in names if n.rsplit(".", 1)[-1] in used & STATIC_FORBIDDEN}
 
 
@@ -66,22 +54,6 @@ def encode_cases(item: Item, cases: list[Case], arrays: dict) -> list[list[dict]
                 spec.append({"value": v})
         out.append(spec)
     return out
-
-
-def _read_child_result(out: Path, unit: str, item: Item) -> dict | None:
-    """The item's result by the protocol, from ITS unit's folder ``out/<unit>``; ``None`` if the
-    child wrote none, ``invalid result`` if what it wrote breaks the protocol (forged, truncated,
-    oversized, compressed, a link...)."""
-    where = protocol.unit_dir(out, unit)
-    if where is None:
-        return None if not os.path.lexists(out / unit) else {
-            "status": C.INVALID_RESULT, "parent_message": "the result breaks the protocol: not a folder"}
-    try:
-        return protocol.read_result(where, item.id)  # only the protocol's fields; no free text
-    except FileNotFoundError:
-        return None
-    except protocol.Invalid as e:
-        return {"status": C.INVALID_RESULT, "parent_message": f"the result breaks the protocol: {e}"[:300]}
 
 
 def _servers(todo: dict[str, list[Item]], cases: dict[str, list[Case]]) -> dict[str, channel.Server]:
@@ -107,7 +79,12 @@ def _preload(cells: list[dict]) -> list[str]:
     return [mod for mod, words in _PRELOAD.items() if any(w in text for w in words)]
 
 
-def _why(killed: str | None, code: int | None) -> tuple[str, str]:
+def _why(killed: str | None, code: int | None, limits: Limits) -> tuple[str, str]:
+    if killed == DISK_FULL:
+        return C.DISK, (f"filled its writable space (temp: {limits.disk_mb} MiB, {limits.disk_files} "
+                        f"files; results: {limits.result_mb} MiB)")
+    if killed == TAMPERED:
+        return C.INVALID_RESULT, "the submission wrote the grader's progress file (stages out of order)"
     if code is not None and code > 128:  # bubblewrap reports a signal as 128 + its number
         code = -(code - 128)
     if killed or code == -signal.SIGXCPU:
@@ -121,25 +98,6 @@ def _why(killed: str | None, code: int | None) -> tuple[str, str]:
     if code is not None and code < 0:
         return C.CRASHED, f"the process died of signal {-code}"
     return C.CRASHED, f"the process exited here (exit code {code}: os._exit, or a crash)"
-
-
-def _finished(stage: str, todo: dict[str, list[Item]]) -> set[str]:
-    """Items the harness finished before ``stage`` (job order). A result file for any later item
-    was not written by the harness (e.g. forged by the submission before it crashed): ignored."""
-    order = [(n, it.id) for n, its in todo.items() for it in its]
-    words = stage.split()
-    if stage == "done":
-        return {i for _, i in order}
-    if len(words) == 2 and words[0] == "item":
-        ids = [i for _, i in order]
-        return set(ids[:ids.index(words[1])]) if words[1] in ids else set()
-    if len(words) == 3 and words[0] == "unit" and words[2] == "end" and words[1] in todo:
-        names = list(todo)
-        return {i for n, i in order if names.index(n) <= names.index(words[1])}
-    if len(words) == 3 and words[0] == "cell" and words[1] in todo:
-        names = list(todo)
-        return {i for n, i in order if names.index(n) < names.index(words[1])}
-    return set()
 
 
 def _units(cells: dict[str, list[dict]], items: dict[str, list[Item]]) -> dict[str, tuple[str, list[Item]]]:
@@ -161,6 +119,12 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
                      ) -> dict[str, Graded]:
     """Grade several notebooks of one student: ``{name: path}``, ``{name: items}`` -> ``{name: graded}``.
 
+    The steps (see the package docstring): 1. plan (``_plan``: read the notebooks in a limited
+    process, make the cases, group items into units); then, until every item is settled or the
+    student's deadline passes: 2. run a child on what is left (``_run``), 3. read back and
+    4. judge each item the child finished, at once (``_read_back``), 5. learn from where the
+    child stopped (``_after``: skip a cell, blame an item, or stop).
+
     A unit holding an item with a ``memory_mb`` bound gets its address space capped by the
     kernel before any submission code runs (see ``Item.memory_mb`` and ``child._cap_memory``).
 
@@ -169,110 +133,168 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
     """
     limits = limits or Limits()
     mode = isolation_mode or isolation.choose(allow_none=True)
-    notes: dict[str, list[str]] = {n: [] for n in notebooks}
-    cells: dict[str, list[dict]] = {}
-    raw: dict[str, dict] = {}
-    for name, path in notebooks.items():
-        try:
-            cells[name] = code_cells(path)
-        except InvalidNotebook as e:
-            notes[name].append(str(e))
-            for it in items[name]:
-                raw[it.id] = {"status": C.INVALID_NOTEBOOK, "parent_message": str(e)}
-    cases = {it.id: it.cases(seed) for name in notebooks for it in items[name]}
-    # cell index -> its number of lines: a line the child reports must be one of them
-    lines = {name: {c["index"]: c["source"].count("\n") + 1 for c in cs} for name, cs in cells.items()}
-    banned = {name: static_forbidden(cells[name], {f for it in items[name] for f in it.forbidden})
-              for name in cells}
-    skip: set[tuple[str, int]] = set()
-    # One wall deadline per student (restarts included): sleeping cannot stretch it.
-    deadline = time.monotonic() + min(limits.student_timeout,
-                                      limits.notebook_timeout * max(1, len(cells)))
-    units = _units(cells, items)
-    courses = {u: str(stager().course({f for it in its for f in it.forbidden}))
-               for u, (_, its) in units.items()}
-    dirs = {u: f"u{k}" for k, u in enumerate(units)}  # each unit's own results folder
-    per_unit = confine.unit_mode(mode)
-    with tempfile.TemporaryDirectory(prefix="mha-grade-") as tmp:
+    plan = _plan(notebooks, items, seed, limits)
+    one_unit = confine.unit_mode(mode) == "sandbox"  # no Landlock here: one sandbox per unit
+    with tempfile.TemporaryDirectory(prefix=space.run_prefix()) as tmp:
         os.chmod(tmp, 0o711)  # mode "user": the child's uid may pass through to its own run only
-        for attempt in range(sum(len(cells[n]) + len(its) + 1 for n, its in units.values()) + 1):
-            todo = {u: [it for it in its if it.id not in raw] for u, (_, its) in units.items()}
-            todo = {u: its for u, its in todo.items() if its}
-            if per_unit == "sandbox":  # no Landlock here: one sandbox per unit
-                todo = dict(list(todo.items())[:1])
+        for attempt in range(plan.max_runs()):
+            todo = plan.todo(one_unit)
             if not todo:
                 break
-            if time.monotonic() > deadline:
-                for its in todo.values():
-                    for it in its:
-                        raw[it.id] = {"status": C.TIMEOUT, "parent_message": "the submission ran out of time"}
+            if time.monotonic() > plan.deadline:
+                plan.settle_all(todo, C.TIMEOUT, "the submission ran out of time")
                 break
-            arrays: dict[str, np.ndarray] = {}
-            servers = _servers(todo, cases)  # the parent's side of the evidence channels
-            socks = {u: srv.start() for u, srv in servers.items()}
-            spec = {"needs_torch": any(it.framework == "torch" or any(
-                                           not f.startswith("mha_course.") for f in it.forbidden)
-                                       for its in todo.values() for it in its),
-                    "preload": _preload([c for u in todo for c in cells[units[u][0]]]),
-                    "sys_path": isolation.site_packages(), "item_cpu": limits.item_cpu,
-                    "confine": per_unit == "landlock",
-                    "read_only": sorted({courses[n] for n in todo}),
-                    "notebooks": [{"name": u, "dir": dirs[u], "course": courses[u],
-                                   "channel_fd": socks[u].fileno() if u in socks else None,
-                                   "cells": [c for c in cells[units[u][0]] if (units[u][0], c["index"]) not in skip],
-                                   "items": [{**it.child_spec(), "cases": encode_cases(it, cases[it.id], arrays),
-                                              "static_forbidden": sorted(banned[units[u][0]] & set(it.forbidden))}
-                                             for it in its]}
-                                  for u, its in todo.items()]}
-            out = Path(tmp) / f"run{attempt}" / "out"
+            root = Path(tmp) / f"run{attempt}"
             try:
-                stage, killed, code = run_child(out.parent, spec, arrays, limits, deadline, mode,
-                                                pass_fds=[sk.fileno() for sk in socks.values()])
+                spec, servers, (stage, killed, code) = _run(plan, todo, root, limits, mode)
+                _read_back(plan, todo, root / "out", servers, protocol.stage_plan(spec), stage)
             finally:
-                for sk in socks.values():
-                    sk.close()
-                for srv in servers.values():
-                    srv.stop()
-            trusted = _finished(stage, todo)
-            for u, its in todo.items():
-                n = units[u][0]
-                for it in its:
-                    res = _read_child_result(out, dirs[u], it) if it.id in trusted else None
-                    if res is not None and it.service is not None:
-                        res = servers[u].finish(it.id, res)  # judged on the parent's evidence
-                    if res is not None:
-                        raw[it.id] = res
-                where = protocol.unit_dir(out, dirs[u])
-                for e in protocol.read_cells(where) if where is not None else []:
-                    note = cell_note(e, lines[n])
-                    if note and note not in notes[n]:
-                        notes[n].append(note)
-            if stage == "done":  # all of todo ran; one sandbox per unit: on to the next unit
-                for its in todo.values():
-                    for it in its:
-                        raw.setdefault(it.id, {"status": C.CRASHED, "parent_message": "no result"})
-                continue
-            status, why = _why(killed, code)
-            words = stage.split()
-            if len(words) == 3 and words[0] == "cell" and words[1] in todo and words[2].isdigit() \
-                    and (units[words[1]][0], int(words[2])) not in skip:
-                nb = units[words[1]][0]
-                skip.add((nb, int(words[2])))
-                notes[nb].append(f"cell {words[2]}: {status} ({why}); skipped, grading went on without it")
-            elif len(words) == 2 and words[0] == "item" and words[1] in cases and words[1] not in raw:
-                raw[words[1]] = {"status": status, "parent_message": why}
-            else:  # died before or outside any stage: nothing more can be learned
-                for its in todo.values():
-                    for it in its:
-                        raw.setdefault(it.id, {"status": status, "parent_message": f"{why} before grading"})
+                space.release(root)
+            if not _after(plan, todo, stage, killed, code, limits):
                 break
-    graded = {}
-    for name in notebooks:
-        results = [C.judge(it, cases[it.id], raw.get(it.id, {"status": C.CRASHED, "parent_message": "no result"}),
-                           lines.get(name), public=isinstance(seed, (int, np.integer)))
-                   for it in items[name]]
-        graded[name] = causes.explain(results, notes[name], items[name], cells=cells.get(name, []))
-    return graded
+    return plan.graded()
+
+
+def _plan(notebooks: dict[str, Path], items: dict[str, list[Item]], seed, limits: Limits) -> Plan:
+    """Step 1: the student's deadline, cases, cells (read by ``scan.scan``, within the deadline)
+    and units."""
+    # One wall deadline per student (restarts included): sleeping cannot stretch it.
+    deadline = time.monotonic() + min(limits.student_timeout,
+                                      limits.notebook_timeout * max(1, len(notebooks)))
+    plan = Plan(notebooks, items, {it.id: it.cases(seed) for n in notebooks for it in items[n]},
+                deadline, limits.result_mb * 2**20, public=isinstance(seed, (int, np.integer)))
+    for name, got in _scan(notebooks, limits, deadline).items():
+        if "error" in got:
+            plan.note(name, got["error"])
+            for it in items[name]:
+                plan.settle(it, {"status": C.INVALID_NOTEBOOK, "parent_message": got["error"]})
+        else:
+            plan.cells[name] = got["cells"]
+            plan.syntax[name] = {int(i): e for i, e in got.get("syntax", {}).items()}
+            plan.graphs[name] = {f: set(n) for f, n in got.get("graph", {}).items()}
+            plan.banned[name] = _banned(set(got["uses"]), {f for it in items[name] for f in it.forbidden})
+    plan.units = _units(plan.cells, items)
+    plan.courses = {u: str(stager().course({f for it in its for f in it.forbidden}))
+                    for u, (_, its) in plan.units.items()}
+    plan.dirs = {u: f"u{k}" for k, u in enumerate(plan.units)}  # each unit's own results folder
+    return plan
+
+
+def _scan(notebooks: dict[str, Path], limits: Limits, deadline: float) -> dict[str, dict]:
+    """Every notebook read in one limited process; if that fails, each alone (to name the one)."""
+    engine = str(stager().engine())
+
+    def wall() -> float:
+        return max(1.0, min(limits.item_timeout, deadline - time.monotonic()))
+
+    paths = {n: str(p) for n, p in notebooks.items()}
+    try:
+        return scan(engine, paths, STATIC_FORBIDDEN, wall())
+    except ScanFailed as e:
+        if len(paths) == 1:
+            return {n: {"error": f"{Path(p).name} could not be read within the grader's limits: {e}"}
+                    for n, p in paths.items()}
+    out = {}
+    for n, p in paths.items():
+        try:
+            out.update(scan(engine, {n: p}, STATIC_FORBIDDEN, wall()))
+        except ScanFailed as e:
+            out[n] = {"error": f"{Path(p).name} could not be read within the grader's limits: {e}"}
+    return out
+
+
+def _run(plan: Plan, todo: dict[str, list[Item]], root: Path, limits: Limits, mode: str):
+    """Step 2: one child on ``todo``; returns (its job spec, the evidence servers, its outcome)."""
+    arrays: dict[str, np.ndarray] = {}
+    servers = _servers(todo, plan.cases)  # the parent's side of the evidence channels
+    socks = {u: srv.start() for u, srv in servers.items()}
+    nb_of = {u: plan.units[u][0] for u in todo}
+    spec = {"needs_torch": any(it.framework == "torch" or any(
+                                   not f.startswith("mha_course.") for f in it.forbidden)
+                               for its in todo.values() for it in its),
+            "preload": _preload([c for u in todo for c in plan.cells[nb_of[u]]]),
+            "sys_path": isolation.site_packages(), "item_cpu": limits.item_cpu,
+            "confine": confine.unit_mode(mode) == "landlock",
+            "read_only": sorted({plan.courses[u] for u in todo}),
+            "notebooks": [{"name": u, "dir": plan.dirs[u], "course": plan.courses[u],
+                           "channel_fd": socks[u].fileno() if u in socks else None,
+                           "cells": [c for c in plan.cells[nb_of[u]] if (nb_of[u], c["index"]) not in plan.skip],
+                           "items": [{**it.child_spec(), "cases": encode_cases(it, plan.cases[it.id], arrays),
+                                      "static_forbidden": sorted(plan.banned[nb_of[u]] & set(it.forbidden))}
+                                     for it in its]}
+                          for u, its in todo.items()]}
+    try:
+        outcome = run_child(root, spec, arrays, limits, plan.deadline, mode,
+                            pass_fds=[sk.fileno() for sk in socks.values()])
+    finally:
+        for sk in socks.values():
+            sk.close()
+        for srv in servers.values():
+            srv.stop()
+    return spec, servers, outcome
+
+
+def _read_back(plan: Plan, todo: dict[str, list[Item]], out: Path, servers: dict,
+               stage_plan: list[str], stage: str) -> None:
+    """Steps 3 and 4: each item the harness finished before ``stage``, read from ITS unit's folder
+    within the student's byte budget, judged at once (its arrays are not kept)."""
+    trusted = protocol.finished_items(stage_plan, stage)
+    for u, its in todo.items():
+        name, where = plan.units[u][0], protocol.unit_dir(out, plan.dirs[u])
+        for it in its:
+            if it.id not in trusted:
+                continue
+            res = _read_result(out, plan.dirs[u], where, it, plan)
+            if res is not None and it.service is not None:
+                res = servers[u].finish(it.id, res)  # judged on the parent's evidence
+            if res is not None:
+                plan.settle(it, res)
+        for e in protocol.read_cells(where) if where is not None else []:
+            plan.note(name, cell_note(e, plan.lines(name)))
+
+
+def _read_result(out: Path, unit: str, where: Path | None, item: Item, plan: Plan) -> dict | None:
+    """The item's result by the protocol; ``None`` if the child wrote none, ``invalid result`` if
+    what it wrote breaks the protocol (forged, truncated, oversized, a link...) or the budget."""
+    if where is None:
+        return None if not os.path.lexists(out / unit) else {
+            "status": C.INVALID_RESULT, "parent_message": "the result breaks the protocol: not a folder"}
+    try:
+        doc = protocol.read_result(where, item.id, budget=plan.budget)  # only the protocol's fields
+    except FileNotFoundError:
+        return None
+    except protocol.Invalid as e:
+        return {"status": C.INVALID_RESULT, "parent_message": f"the result breaks the protocol: {e}"[:300]}
+    plan.budget -= sum(a.nbytes for outs in doc.get("outputs", []) for a in outs)
+    return doc
+
+
+def _after(plan: Plan, todo: dict[str, list[Item]], stage: str, killed: str | None,
+           code: int | None, limits: Limits) -> bool:
+    """Step 5: what the child's last stage teaches; False when nothing more can be learned."""
+    if killed == DISK_FULL:
+        for u in todo:
+            plan.note(plan.units[u][0], f"{_why(killed, code, limits)[1]}: the write that did not fit failed")
+    if stage == protocol.DONE:  # all of todo ran; one sandbox per unit: on to the next unit
+        status, why = (C.CRASHED, "no result") if killed is None else _why(killed, code, limits)
+        plan.settle_all(todo, status, why)
+        return True
+    status, why = _why(killed, code, limits)
+    cell, item = protocol.parse_cell_stage(stage), protocol.parse_item_stage(stage)
+    if killed == TAMPERED:  # learner code writes the progress: no stage can be trusted
+        plan.settle_all(todo, status, why)
+        return False
+    if cell is not None and cell[0] in todo and (plan.units[cell[0]][0], cell[1]) not in plan.skip:
+        name = plan.units[cell[0]][0]
+        plan.skip.add((name, cell[1]))
+        plan.note(name, f"cell {cell[1]}: {status} ({why}); skipped, grading went on without it")
+        return True
+    hit = next((it for its in todo.values() for it in its if it.id == item), None)
+    if hit is not None:
+        plan.settle(hit, {"status": status, "parent_message": why})
+        return True
+    plan.settle_all(todo, status, f"{why} before grading")  # died before or outside any stage
+    return False
 
 
 def grade_notebook(path: str | Path, items: list[Item], seed: int, limits: Limits | None = None,

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import isolation
+from . import isolation, protocol, space
 from .stage import Stager
 
 try:
@@ -44,18 +44,27 @@ class Limits:
     deadline per student, ``min(student_timeout, notebook_timeout * notebooks)``, restarts
     included, that no amount of sleeping stretches. CPU time: ``item_cpu`` seconds per stage
     (RLIMIT_CPU, re-armed by the harness before each stage) within ``cpu_seconds`` per notebook.
+    Writable space: ``disk_mb`` MiB of temp and ``result_mb`` MiB of results, ``disk_files``
+    files each, per child run (``space.py``); ``result_mb`` is also what the parent reads back
+    per student, all runs together.
+    These defaults are also the defaults of ``mha-course grade``.
     """
 
     memory_gb: float = 4.0
     item_timeout: float = 20.0
-    notebook_timeout: float = 120.0
+    notebook_timeout: float = 180.0
     cpu_seconds: int = 120
     file_mb: int = 64
     processes: int = 64
     item_cpu: float = 20.0
     student_timeout: float = 300.0
+    disk_mb: int = 128  # temp space (files, shared memory) of one child run: see space.py
+    disk_files: int = 4096  # files (inodes) in it, and in its results folder
+    result_mb: int = 64  # bytes of results the parent reads back per student (and per run)
 
 
+TAMPERED = "tampered"  # run_child's ``killed`` when learner code wrote the progress file
+DISK_FULL = "disk full"  # ... when the child filled its writable space (space.py)
 _DEBUG = bool(os.environ.get("MHA_GRADER_DEBUG"))  # show the child's stderr (for maintainers)
 _STAGE_LOCK = threading.Lock()
 _STAGER: Stager | None = None
@@ -66,7 +75,8 @@ def stager() -> Stager:
     global _STAGER
     with _STAGE_LOCK:
         if _STAGER is None:
-            root = Path(tempfile.mkdtemp(prefix="mha-stage-"))
+            space.sweep_stale()  # what a grader that was killed left behind
+            root = Path(tempfile.mkdtemp(prefix=f"mha-stage-{os.getpid()}-"))
             os.chmod(root, 0o711)  # enter, not list: a child finds only the folders it is given
             atexit.register(shutil.rmtree, root, True)
             _STAGER = Stager(root)
@@ -85,8 +95,14 @@ def _user_tasks() -> int:
 
 def _preexec(limits: Limits, nproc: int, notebooks: int, uid: int | None):
     cpu = int(limits.cpu_seconds * max(1, notebooks))
+    scratch = limits.disk_mb * 2**20
 
     def apply() -> None:
+        if uid is not None:  # mode "user" (root): no host scratch folder is writable, only sized ones
+            space.private_scratch(scratch, limits.disk_files)
+        with contextlib.suppress(OSError):  # under memory pressure the kernel kills a child first
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")
         mem = int(limits.memory_gb * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
@@ -167,15 +183,23 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
     bubblewrap passes inherited descriptors through to the sandboxed process.
 
     ``killed`` is ``"timeout"`` when we stopped a stage that ran past ``limits.item_timeout``
-    (start-up gets 30 s more) or the ``deadline``. When this returns, every process of the
+    (start-up gets 30 s more) or the ``deadline``, ``DISK_FULL`` when it filled its sized
+    writable space (``space.py``; the caller then calls ``space.release(root)`` after reading the
+    results), ``TAMPERED`` when the child's progress went
+    back or off the plan (learner code wrote it). The stage returned is the last one the
+    parent's clock accepted (see ``_StageClock``). When this returns, every process of the
     child is dead (its PID namespace, or every process of its uid, is gone).
     """
     if resource is None or os.name != "posix":
         raise RuntimeError("grading a saved notebook needs Linux or macOS (resource limits and "
                            "process groups); on Windows use WSL, or check('exNN') in the notebook")
-    job, out, home = root / "job", root / "out", root / "home"
-    for d in (job, out, home):
+    job, out, scratch = root / "job", root / "out", root / "scratch"
+    home, shm = scratch / "home", scratch / "shm"
+    for d in (job, out, scratch):
         d.mkdir(parents=True)
+    sized = space.mount_run(root, out, scratch, limits)
+    for d in (home, shm):
+        d.mkdir()
     os.chmod(root, 0o700)
     os.chmod(job, 0o755)
     (job / "job.json").write_text(json.dumps(spec), encoding="utf-8")
@@ -192,7 +216,9 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
         if mode == "bwrap":
             info_r, info_w = os.pipe()
             ro = [engine, str(job), *spec["read_only"], *isolation.site_packages()]
-            cmd = [*isolation.bwrap_argv(python, ro, [str(out)], _env("/tmp"), info_w), *cmd]
+            binds = {"/tmp": str(home), "/dev/shm": str(shm)} if sized else None
+            cmd = [*isolation.bwrap_argv(python, ro, [str(out)], _env("/tmp"), info_w, binds,
+                                         limits.disk_mb * 2**20), *cmd]
             env = {}
             nproc = _user_tasks() + limits.processes
         elif mode == "user":
@@ -200,7 +226,7 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
                                               *isolation.site_packages()])
             os.chown(root, 0, uid)  # only this uid (as group) may enter this run's folder
             os.chmod(root, 0o750)
-            for d in (out, home):
+            for d in (out, home, shm):
                 os.chown(d, uid, uid)
                 os.chmod(d, 0o700)
             env, nproc = _env(str(home)), limits.processes
@@ -221,21 +247,54 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
             os.close(info_w)
             inner = _read_info(info_r)
             os.close(info_r)
-        stage, since, killed = "", time.monotonic(), None
+        clock = _StageClock(protocol.stage_plan(spec))
+        killed, filled = None, False
         try:
             while proc.poll() is None:
                 now = time.monotonic()
-                cur = _progress(out)
-                if cur != stage:
-                    stage, since = cur, now
-                limit = limits.item_timeout + (30 if stage in ("", "setup") else 0)
-                if now - since > limit or now > deadline:
+                clock.saw(_progress(out), now)
+                filled = filled or (sized and (space.full(out) or space.full(scratch)))
+                if clock.tampered:
+                    killed = TAMPERED
+                    break
+                if clock.overdue(now, limits.item_timeout) or now > deadline:
                     killed = "timeout"
                     break
                 time.sleep(0.05)
         finally:
             _kill(proc, inner, mode)
-    return _progress(out), killed, proc.returncode
+        clock.saw(_progress(out), time.monotonic())
+    if killed is None and filled:
+        killed = DISK_FULL
+    return clock.stage, killed, proc.returncode
+
+
+class _StageClock:
+    """The parent's timing of a child's stages (``protocol.stage_plan``): a reported stage counts
+    only if it comes later in the plan than the last one counted, so what the child writes can
+    attribute time but never buy more of it (each stage starts its allowance once). A stage out
+    of order, seen in ``TAMPER_POLLS`` polls in a row (the harness only ever moves forward, so it
+    is not a torn read), means that learner code writes the progress: ``tampered``."""
+
+    TAMPER_POLLS = 3
+
+    def __init__(self, plan: list[str]) -> None:
+        self._pos = {s: k for k, s in enumerate(plan)}
+        self.stage, self._at, self._since, self._odd = "", -1, time.monotonic(), 0
+
+    def saw(self, stage: str, now: float) -> None:
+        k = self._pos.get(stage, -1)
+        if k > self._at:
+            self.stage, self._at, self._since = stage, k, now
+        self._odd = 0 if k >= self._at or stage == "" else self._odd + 1
+
+    @property
+    def tampered(self) -> bool:
+        return self._odd >= self.TAMPER_POLLS
+
+    def overdue(self, now: float, item_timeout: float) -> bool:
+        start_up = 30 if self._at <= 0 else 0  # before and during "setup" (imports)
+        return now - self._since > item_timeout + start_up
 
 
 def _become_subreaper() -> None:

@@ -177,7 +177,7 @@ class Stager:
         if self._master is None:
             import atexit
             import tempfile
-            master = Path(tempfile.mkdtemp(prefix="mha-master-"))  # mode 0700
+            master = Path(tempfile.mkdtemp(prefix=f"mha-master-{os.getpid()}-"))  # 0700; pid: space.sweep_stale
             atexit.register(shutil.rmtree, master, True)
             _copy(package_dir(COURSE), master / COURSE)
             _precompile(master)

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 HELP = "check an exercise notebook: each item passed/failed, points and feedback"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from mha_grader.sandbox import Limits
+
+    d = Limits()  # the one source of the limits' defaults
     parser.add_argument("notebook", type=Path, help="e.g. exercises/ex02_scaled_dot_product_attention.ipynb")
     parser.add_argument("--seed", type=int, default=12345,
                         help="seed of the checking inputs (instructors grade with another)")
-    parser.add_argument("--memory-gb", type=float, default=4.0)
-    parser.add_argument("--timeout", type=float, default=20.0, help="seconds per item/cell")
+    parser.add_argument("--memory-gb", type=float, default=d.memory_gb)
+    parser.add_argument("--timeout", type=float, default=d.item_timeout, help="seconds per item/cell")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,12 +27,12 @@ def run(args: argparse.Namespace) -> int:
     from ..grading import Limits, grade_notebook, items_for, resolve
 
     if not args.notebook.is_file():
-        print(f"notebook: no such file: {args.notebook}")
+        print(f"notebook: no such file: {args.notebook}", file=sys.stderr)
         return 2
     try:
         items = items_for(args.notebook)
     except ValueError as e:
-        print(e)
+        print(e, file=sys.stderr)
         return 2
     from mha_grader import isolation
 

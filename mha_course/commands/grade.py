@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +21,9 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from mha_grader.sandbox import Limits
+
+    d = Limits()  # the one source of the limits' defaults
     parser.add_argument("submissions", type=Path, help="folder with one sub-folder per student")
     parser.add_argument("--out", type=Path, required=True, help="where the gradebook goes")
     parser.add_argument("--workers", type=int, default=2, help="notebooks graded at once")
@@ -34,15 +38,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--submission-id", default="",
                         help="mixed into every student's inputs (e.g. Gradescope's submission id, so "
                              "each resubmission gets fresh inputs)")
-    parser.add_argument("--memory-gb", type=float, default=4.0, help="address-space limit per child")
-    parser.add_argument("--timeout", type=float, default=20.0, help="wall seconds per item and cell")
-    parser.add_argument("--notebook-timeout", type=float, default=180.0,
+    parser.add_argument("--memory-gb", type=float, default=d.memory_gb, help="address-space limit per child")
+    parser.add_argument("--timeout", type=float, default=d.item_timeout, help="wall seconds per item and cell")
+    parser.add_argument("--notebook-timeout", type=float, default=d.notebook_timeout,
                         help="wall seconds per notebook, restarts included")
     parser.add_argument("--shard", type=_shard, default=(1, 1), metavar="K/N",
                         help="grade only the K-th of N deterministic slices of the class")
-    parser.add_argument("--student-timeout", type=float, default=300.0,
+    parser.add_argument("--student-timeout", type=float, default=d.student_timeout,
                         help="wall seconds per student, all notebooks and restarts included")
-    parser.add_argument("--item-cpu", type=float, default=20.0, help="CPU seconds per item and cell")
+    parser.add_argument("--item-cpu", type=float, default=d.item_cpu, help="CPU seconds per item and cell")
     parser.add_argument("--no-isolation", action="store_true",
                         help="grade WITHOUT a sandbox where none is available (student code can then "
                              "read and change what you can); every output then says 'not isolated'")
@@ -56,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from mha_grader.sandbox import Limits
 
     if not args.submissions.is_dir():
-        print(f"submissions: expected a folder of student folders, got {args.submissions}")
+        print(f"submissions: expected a folder of student folders, got {args.submissions}", file=sys.stderr)
         return 2
     key, said = None, ""
     if args.seed is None:
@@ -64,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             key, created = load_or_create(path)
         except KeyFileError as e:
-            print(e)
+            print(e, file=sys.stderr)
             return 2
         said = (f"a NEW secret key in {path} (keep it to regrade identically; never hand it out)"
                 if created else f"the secret key in {path}")
@@ -77,10 +81,10 @@ def run(args: argparse.Namespace) -> int:
                            submission=args.submission_id, limits=limits, shard=args.shard,
                            progress=not args.no_progress, no_isolation=args.no_isolation)
     except IsolationUnavailable as e:
-        print(f"grade: refusing to grade a class: {e}")
+        print(f"grade: refusing to grade a class: {e}", file=sys.stderr)
         return 2
     except ValueError as e:
-        print(f"grade: {e}")
+        print(f"grade: {e}", file=sys.stderr)
         return 2
     if args.no_isolation:
         print("NOT ISOLATED: graded without a sandbox (--no-isolation); the gradebook says so")

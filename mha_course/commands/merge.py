@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 HELP = "merge the OUT folders of `grade --shard K/N` runs into one gradebook"
@@ -19,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         rows = merge(args.parts, args.out)
     except (OSError, ValueError, KeyError) as e:
-        print(f"merge: {e}")
+        print(f"merge: {e}", file=sys.stderr)
         return 1
     print(f"merged {len(rows)} student(s) from {len(args.parts)} shard(s) -> {args.out / 'grades.csv'}")
     return 0

@@ -173,7 +173,7 @@ def test_grade_refuses_without_isolation_and_stamps_no_isolation(tmp_path, monke
     (sub / "alice").mkdir(parents=True)
     shutil.copy(SOLUTIONS / EX01, sub / "alice" / EX01)
     assert grade.run(_args(sub, tmp_path / "out", False)) == 2
-    said = capsys.readouterr().out
+    said = capsys.readouterr().err
     assert "refusing" in said and "apt-get install bubblewrap" in said and "--no-isolation" in said
     assert not (tmp_path / "out" / "grades.csv").exists()
     assert grade.run(_args(sub, tmp_path / "out2", True)) == 0

@@ -1,0 +1,395 @@
+"""Availability (issue #19): nothing a submission does costs the grader more than a fixed budget.
+
+Each attack is aimed at the GRADER (its clock, its memory, the host's disk and shared memory),
+not at marks: the hostile student gets a clear status, every other item is graded as usual, and
+the grading process survives within the bounds stated in docs/instructor_guide.md ("Security").
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+from grading_helpers import TEST_LIMITS, build, grade_many
+
+from mha_grader import isolation
+
+EX02 = "ex02_scaled_dot_product_attention"
+CAUSAL, ATT = "ex02_causal_mask", "ex02_attention"
+
+
+def _require_sandbox() -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the OS sandbox is Linux-only")
+    problem = isolation.bwrap_problem()
+    if problem:
+        pytest.fail(f"the grading sandbox (bwrap) cannot start here: {problem}")
+
+
+def _limits(**kw):
+    from mha_grader.sandbox import Limits
+    return Limits(**{**TEST_LIMITS.__dict__, **kw})
+
+
+# A cell that finds the progress file it inherited and keeps rewriting it (going back to
+# "setup", which has a start-up allowance, and to a stage that is not in the plan).
+STRETCH = r'''
+import os, time
+_fd = next(int(f) for f in os.listdir("/proc/self/fd")
+           if os.readlink(f"/proc/self/fd/{f}").endswith("/progress"))
+for _i in range(10_000):
+    os.pwrite(_fd, (("setup" if _i % 2 else "cell x 1").ljust(100) + "\n").encode(), 0)
+    time.sleep(0.5)
+'''
+
+
+def test_a_cell_cannot_stretch_its_wall_limit_by_writing_progress(tmp_path):
+    """Item limit 3 s, student deadline 90 s: the cell that rewrites its progress is stopped by
+    the parent's clock at once (the stages went back), not at the student's deadline; its
+    items get "invalid result" saying why. (Before the fix: held until the deadline.)"""
+    _require_sandbox()
+    nb = build("ex02", tmp_path / "stretch" / f"{EX02}.ipynb", extra=[(2, STRETCH)])
+    start = time.monotonic()
+    res, notes = grade_many({"s": (nb, "ex02")},
+                            limits=_limits(item_timeout=3.0, student_timeout=90.0,
+                                           notebook_timeout=90.0))["s"]
+    took = time.monotonic() - start
+    assert took < 50.0, f"the cell held the grader for {took:.0f} s (its limit is 3 s)"
+    assert all(r.status == "invalid result" and "progress" in r.message for r in res.values()), res
+
+
+def _modes() -> list[str]:
+    return ["bwrap", "user"] if sys.platform.startswith("linux") else []
+
+
+def _need(mode: str) -> None:
+    from mha_grader import space
+    if mode == "user" and isolation.user_problem():
+        pytest.skip(f"mode user: {isolation.user_problem()}")
+    if mode == "bwrap":
+        _require_sandbox()
+    if not space.can_mount():
+        pytest.skip("the grader is not root: only /tmp and /dev/shm are sized (bubblewrap --size)")
+
+
+# Fill the writable space: bytes (8 MiB files, under the per-file limit) or files (empty ones).
+FILL = r'''
+import errno, os
+_wrote, _files, _err = 0, 0, None
+try:
+    for _d in (os.environ["HOME"], "/dev/shm"):
+        try:
+            os.listdir(_d)
+        except OSError:
+            continue
+        while _wrote < (400 << 20) and _files < 50_000:
+            with open(os.path.join(_d, f"f{_files}"), "wb") as _f:
+                _f.write(b"x" * (8 << 20) if KIND == "bytes" else b"")
+            _wrote += (8 << 20) if KIND == "bytes" else 0
+            _files += 1
+except OSError as _e:
+    _err = _e.errno
+'''
+
+
+@pytest.mark.parametrize("mode", _modes())
+@pytest.mark.parametrize("kind", ["bytes", "files"])
+def test_filling_the_writable_space_is_a_clear_status(tmp_path, mode, kind):
+    """The child's writable space is 32 MiB / 600 files: a cell that writes 400 MiB (or 50 000
+    files) hits ENOSPC there, the student gets a note saying so, every item is still graded,
+    and nothing stays behind. (Before the fix: 400 MiB of host disk, 50 000 host inodes.)"""
+    from grading_helpers import build
+    _need(mode)
+    check = ("if _err == errno.ENOSPC and _wrote <= (32 << 20) and _files <= 600:\n"
+             "        return torch.tril(torch.ones(L, S, dtype=torch.bool))\n"
+             "    raise RuntimeError(f'not stopped: {_err} {_wrote} {_files}')")
+    nb = build("ex02", tmp_path / "fill" / f"{EX02}.ipynb",
+               replace={CAUSAL: f"def make_causal_mask(L, S):\n    {check}\n"},
+               extra=[(2, f"KIND = {kind!r}\n" + FILL)])
+    from mha_course.grading import items_for
+    from mha_grader.runner import grade_submission
+    results, notes = grade_submission({"nb": nb}, {"nb": items_for("ex02")}, 7,
+                                      _limits(disk_mb=32, disk_files=600), mode)["nb"]
+    by_id = {r.id: r for r in results}
+    assert by_id[CAUSAL].passed, (by_id[CAUSAL], notes)
+    assert any("filled its writable space (temp: 32 MiB, 600 files" in n for n in notes), notes
+    assert all(r.passed for r in results), results
+
+
+# ---------------------------------------------------------------- the parent's memory (item 2, 5)
+
+# Run in a FRESH grader process (so its peak memory is its own): grade a class folder, print what
+# came out and the grader's peak RSS (ru_maxrss, KiB on Linux) and its RSS before grading.
+PROBE = r'''
+import json, os, resource, sys, time
+from pathlib import Path
+from mha_grader.classroom import grade_class
+from mha_grader.sandbox import Limits
+import mha_course.grading  # the items (torch): what the grader holds before any student
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.monotonic()
+rows = grade_class(Path(sys.argv[1]), Path(sys.argv[2]), workers=2, seed=7, progress=False,
+                   limits=Limits(item_timeout=15.0, notebook_timeout=150.0))
+res = {s: json.loads((Path(sys.argv[2]) / s / "results.json").read_text()) for s in rows}
+print("PROBE", json.dumps({"pid": os.getpid(), "before_kib": before, "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+      "seconds": time.monotonic() - start,
+      "status": {s: {t["name"]: t["output"].split(":")[0] for t in r["tests"] if t["name"].startswith("ex01")}
+                 for s, r in res.items()},
+      "score": {s: {t["name"]: t["score"] for t in r["tests"] if t["name"].startswith("ex01")}
+                for s, r in res.items()}}))
+'''
+
+# Every ex01 function of the hostile student returns as much as a result may be: three arrays
+# of 56 MiB per case (under the 64 MiB file limit; up to 504 MiB per item, under the per-item
+# cap of 512 MiB; 1.7 GiB for the four items).
+FLOOD = "\n".join(f"def {f}(*a, **k):\n    import numpy as np\n"
+                  "    return tuple(np.ones(7_000_000) for _ in range(3))\n"
+                  for f in ("softmax", "dot_scores", "attend", "attention_weights"))
+
+
+def _class(tmp_path, *hostile: str):
+    """Three students: two hand in ex01's solution, "mallory" ex01 with the ``hostile`` cells
+    appended."""
+    from grading_helpers import build
+    sub = tmp_path / "class"
+    for s in ("alice", "bob"):
+        build("ex01", sub / s / "ex01_dot_product_attention.ipynb")
+    build("ex01", sub / "mallory" / "ex01_dot_product_attention.ipynb", extra=[(-1, h) for h in hostile])
+    return sub
+
+
+def _probe(sub, out, cgroup=None) -> dict:
+    import json
+    import os
+    import subprocess
+
+    from grading_helpers import ROOT
+
+    def enter() -> None:
+        if cgroup is not None:
+            cgroup.enter()
+
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(sub), str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900, preexec_fn=enter,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, f"the grader died (exit {proc.returncode}): {proc.stderr[-3000:]}"
+    return json.loads(proc.stdout.split("PROBE", 1)[1])
+
+
+def _normal_graded(got: dict) -> None:
+    for s in ("alice", "bob"):
+        assert all(v == "passed" for v in got["status"][s].values()), got["status"]
+
+
+def test_a_results_flood_costs_the_grader_a_fixed_budget(tmp_path):
+    """mallory's four items return up to 504 MiB each (1.7 GiB in all): the grader's peak memory grows
+    by less than 300 MiB over what it holds before grading, her items fail with a clear status,
+    alice and bob are graded as usual. (Before: the parent held every item's arrays to the end.)"""
+    _require_sandbox()
+    got = _probe(_class(tmp_path, FLOOD), tmp_path / "out")
+    _normal_graded(got)
+    assert not any(v == "passed" for v in got["status"]["mallory"].values()), got["status"]
+    grew = (got["peak_kib"] - got["before_kib"]) / 1024
+    assert grew < 300, f"the grader's peak memory grew by {grew:.0f} MiB for one flooding student"
+    print(f"results flood: grader {got['before_kib'] / 1024:.0f} -> {got['peak_kib'] / 1024:.0f} MiB")
+
+
+def test_the_budget_is_checked_before_any_array_is_read(tmp_path):
+    """protocol.read_result refuses a result whose arrays declare more than the bytes left."""
+    import numpy as np
+
+    from mha_grader import protocol
+    arrays = [[np.zeros(1000)], [np.zeros(1000)]]
+    protocol.write_result(str(tmp_path), "ex01_softmax", {"status": "ok"}, arrays)
+    assert len(protocol.read_result(tmp_path, "ex01_softmax", budget=16_000)["outputs"]) == 2
+    with pytest.raises(protocol.Invalid, match="budget"):
+        protocol.read_result(tmp_path, "ex01_softmax", budget=15_999)
+
+
+def test_a_notebook_that_is_costly_to_parse_costs_the_grader_nothing(tmp_path):
+    """mallory's cell is a flat list of 1.5 million names (3 MiB, under the 20 MiB notebook cap):
+    parsing it costs ``ast.parse`` 2.1 GB and 92 s (measured on the 2-core test machine). The
+    grader reads notebooks in a limited process (``scan.py``: 1 GiB, the item's wall limit), so
+    her notebook is "invalid notebook", the grader's memory grows by under 300 MiB and alice and
+    bob are graded as usual. (Before: the grading process parsed it itself.)"""
+    _require_sandbox()
+    got = _probe(_class(tmp_path, "x = [" + "a," * 1_500_000 + "]"), tmp_path / "out")
+    _normal_graded(got)
+    assert set(got["status"]["mallory"].values()) == {"invalid notebook"}, got["status"]
+    grew = (got["peak_kib"] - got["before_kib"]) / 1024
+    assert grew < 300, f"the grader's peak memory grew by {grew:.0f} MiB reading one notebook"
+    assert got["seconds"] < 120, got["seconds"]
+
+
+def test_deeply_nested_notebook_json_is_refused_by_the_scanner(tmp_path):
+    """JSON nested 200 000 deep (and a cell nested 100 000 deep) is refused with a clear status."""
+    from mha_grader.sandbox import stager
+    from mha_grader.scan import scan
+    deep = tmp_path / "deep.ipynb"
+    deep.write_text('{"cells": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    paren = tmp_path / "paren.ipynb"
+    paren.write_text('{"cells": [{"cell_type": "code", "source": "x = ' + "(" * 100_000 + ")" * 100_000 + '"}]}')
+    got = scan(str(stager().engine()), {"deep": str(deep), "paren": str(paren)}, {"x"}, 30.0)
+    assert "cannot read deep.ipynb as notebook JSON" in got["deep"]["error"], got["deep"]
+    assert got["paren"]["uses"] == [] and len(got["paren"]["cells"]) == 1
+
+
+EXOTIC = {  # (what make_causal_mask returns, whether a NumPy-only child can make it)
+    "sparse": "torch.tril(torch.ones(L, S)).to_sparse()",
+    "sparse_csr": "torch.tril(torch.ones(L, S)).to_sparse_csr()",
+    "float8": "torch.tril(torch.ones(L, S)).to(torch.float8_e4m3fn)",
+    "uint16": "torch.tril(torch.ones(L, S)).to(torch.uint16)",
+    "quantized": "torch.quantize_per_tensor(torch.tril(torch.ones(L, S)), 0.1, 0, torch.qint8)",
+    "nested": "torch.nested.nested_tensor([torch.ones(L, S)])",
+    "meta": "torch.ones(L, S, device='meta')",
+    "uint32_numpy": "__import__('numpy').ones((L, S), dtype='uint32')",
+    "longdouble": "__import__('numpy').ones((L, S), dtype='longdouble')",
+}
+
+
+def test_exotic_arrays_are_a_wrong_type_not_a_crash(tmp_path):
+    """Each exotic return value gets "wrong type" (and its unit goes on: the other items pass)."""
+    _require_sandbox()
+    jobs = {k: (build("ex02", tmp_path / k / f"{EX02}.ipynb",
+                      replace={CAUSAL: f"def make_causal_mask(L, S):\n    return {v}\n"}), "ex02")
+            for k, v in EXOTIC.items()}
+    got = grade_many(jobs)
+    for k, (res, _) in got.items():
+        assert res[CAUSAL].status == "wrong type", (k, res[CAUSAL])
+        assert all(r.passed for i, r in res.items() if i != CAUSAL), (k, res)
+
+
+def test_a_big_endian_array_is_read_as_its_value():
+    """A big-endian float32 array is converted to native order, not refused."""
+    import numpy as np
+
+    from mha_grader.child import _to_array
+    a = _to_array(np.arange(4, dtype=">f4"), np, None)
+    assert a.dtype == np.float32 and a.dtype.isnative and a.tolist() == [0, 1, 2, 3]
+
+
+# ---------------------------------------------------------------- a container-sized budget (item 5)
+
+class _Cgroup:
+    """A memory-limited cgroup made by the test: v2 (``memory.max``) where the memory controller
+    is on the unified hierarchy, else v1 (``memory.limit_in_bytes``); ``None`` from ``make`` with
+    the reason when neither can be made here (not root, read-only /sys/fs/cgroup...)."""
+
+    def __init__(self, path, v2: bool) -> None:
+        self.path, self.v2 = path, v2
+
+    @classmethod
+    def make(cls, limit: int):
+        import os
+        import uuid
+        from pathlib import Path
+        name = f"mha-test-{uuid.uuid4().hex[:8]}"
+        for root, v2 in ((Path("/sys/fs/cgroup"), True), (Path("/sys/fs/cgroup/unified"), True),
+                         (Path("/sys/fs/cgroup/memory"), False)):
+            ctl = root / "cgroup.controllers"
+            if v2 and not (ctl.is_file() and "memory" in ctl.read_text().split()):
+                continue
+            if not v2 and not (root / "memory.limit_in_bytes").is_file():
+                continue
+            try:
+                if v2:
+                    (root / "cgroup.subtree_control").write_text("+memory")
+                (root / name).mkdir()
+                (root / name / ("memory.max" if v2 else "memory.limit_in_bytes")).write_text(str(limit))
+                if v2 and (root / name / "memory.swap.max").exists():
+                    (root / name / "memory.swap.max").write_text("0")
+                return cls(root / name, v2), ""
+            except OSError as e:
+                with __import__("contextlib").suppress(OSError):
+                    (root / name).rmdir()
+                why = f"{root}: {e}"
+                continue
+        return None, locals().get("why", f"no writable memory cgroup (uid {os.getuid()})")
+
+    def enter(self) -> None:  # in the grader's preexec: the grader and all it starts are inside
+        import os
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def peak(self) -> int:
+        f = self.path / ("memory.peak" if self.v2 else "memory.max_usage_in_bytes")
+        return int(f.read_text()) if f.exists() else -1
+
+    def oom_kills(self) -> int:
+        f = self.path / ("memory.events" if self.v2 else "memory.oom_control")
+        rows = dict(r.split()[:2] for r in f.read_text().splitlines() if len(r.split()) >= 2)
+        return int(rows.get("oom_kill", 0))
+
+    def remove(self) -> None:
+        import time
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
+HOSTILE = ("_bomb = b'x' * (3 << 30)  # 3 GiB: more than the whole class may use",
+           "KIND = 'bytes'\n" + FILL, FLOOD)
+
+
+def _leftovers(pid: int | None = None) -> set[str]:
+    """The grader's temp folders (of grader ``pid``: they carry it) and every /dev/shm entry."""
+    import os
+    mine = ("mha-grade-", "mha-stage-", "mha-master-")
+    return ({f"/tmp/{n}" for n in os.listdir("/tmp") if n.startswith(mine) and f"-{pid}-" in n}
+            | {f"/dev/shm/{n}" for n in os.listdir("/dev/shm")})
+
+
+CGROUP_MB = 2048  # the class's memory (grader + children + their tmpfs pages)
+
+
+def test_a_hostile_student_in_a_container_sized_budget(tmp_path):
+    """The grader runs in a cgroup of 2 GiB with one student who bombs memory (3 GiB), fills
+    her temp space and floods results (three cells), among two normal ones: alice and bob get full marks,
+    the grader survives (the kernel's OOM killer takes the child: oom_score_adj 1000), its peak
+    memory grows by under 300 MiB, and nothing is left in /tmp or /dev/shm."""
+    _require_sandbox()
+    cg, why = _Cgroup.make(CGROUP_MB * 2**20)
+    if cg is None:
+        pytest.skip(f"no memory-limited cgroup can be made here: {why}")
+    before = _leftovers()  # (no pid: the shared memory entries only)
+    try:
+        got = _probe(_class(tmp_path, *HOSTILE), tmp_path / "out", cgroup=cg)
+        peak, kills = cg.peak(), cg.oom_kills()
+    finally:
+        cg.remove()
+    _normal_graded(got)
+    assert not any(v == "passed" for v in got["status"]["mallory"].values()), got["status"]
+    grew = (got["peak_kib"] - got["before_kib"]) / 1024
+    assert grew < 300, f"the grader's peak memory grew by {grew:.0f} MiB"
+    assert peak <= CGROUP_MB * 2**20, peak
+    assert _leftovers(got["pid"]) <= before, _leftovers(got["pid"]) - before
+    print(f"cgroup peak {peak / 2**20:.0f} MiB, OOM kills {kills}, grader {got['before_kib'] / 1024:.0f}"
+          f" -> {got['peak_kib'] / 1024:.0f} MiB, {got['seconds']:.0f} s")
+
+
+def test_what_a_killed_grader_left_is_removed_on_the_next_start(tmp_path):
+    """A grader killed mid-run (SIGKILL, OOM) leaves its run folder, with its tmpfs mounted when
+    root; the next start (``space.sweep_stale``) unmounts and removes it, and leaves a live
+    grader's folders alone."""
+    import os
+    import subprocess
+
+    from mha_grader import space
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    dead = proc.pid  # a pid that has just exited
+    stale = tmp_path / f"mha-grade-{dead}-abc"
+    (stale / "run0" / "out").mkdir(parents=True)
+    if space.can_mount():
+        space._mount_tmpfs(str(stale / "run0" / "out"), 2**20, 64, "0700")
+        (stale / "run0" / "out" / "x").write_text("left behind")
+    live = tmp_path / f"mha-grade-{os.getpid()}-def"
+    live.mkdir()
+    odd = tmp_path / "mha-stage-12345678"  # a mkdtemp name without a pid: never touched
+    odd.mkdir()
+    assert space.sweep_stale(str(tmp_path)) == [str(stale)]
+    assert not stale.exists() and live.exists() and odd.exists()
+    assert not any(str(tmp_path) in line for line in open("/proc/self/mounts"))
