@@ -37,9 +37,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The Lab's command line (the repository root as its root, the venv first on PATH) is
+# tools/lab.py's; the browser test starts the Lab with it too.
 lab: $(STAMP)
-	@echo "If no browser opens: paste the http://127.0.0.1:8888/lab?token=... address printed below and open notebooks/00_start_here.ipynb"
-	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/00_start_here.ipynb
+	$(BIN)/python tools/lab.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
