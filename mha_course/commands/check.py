@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 HELP = "check an exercise notebook: each item passed/failed, points and feedback"
@@ -16,15 +17,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds per item/cell")
 
 
+def locate(notebook: Path) -> Path | None:
+    """``notebook`` as given, or else relative to a folder above the current one, or to the Lab's
+    root (``$JUPYTER_SERVER_ROOT``, set in Lab terminals): the command the exercises print,
+    ``mha-course check exercises/exNN_....ipynb``, then works from ``exercises/`` and ``notebooks/``
+    too (a Lab terminal or a ``!``-line starts in the notebook's folder), not only from the root."""
+    if notebook.is_file() or notebook.is_absolute():
+        return notebook if notebook.is_file() else None
+    here = Path.cwd()
+    server_root = os.environ.get("JUPYTER_SERVER_ROOT")
+    bases = [*here.parents, *([Path(server_root)] if server_root else [])]
+    return next((Path(os.path.relpath(base / notebook)) for base in bases
+                 if (base / notebook).is_file()), None)
+
+
 def run(args: argparse.Namespace) -> int:
     from mha_grader.keys import PublicSeed
     from mha_grader.report import print_results
 
     from ..grading import Limits, grade_notebook, items_for, resolve
 
-    if not args.notebook.is_file():
-        print(f"notebook: no such file: {args.notebook}")
+    found = locate(args.notebook)
+    if found is None:
+        print(f"notebook: no such file: {args.notebook} (looked here, {os.getcwd()}, and in the "
+              "folders above it)")
         return 2
+    if found != args.notebook:
+        print(f"({args.notebook} is {found} from here)")
+    args.notebook = found
     try:
         items = items_for(args.notebook)
     except ValueError as e:
