@@ -9,7 +9,7 @@ import sys
 from . import __version__
 
 # Subcommands in the order --help lists them; a module that is not there yet is skipped.
-COMMANDS = ("check", "grade", "merge", "release", "bench", "train", "info")
+COMMANDS = ("check", "progress", "grade", "merge", "release", "bench", "train", "info")
 
 
 def build_parser() -> argparse.ArgumentParser:

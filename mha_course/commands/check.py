@@ -22,13 +22,20 @@ def locate(notebook: Path) -> Path | None:
     root (``$JUPYTER_SERVER_ROOT``, set in Lab terminals): the command the exercises print,
     ``mha-course check exercises/exNN_....ipynb``, then works from ``exercises/`` and ``notebooks/``
     too (a Lab terminal or a ``!``-line starts in the notebook's folder), not only from the root."""
-    if notebook.is_file() or notebook.is_absolute():
-        return notebook if notebook.is_file() else None
-    here = Path.cwd()
+    return _find(notebook, Path.is_file)
+
+
+def locate_folder(folder: Path) -> Path | None:
+    """The same lookup for a folder (``mha-course progress exercises``)."""
+    return _find(folder, Path.is_dir)
+
+
+def _find(path: Path, exists) -> Path | None:
+    if exists(path) or path.is_absolute():
+        return path if exists(path) else None
     server_root = os.environ.get("JUPYTER_SERVER_ROOT")
-    bases = [*here.parents, *([Path(server_root)] if server_root else [])]
-    return next((Path(os.path.relpath(base / notebook)) for base in bases
-                 if (base / notebook).is_file()), None)
+    bases = [*Path.cwd().parents, *([Path(server_root)] if server_root else [])]
+    return next((Path(os.path.relpath(base / path)) for base in bases if exists(base / path)), None)
 
 
 def run(args: argparse.Namespace) -> int:
