@@ -52,3 +52,11 @@ def test_make_test_adds_the_dev_extra(tmp_path: Path) -> None:
     project = _project()
     assert set(_bounds(project["optional-dependencies"]["dev"])) == MAINTAINER_TOOLS
     assert "nbgrader" in _bounds(project["optional-dependencies"]["instructor"])
+
+
+def test_gradescope_installs_the_tested_torch() -> None:
+    """classroom/gradescope/setup.sh pins the torch CI tests (it installed whatever was newest)."""
+    setup = (ROOT / "classroom" / "gradescope" / "setup.sh").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    pinned = re.search(r'TORCH_SPEC="\$\{TORCH_SPEC:-(torch==[0-9.]+)\}"', ci).group(1)
+    assert f'TORCH_SPEC="{pinned}"' in setup and 'install --quiet "$TORCH_SPEC"' in setup

@@ -57,6 +57,11 @@ fresh one. To keep working where regeneration never writes, move your notebooks 
 def run(args: argparse.Namespace) -> int:
     from ..grading.release import release
 
+    if args.nbgrader is not None and not args.solutions.is_dir() and args.solutions == Path("solutions"):
+        # an nbgrader course folder lives anywhere: use the checkout's solutions/ (editable install)
+        checkout = Path(__file__).resolve().parents[2] / "solutions"
+        if checkout.is_dir():
+            args.solutions = checkout
     if not args.solutions.is_dir():
         print(f"--solutions: expected a folder of exNN_<topic>.ipynb, got {args.solutions}")
         return 2
