@@ -83,3 +83,12 @@ def test_documented_command_runs(doc, command, where, expect, course: Path, tmp_
     graded_ok = done.returncode == 1 and "check" in command  # a check of unfinished work exits 1
     assert done.returncode == 0 or graded_ok, f"`{command}` in {cwd} exited {done.returncode}:\n{out[-3000:]}"
     assert expect in out, out[-3000:]
+
+
+def test_readme_map_lists_every_exercise_items() -> None:
+    """Each exercise's row in the README's course map names its graded items (ex12 and ex13 had
+    none): the link is followed by a parenthesis."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    bare = [p.stem for p in sorted((ROOT / "exercises").glob("ex*.ipynb"))
+            if f"[{p.stem[:4]}](exercises/{p.name}) (" not in readme]
+    assert not bare, f"README course map: no items listed for {bare}"
