@@ -11,11 +11,14 @@ BIN := $(VENV)/bin
 # index's build (CUDA on Linux). TORCH_INDEX=URL picks an index, TORCH_INDEX= the default one.
 TORCH_SPEC ?= torch>=2.5
 TORCH_INDEX ?= auto
-# Extras installed with the course: dev (tests, linters, nbgrader), triton (chapter 17's
-# kernels, run on CPU in Triton's interpreter; about 1 GB) and hf (chapter 20: transformers).
-# A smaller install without chapter 17's kernels: make lab EXTRAS=dev,hf
-EXTRAS ?= dev,triton,hf
+# The learner install (`make lab`): the course, JupyterLab, what the chapters need, and EXTRAS:
+# triton (chapter 17's kernels, run on CPU in Triton's interpreter; about 1 GB) and hf (chapter
+# 20: transformers). Without chapter 17's kernels: make lab EXTRAS=hf
+# The maintainer install (`make test` and the other targets below) adds the dev extra (tests,
+# linters, Playwright, nbgrader) to the same venv.
+EXTRAS ?= triton,hf
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: lab test setup unit notebooks lint release exercises clean help browser site
 
@@ -31,26 +34,33 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --upgrade pip
 	idx="$$($(BIN)/python tools/torch_index.py "$(TORCH_INDEX)")" && \
 	  $(BIN)/python -m pip install "$(TORCH_SPEC)" $${idx:+--index-url "$$idx"}
-	$(BIN)/python -m pip install -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip install -e ".$(if $(EXTRAS),[$(EXTRAS)])"
 	$(BIN)/python -m ipykernel install --user --name mha-course --display-name "Python (mha-course)"
 	touch $(STAMP)
 
-setup: $(STAMP)
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -e ".[dev$(if $(EXTRAS),$(comma)$(EXTRAS))]"
+	touch $(DEV_STAMP)
 
+comma := ,
+# The maintainer install (what `make test` needs); `make lab` installs only the learner's part.
+setup: $(DEV_STAMP)
+
+# The Lab's command line (the repository root as its root, the venv first on PATH) is
+# tools/lab.py's; the browser test starts the Lab with it too.
 lab: $(STAMP)
-	@echo "If no browser opens: paste the http://127.0.0.1:8888/lab?token=... address printed below and open notebooks/00_start_here.ipynb"
-	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/00_start_here.ipynb
+	$(BIN)/python tools/lab.py
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 
-unit: $(STAMP)
+unit: $(DEV_STAMP)
 	$(BIN)/python -m pytest tests -m "not browser" $(UNIT_ARGS)
 
-notebooks: $(STAMP)
+notebooks: $(DEV_STAMP)
 	$(BIN)/python -m pytest --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 
-release: $(STAMP)
+release: $(DEV_STAMP)
 	$(BIN)/mha-course release
 
 test: lint unit notebooks
@@ -58,11 +68,11 @@ test: lint unit notebooks
 	$(BIN)/mha-course release --check
 
 # Real JupyterLab in headless Chromium (the OS package; nothing downloads a browser).
-browser: $(STAMP)
+browser: $(DEV_STAMP)
 	$(BIN)/python -m pytest tests/browser -m browser -p no:cacheprovider
 
 # Static HTML course from the committed outputs (nbconvert), then its link and image check.
-site: $(STAMP)
+site: $(DEV_STAMP)
 	$(BIN)/python tools/build_site.py
 	$(BIN)/python tools/check_site.py
 

@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
                      "sliding_window_mask"], "window"),
     **dict.fromkeys(["GPT", "GPTConfig", "evaluate", "generate", "load_checkpoint"], "gpt"),  # chapter 13
     "hint": "grading.hints",  # the exercises' hints, one level per call
+    "progress": "learner_progress",  # every exercise's items and points so far, the next hints
 }
 
 __all__ = list(_EXPORTS)

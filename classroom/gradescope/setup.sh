@@ -6,7 +6,9 @@ set -euo pipefail
 apt-get update -qq
 apt-get install -y -qq python3 python3-pip python3-venv bubblewrap >/dev/null
 python3 -m venv /opt/mha
-/opt/mha/bin/python -m pip install --quiet torch --index-url https://download.pytorch.org/whl/cpu
+# The torch the course is tested with (.ci/run pins the same; tests/test_install_targets.py checks it).
+TORCH_SPEC="torch==2.13.0"
+/opt/mha/bin/python -m pip install --quiet "$TORCH_SPEC" --index-url https://download.pytorch.org/whl/cpu
 /opt/mha/bin/python -m pip install --quiet /autograder/source/mha_course-*.whl
 # The course is installed read-only: owned by root, readable (and runnable) by everyone, writable
 # by no one else, so the unprivileged user a submission runs as cannot change the grader.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -20,15 +21,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=d.item_timeout, help="seconds per item/cell")
 
 
+def locate(notebook: Path) -> Path | None:
+    """``notebook`` as given, or else relative to a folder above the current one, or to the Lab's
+    root (``$JUPYTER_SERVER_ROOT``, set in Lab terminals): the command the exercises print,
+    ``mha-course check exercises/exNN_....ipynb``, then works from ``exercises/`` and ``notebooks/``
+    too (a Lab terminal or a ``!``-line starts in the notebook's folder), not only from the root."""
+    return _find(notebook, Path.is_file)
+
+
+def locate_folder(folder: Path) -> Path | None:
+    """The same lookup for a folder (``mha-course progress exercises``)."""
+    return _find(folder, Path.is_dir)
+
+
+def _find(path: Path, exists) -> Path | None:
+    if exists(path) or path.is_absolute():
+        return path if exists(path) else None
+    server_root = os.environ.get("JUPYTER_SERVER_ROOT")
+    bases = [*Path.cwd().parents, *([Path(server_root)] if server_root else [])]
+    return next((Path(os.path.relpath(base / path)) for base in bases if exists(base / path)), None)
+
+
 def run(args: argparse.Namespace) -> int:
     from mha_grader.keys import PublicSeed
     from mha_grader.report import print_results
 
     from ..grading import Limits, grade_notebook, items_for, resolve
 
-    if not args.notebook.is_file():
-        print(f"notebook: no such file: {args.notebook}", file=sys.stderr)
+    found = locate(args.notebook)
+    if found is None:
+        print(f"notebook: no such file: {args.notebook} (looked here, {os.getcwd()}, and in the "
+              "folders above it)", file=sys.stderr)
         return 2
+    if found != args.notebook:
+        print(f"({args.notebook} is {found} from here)")
+    args.notebook = found
     try:
         items = items_for(args.notebook)
     except ValueError as e:

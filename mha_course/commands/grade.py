@@ -53,6 +53,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def key_in_git_warning(path: Path) -> str | None:
+    """A warning when the key file ``path`` lies inside a git work tree (one ``git add -A`` from
+    being published); ``None`` outside one, or without git."""
+    import subprocess
+
+    def git(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(path.parent), *argv], capture_output=True, text=True)
+
+    try:
+        top = git("rev-parse", "--show-toplevel")
+    except OSError:  # no git here
+        return None
+    if top.returncode != 0:
+        return None
+    where = f"warning: the secret key {path} is inside the git work tree {top.stdout.strip()}"
+    if git("check-ignore", "-q", str(path)).returncode == 0:
+        return f"{where}; git ignores it there (keep it out of commits and hand-outs all the same)"
+    return (f"{where} and git does NOT ignore it: one `git add -A` publishes it. Add it to "
+            f".gitignore, or keep the key elsewhere (--key-file PATH outside the repository)")
+
+
 def run(args: argparse.Namespace) -> int:
     from mha_grader.classroom import grade_class
     from mha_grader.errors import IsolationUnavailable
@@ -72,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
             return 2
         said = (f"a NEW secret key in {path} (keep it to regrade identically; never hand it out)"
                 if created else f"the secret key in {path}")
+        warning = key_in_git_warning(path) if created else None
+        if warning:
+            print(warning)
     limits = Limits(memory_gb=args.memory_gb, item_timeout=args.timeout,
                     notebook_timeout=args.notebook_timeout, student_timeout=args.student_timeout,
                     item_cpu=args.item_cpu)

@@ -46,25 +46,44 @@ def _nbgrader(args: argparse.Namespace) -> int:
     return 0
 
 
+WORK_ADVICE = """\
+Exercises marked 'it holds work' are not as released. If that is your own work, it is not lost:
+`mha-course release` copies each such notebook to exercises/backup-<date-time>/ before writing the
+fresh one. To keep working where regeneration never writes, move your notebooks to my-work/
+(git ignores it; `mha-course check my-work/exNN_....ipynb` checks them there): see the README,
+'Doing the exercises'. A maintainer who meant to change exercises/: run `mha-course release`."""
+
+
 def run(args: argparse.Namespace) -> int:
     from ..grading.release import release
 
+    if args.nbgrader is not None and not args.solutions.is_dir() and args.solutions == Path("solutions"):
+        # an nbgrader course folder lives anywhere: use the checkout's solutions/ (editable install)
+        checkout = Path(__file__).resolve().parents[2] / "solutions"
+        if checkout.is_dir():
+            args.solutions = checkout
     if not args.solutions.is_dir():
         print(f"--solutions: expected a folder of exNN_<topic>.ipynb, got {args.solutions}")
         return 2
     if args.nbgrader is not None:
         return _nbgrader(args)
+    work: list[tuple[Path, Path | None]] = []
     try:
-        changed = release(args.solutions, args.exercises, check=args.check, hints=args.hints)
+        changed = release(args.solutions, args.exercises, check=args.check, hints=args.hints, work=work)
     except ValueError as e:  # a solution cell breaks the hint format: say which
         print(e)
         return 2
+    yours = {target for target, _ in work}
     if args.check:
         for p in changed:
-            print(f"out of date: {p}")
-        if changed:
+            print(f"out of date: {p}" + (" (it holds work: outputs or filled-in tasks)" if p in yours else ""))
+        if yours:
+            print(WORK_ADVICE)
+        elif changed:
             print("run `mha-course release` and commit exercises/ and the hints table")
         return 1 if changed else 0
+    for target, copy in work:
+        print(f"{target} held work (outputs or filled-in tasks): copied to {copy} first")
     for p in changed:
         print(f"wrote {p}")
     print(f"exercises/ is up to date ({len(changed)} file(s) written)")

@@ -60,6 +60,9 @@ def hint_text(exercise: str, task: int | None = None, level: int | None = None) 
         raise ValueError(f"level: expected 1 .. {n} for {stem} task {task}, got {level!r}")
     level = int(level)
     _shown[key] = level
+    from ..learner_progress import record_hint
+
+    record_hint(stem, int(task), level)  # for `mha-course progress`: the next level not asked
     body = "\n".join(textwrap.fill(line, width=96, initial_indent="  ", subsequent_indent="  ")
                      for line in entry["levels"][level - 1].split("\n"))
     prefix = stem.split("_")[0]

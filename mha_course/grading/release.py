@@ -341,14 +341,20 @@ def _write_if_changed(path: Path, text: str, check: bool, changed: list[Path]) -
             path.write_text(text, encoding="utf-8")
 
 
-def release(solutions: Path, exercises: Path, check: bool = False, hints: Path | None = None) -> list[Path]:
+def release(solutions: Path, exercises: Path, check: bool = False, hints: Path | None = None,
+            work: list[tuple[Path, Path | None]] | None = None) -> list[Path]:
     """Write (or with ``check``, only compare) ``exercises/``, the hints table ``hints``
     (default: ``mha_course/grading/hints.json`` beside ``exercises/``) and the list of named
     mistakes (``docs/mistakes.md`` beside ``exercises/``, when that folder has a ``docs/``)
     from ``solutions/`` and the graded items.
 
-    Returns the files that were (or, with ``check``, would be) changed.
+    An exercise that holds a learner's work (``keep_work.holds_work``) is copied to
+    ``exercises/backup-<time>/`` before it is written; each such file and its copy (``None`` with
+    ``check``) is appended to ``work``. Returns the files that were (or would be) changed.
     """
+    from .keep_work import back_up, backup_folder, holds_work
+
+    folder = backup_folder(exercises)
     hints = hints if hints is not None else exercises.parent / HINTS_FILE
     changed: list[Path] = []
     _write_if_changed(hints, hints_text(solutions), check, changed)
@@ -357,8 +363,13 @@ def release(solutions: Path, exercises: Path, check: bool = False, hints: Path |
     for sol in sorted(solutions.glob("ex*.ipynb")):
         target = exercises / sol.name
         text = exercise_from_solution(sol)
-        if not target.exists() or target.read_text(encoding="utf-8") != text:
+        on_disk = target.read_text(encoding="utf-8") if target.exists() else None
+        if on_disk != text:
             changed.append(target)
+            if on_disk is not None and holds_work(on_disk, text):
+                copy = None if check else back_up(target, folder)
+                if work is not None:
+                    work.append((target, copy))
             if not check:
                 exercises.mkdir(parents=True, exist_ok=True)
                 target.write_text(text, encoding="utf-8")

@@ -1,26 +1,38 @@
 """A throwaway JupyterLab server and a headless Chromium that drives it (used by test_jupyterlab.py).
 
-The server serves a temporary copy of ``notebooks/`` (the other top-level folders are linked next to
-it, so relative paths such as ``../benchmarks`` still resolve): running cells in the browser never
-rewrites the committed notebooks. Chromium is the operating system's package (``apt-get install
+The server serves a temporary copy of ``notebooks/`` and ``exercises/`` (the other top-level folders
+are linked next to them, so relative paths such as ``../benchmarks`` still resolve): running cells in
+the browser never rewrites the committed notebooks. It is started with ``make lab``'s command line
+(tools/lab.py). Chromium is the operating system's package (``apt-get install
 chromium``); Playwright only drives it, nothing downloads a browser.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import secrets
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+
+def _load_lab_tool():
+    """tools/lab.py, which `make lab` runs (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "mha_lab_tool", Path(__file__).resolve().parents[2] / "tools" / "lab.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 ROOT = Path(__file__).resolve().parents[2]
+start = _load_lab_tool()
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 # Without the networking flags Chromium keeps calling home, which floods a closed network.
 CHROMIUM_ARGS = [
@@ -30,11 +42,13 @@ CHROMIUM_ARGS = [
 ]
 # JupyterLab user settings for the test: attach every cell to the DOM (JupyterLab 4 may window
 # off-screen cells, which would hide their images from the count and the screenshot) and no
-# "news / updates" notification over the notebook.
+# "news / updates" notification over the notebook; terminals readable (test_learner_path.py).
 SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings":
         {"fetchNews": "false", "checkForUpdates": False},
+    # the terminal's text in the DOM (xterm's accessibility tree), where the test can read it
+    "@jupyterlab/terminal-extension/plugin.jupyterlab-settings": {"screenReaderMode": True},
 }
 
 
@@ -44,13 +58,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+COPIED = ("notebooks", "exercises")  # the folders whose notebooks the browser runs (and may save)
+
+
 def copy_course(dest: Path) -> Path:
-    """dest/notebooks is a real copy; every other top-level entry is a link (or a copy)."""
+    """dest/notebooks and dest/exercises are real copies; every other top-level entry is a link
+    (or a copy)."""
     dest.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(ROOT / "notebooks", dest / "notebooks",
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    for name in COPIED:
+        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     for entry in ROOT.iterdir():
-        if entry.name in {"notebooks", ".git", ".venv", "test-artifacts"}:
+        if entry.name in {*COPIED, ".git", ".venv", "test-artifacts"}:
             continue
         try:
             (dest / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
@@ -77,14 +95,15 @@ class LabServer:
         log = ROOT / "test-artifacts" / "jupyter-lab.log"  # kept after the run, next to the screenshots
         log.parent.mkdir(parents=True, exist_ok=True)
         self.log = log.open("w")
+        # `make lab`'s command line (tools/lab.py: the course root as the Lab's root, the start
+        # page, the venv on PATH), plus what a test needs: its port, token and settings, no browser.
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={self.port}",
-             "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
-             f"--ServerApp.root_dir={self.root}", f"--LabApp.user_settings_dir={settings}",
-             f"--LabApp.workspaces_dir={work / 'workspaces'}", "--ServerApp.port_retries=0",
-             "--LabApp.extension_manager=readonly",  # no PyPI queries from the extension manager
-             *(["--allow-root"] if getattr(os, "geteuid", lambda: 1)() == 0 else [])],  # containers
-            cwd=self.root, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+            start.command(self.root, [
+                "--no-browser", f"--port={self.port}", "--ip=127.0.0.1",
+                f"--IdentityProvider.token={self.token}", f"--LabApp.user_settings_dir={settings}",
+                f"--LabApp.workspaces_dir={work / 'workspaces'}", "--ServerApp.port_retries=0",
+                "--LabApp.extension_manager=readonly"]),  # no PyPI queries from the extension manager
+            cwd=self.root, env=start.environment(env), stdout=self.log, stderr=subprocess.STDOUT)
 
     def api(self, path: str, method: str = "GET"):
         request = urllib.request.Request(f"{self.url}{path}", method=method,

@@ -1,0 +1,73 @@
+"""``mha-course progress`` / ``mha_course.progress()``: every exercise, its items passed on the
+public self-check inputs, the points so far, the next hint level not asked yet; it reads the
+learner's notebooks and changes nothing. A fresh clone's exercises/ score zero everywhere,
+solutions/ full marks everywhere."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+import mha_course
+from mha_course.cli import main
+from mha_course.learner_progress import collect, hints_asked, report
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+@pytest.fixture(scope="module")
+def fresh() -> list:
+    before = _digest(ROOT / "exercises")
+    rows = collect(ROOT / "exercises")
+    assert _digest(ROOT / "exercises") == before, "progress changed exercises/"
+    return rows
+
+
+def test_fresh_exercises_score_zero(fresh) -> None:
+    assert len(fresh) == len(list((ROOT / "exercises").glob("ex*.ipynb")))
+    for row in fresh:
+        assert row.notebook is not None and row.results, row.stem
+        assert row.points == 0 and not any(r.passed for r in row.results), (row.stem, row.results)
+        assert row.next_hints and "level 1 of" in row.next_hints[0], row.next_hints
+    assert "total: 0/" in report(fresh)
+
+
+@pytest.mark.slow
+def test_solutions_score_full_marks() -> None:
+    rows = collect(ROOT / "solutions")
+    short = [(row.stem, row.points, row.max_points, [r.message for r in row.results if not r.passed])
+             for row in rows if row.points != row.max_points]
+    assert not short, short
+    assert all(not row.next_hints for row in rows)
+
+
+def test_next_hint_is_the_first_level_not_asked(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("MHA_COURSE_STATE", str(tmp_path / "asked.json"))
+    mha_course.hint("ex01", 1)
+    mha_course.hint("ex01", 1)
+    assert hints_asked() == {"ex01_dot_product_attention": {"1": 2}}
+    (tmp_path / "mine").mkdir()
+    name = "ex01_dot_product_attention.ipynb"
+    (tmp_path / "mine" / name).write_bytes((ROOT / "exercises" / name).read_bytes())
+    capsys.readouterr()
+    assert main(["progress", str(tmp_path / "mine")]) == 0
+    out = capsys.readouterr().out
+    assert 'next: hint("ex01", 1) level 3 of' in out, out
+    assert "(no notebook here)" in out and "ex04_multi_head_attention" in out  # the others
+
+
+def test_from_a_notebook_folder(monkeypatch) -> None:
+    """``mha_course.progress()`` in a kernel started in notebooks/ grades ../exercises."""
+    import mha_course.learner_progress as lp
+
+    seen = []
+    monkeypatch.setattr(lp, "collect", lambda folder: seen.append(Path(folder)) or [])
+    monkeypatch.chdir(ROOT / "notebooks")
+    mha_course.progress(quiet=True)
+    assert [p.resolve() for p in seen] == [(ROOT / "exercises").resolve()]
