@@ -44,7 +44,7 @@ ROWS = [
     ("max_len zero", lambda: StaticKVCache(0), "max_len", ["positive int", "0"]),
     ("max_len a bool", lambda: StaticKVCache(True), "max_len", ["positive int", "True"]),
     ("window a float", lambda: SlidingWindowCache(4.0), "window", ["positive int", "4.0"]),
-    ("negative sinks", lambda: SlidingWindowCache(4, -1), "num_sink", ["non-negative int", "-1"]),
+    ("negative sinks", lambda: SlidingWindowCache(4, -1), "num_sink", ["int >= 0", "-1"]),
     ("3 bits", lambda: QuantizedKVCache(3), "bits", ["(8, 4)", "3"]),
     ("an int scale dtype", lambda: QuantizedKVCache(scale_dtype=torch.int8), "scale_dtype",
      ["floating-point", "torch.int8"]),
