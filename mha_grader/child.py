@@ -383,6 +383,12 @@ def main(job_dir: str, out_dir: str) -> None:
     base = [*sys.path, *job["sys_path"]]
     sys.path[:] = base
     job["_base"] = base
+    if job.get("reads"):  # mode "user": read only the runtime and this job, never the real course
+        from . import reach
+        try:
+            reach.restrict_reads(job["reads"]["roots"], job["reads"]["hide"])
+        except Exception:  # noqa: BLE001 - not confined: run no learner code
+            os._exit(CONFINE_FAILED)
     import numpy as np
 
     with np.load(os.path.join(job_dir, "inputs.npz"), allow_pickle=False) as z:

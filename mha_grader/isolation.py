@@ -171,6 +171,8 @@ def bwrap_argv(python: str, read_only: list[str], writable: list[str], env: dict
     for sp in site_packages():  # hide editable-install finders: they point into the repository
         for f in Path(sp).glob("__editable__*"):
             args += ["--ro-bind", "/dev/null", str(f)]
+    from . import reach
+    args += reach.bwrap_args(["/usr", *seen])  # the installed course: an empty folder here
     for p in writable:
         args += ["--bind", p, p]
     for k, v in env.items():

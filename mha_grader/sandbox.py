@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import isolation
+from . import isolation, reach
 from .stage import Stager
 
 try:
@@ -178,13 +178,20 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
         d.mkdir(parents=True)
     os.chmod(root, 0o700)
     os.chmod(job, 0o755)
+    python = isolation.interpreter(mode)
+    engine = str(stager().engine())
+    if mode == "user":  # the child reads only these, and never the installed course (reach.py)
+        problem = reach.user_problem(isolation._traversable)
+        if problem:
+            raise isolation.IsolationUnavailable(problem)
+        if reach.landlock_problem() is None:
+            spec = {**spec, "reads": {"roots": reach.user_roots(python, [
+                engine, str(job), str(out), str(home), *spec["read_only"]]), "hide": reach.hidden()}}
     (job / "job.json").write_text(json.dumps(spec), encoding="utf-8")
     with open(job / "inputs.npz", "wb") as f:
         np.savez(f, **arrays)
     for p in job.iterdir():
         os.chmod(p, 0o644)
-    python = isolation.interpreter(mode)
-    engine = str(stager().engine())
     cmd = [python, "-I", "-S", "-c", _BOOT, engine, str(job), str(out)]
     lease = isolation.UIDS.lease() if mode == "user" else contextlib.nullcontext(None)
     with lease as uid:
