@@ -383,6 +383,12 @@ def main(job_dir: str, out_dir: str) -> None:
     base = [*sys.path, *job["sys_path"]]
     sys.path[:] = base
     job["_base"] = base
+    if job.get("no_network"):  # no socket of any family from here on (nonet.py)
+        from . import nonet
+        try:
+            nonet.forbid_sockets()
+        except OSError:
+            os._exit(CONFINE_FAILED)
     if job.get("reads"):  # mode "user": read only the runtime and this job, never the real course
         from . import reach
         try:

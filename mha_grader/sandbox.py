@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import isolation, reach
+from . import isolation, nonet, reach
 from .stage import Stager
 
 try:
@@ -98,6 +98,7 @@ def _preexec(limits: Limits, nproc: int, notebooks: int, uid: int | None):
                 import ctypes
                 ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
         if uid is not None:
+            nonet.new_namespace()  # where the kernel lets root (the child's filter holds anyway)
             isolation.become(uid)
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     return apply
@@ -180,6 +181,7 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
     os.chmod(job, 0o755)
     python = isolation.interpreter(mode)
     engine = str(stager().engine())
+    spec = {**spec, "no_network": mode != "none"}
     if mode == "user":  # the child reads only these, and never the installed course (reach.py)
         problem = reach.user_problem(isolation._traversable)
         if problem:
