@@ -133,6 +133,18 @@ def interpreter(mode: str) -> str:
         "install the course in a world-readable place (e.g. /opt) for the fallback")
 
 
+def user_runtime_problem() -> str | None:
+    """``None`` if mode ``user`` can run here (root on Linux, and the dedicated uid can read the
+    Python runtime and site-packages), else the grader's own refusal (e.g. a venv in ``/root``)."""
+    if user_problem():
+        return user_problem()
+    try:
+        check_readable_by_user([interpreter("user"), *site_packages()])
+    except IsolationUnavailable as e:
+        return str(e)
+    return None
+
+
 def check_readable_by_user(paths: list[str]) -> None:
     bad = [p for p in paths if not _traversable(Path(p))]
     if bad:

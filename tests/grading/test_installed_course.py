@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from grading_helpers import ROOT, build
+from grading_helpers import ROOT, build, require_user_mode
 
 from mha_grader import isolation
 
@@ -151,6 +151,8 @@ def test_editable_install_is_out_of_reach(tmp_path, mode, units):
         pytest.skip(f"the OS sandbox is needed: {isolation.bwrap_problem()}")
     import mha_course
     real = os.path.dirname(os.path.realpath(mha_course.__file__))
+    if mode == "user":
+        require_user_mode()
     got = _grade(sys.executable, _attack(tmp_path / "sub" / f"{EX02}.ipynb", real), mode, units, tmp_path)
     _check(got, "editable")
 

@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from grading_helpers import build, grade_many
+from grading_helpers import build, grade_many, require_user_mode
 
 from mha_grader import isolation
 
@@ -127,6 +127,8 @@ def test_the_services_answer_outside_the_sandbox():
 def test_no_socket_reaches_the_host(tmp_path, monkeypatch, mode, units):
     if not sys.platform.startswith("linux") or isolation.bwrap_problem():
         pytest.skip(f"the OS sandbox is needed: {isolation.bwrap_problem()}")
+    if mode == "user":
+        require_user_mode()
     monkeypatch.setenv(isolation.ENV_VAR, mode)
     monkeypatch.setenv("MHA_GRADER_UNITS", units)
     svc = Services()
