@@ -50,6 +50,7 @@ _PROCESS_CALLS = ("fork", "forkpty", "system", "popen", "posix_spawn", "posix_sp
                   "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe",
                   "kill", "killpg", "setsid", "setpgid")
 MAX_ELEMENTS = 20_000_000
+SEALED = "sealed.json"  # results folder -> its name while later units run (see _seal)
 CONFINE_FAILED = 97  # exit code: a unit could not be confined (it ran no learner code)
 PRELOADABLE = frozenset({"matplotlib.pyplot", "torch.utils.flop_counter"})  # see runner._preload
 
@@ -392,12 +393,67 @@ def _clear_after_unit(confined: bool, unit_tmp: str) -> None:
     shutil.rmtree(unit_tmp, ignore_errors=True)
 
 
+def _metadata(out_dir: str) -> dict[str, tuple[int, float, float]]:
+    """Mode and times of the results folder and the progress file (every unit can reach them)."""
+    out = {}
+    for p in (out_dir, os.path.join(out_dir, "progress")):
+        with contextlib.suppress(OSError):
+            st = os.stat(p)
+            out[p] = (st.st_mode & 0o7777, st.st_atime, st.st_mtime)
+    return out
+
+
+def _seal(out_dir: str, name: str, sealed: dict[str, str], meta: dict) -> None:
+    """The zygote, after a confined unit: no later unit may learn anything from it through the
+    file system's metadata. Its results folder takes an unguessable name until the last unit
+    is done (a later unit may not list ``out``, but could ``stat``/``readlink``/``getxattr``
+    by name: link targets, names, sizes, times, attributes), and what every unit can reach by
+    name (the results folder, the progress file) gets its mode, times and attributes back."""
+    import secrets
+    hidden = "." + secrets.token_hex(16)
+    os.rename(os.path.join(out_dir, name), os.path.join(out_dir, hidden))
+    sealed[name] = hidden
+    with open(os.path.join(out_dir, "sealed.tmp"), "w", encoding="ascii") as f:  # if we are
+        json.dump(sealed, f)  # killed, the parent names them back (sandbox.unseal)
+    os.replace(os.path.join(out_dir, "sealed.tmp"), os.path.join(out_dir, SEALED))
+    for p, (mode, atime, mtime) in meta.items():
+        with contextlib.suppress(OSError):
+            for attr in os.listxattr(p, follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    os.removexattr(p, attr, follow_symlinks=False)
+        with contextlib.suppress(OSError):
+            os.chmod(p, mode)
+        with contextlib.suppress(OSError):
+            os.utime(p, (atime, mtime))
+
+
+def _unseal(out_dir: str, sealed: dict[str, str]) -> None:
+    """No unit runs any more: every results folder gets its name back, for the parent."""
+    for name, hidden in sealed.items():
+        os.rename(os.path.join(out_dir, hidden), os.path.join(out_dir, name))
+    sealed.clear()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(out_dir, SEALED))
+
+
 def main(job_dir: str, out_dir: str) -> None:
     with open(os.path.join(job_dir, "job.json"), encoding="utf-8") as f:
         job = json.load(f)
     base = [*sys.path, *job["sys_path"]]
     sys.path[:] = base
     job["_base"] = base
+    if job.get("no_network"):  # no socket of any family from here on (nonet.py)
+        from . import nonet
+        try:
+            nonet.forbid_sockets()
+        except OSError:
+            os._exit(CONFINE_FAILED)
+    if job.get("reads"):  # mode "user": read only the runtime and this job, never the real course
+        from . import reach
+        try:
+            reach.restrict_reads(job["reads"]["roots"], job["reads"]["hide"])
+        except Exception:  # noqa: BLE001 - not confined: run no learner code
+            os._exit(CONFINE_FAILED)
     import numpy as np
 
     from . import protocol
@@ -432,6 +488,8 @@ def main(job_dir: str, out_dir: str) -> None:
     if confined:
         confine.become_subreaper()
         confine.warm_up(job["_base"], [out_dir])
+    sealed: dict[str, str] = {}  # unit folder -> the unguessable name it has until the end
+    meta = _metadata(out_dir)
     for nb in job["notebooks"]:
         # One process per unit, forked before any learner code: it imports ITS staged package.
         unit_out, unit_tmp = _unit_dirs(nb, out_dir)
@@ -443,12 +501,19 @@ def main(job_dir: str, out_dir: str) -> None:
             with contextlib.suppress(OSError):
                 os.close(nb["channel_fd"])
         _clear_after_unit(confined, unit_tmp)
+        with open(os.path.join(out_dir, "progress"), "rb") as f:
+            last = f.read(101).decode("ascii", "replace").strip()
+        stop = (os.WIFSIGNALED(status) or os.WEXITSTATUS(status) != 0
+                or last != protocol.unit_end_stage(nb["name"]))
+        if confined and not stop:
+            _seal(out_dir, nb["dir"], sealed, meta)
+        if stop:
+            _unseal(out_dir, sealed)
         if os.WIFSIGNALED(status):  # die the same way, so the parent knows which stage did it
             os.kill(os.getpid(), os.WTERMSIG(status))
             os._exit(1)
-        with open(os.path.join(out_dir, "progress"), "rb") as f:
-            last = f.read(101).decode("ascii", "replace").strip()
-        if os.WEXITSTATUS(status) != 0 or last != protocol.unit_end_stage(nb["name"]):
+        if stop:
             os._exit(os.WEXITSTATUS(status) or 3)  # it exited inside a stage (os._exit...)
+    _unseal(out_dir, sealed)
     mark(protocol.DONE)
     os._exit(0)  # no atexit handlers, no lingering threads

@@ -20,6 +20,7 @@ from .outputs import (
     check_notebook,
     check_student_folder,
     check_student_name,
+    collisions,
     fresh_folder,
     mkdir_new,
     write_new,
@@ -83,8 +84,9 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
     books = notebooks()
     who = students(submissions, shard)
     jobs, results, rejected = {}, {s: {} for s in who}, {}
+    clash = collisions(who)
     for s in who:
-        why = check_student_name(s) or check_student_folder(submissions / s)
+        why = check_student_name(s) or clash.get(s) or check_student_folder(submissions / s)
         for stem, items in books.items():
             path = submissions / s / f"{stem}.ipynb"
             bad = why or check_notebook(path)

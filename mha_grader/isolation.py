@@ -133,6 +133,18 @@ def interpreter(mode: str) -> str:
         "install the course in a world-readable place (e.g. /opt) for the fallback")
 
 
+def user_runtime_problem() -> str | None:
+    """``None`` if mode ``user`` can run here (root on Linux, and the dedicated uid can read the
+    Python runtime and site-packages), else the grader's own refusal (e.g. a venv in ``/root``)."""
+    if user_problem():
+        return user_problem()
+    try:
+        check_readable_by_user([interpreter("user"), *site_packages()])
+    except IsolationUnavailable as e:
+        return str(e)
+    return None
+
+
 def check_readable_by_user(paths: list[str]) -> None:
     bad = [p for p in paths if not _traversable(Path(p))]
     if bad:
@@ -183,6 +195,8 @@ def bwrap_argv(python: str, read_only: list[str], writable: list[str], env: dict
     for sp in site_packages():  # hide editable-install finders: they point into the repository
         for f in Path(sp).glob("__editable__*"):
             args += ["--ro-bind", "/dev/null", str(f)]
+    from . import reach
+    args += reach.bwrap_args(["/usr", *seen])  # the installed course: an empty folder here
     for p in writable:
         args += ["--bind", p, p]
     for k, v in env.items():

@@ -2,7 +2,9 @@
 
 The class layout is checked before anything is graded: student folders and notebooks must be
 real folders and files (no symlinks, no hard links), and student names must be plain (no path
-separators, no control characters, not a name the gradebook itself uses).
+separators, no control or invisible characters, not a name the gradebook itself uses), and no two
+names may look the same in the gradebook (``identity``: Unicode NFKC, spaces collapsed, the
+spreadsheet-formula escaping applied): such names are all refused.
 """
 
 from __future__ import annotations
@@ -10,20 +12,42 @@ from __future__ import annotations
 import os
 import re
 import stat
+import unicodedata
 from pathlib import Path
 
 RESERVED = frozenset({"grades.csv", "grading.json", "rejected.txt"})
 _NAME = re.compile(r"^[^\x00-\x1f\x7f/\\]{1,120}$")
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
+# control, format (zero-width, bidi controls), private-use, surrogate, unassigned, line/paragraph
+_INVISIBLE = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
 
 
 def check_student_name(name: str) -> str | None:
     """Why ``name`` cannot be a student folder (``None`` if it can)."""
     if name in (".", "..") or name.startswith(".") or not _NAME.match(name):
         return "the folder name is not a plain name (dots, separators or control characters)"
+    if any(unicodedata.category(c) in _INVISIBLE for c in name):
+        return "the folder name holds invisible or control characters (zero-width, bidi, format)"
     if name.lower() in RESERVED:
         return f"the folder name {name!r} is reserved for the gradebook's own files"
     return None
+
+
+def identity(name: str) -> str:
+    """How ``name`` reads in the gradebook: NFKC (full-width letters, ligatures, no-break
+    spaces folded), white space collapsed, then the CSV cell it becomes (``csv_cell``)."""
+    return csv_cell(" ".join(unicodedata.normalize("NFKC", name).split()))
+
+
+def collisions(names: list[str]) -> dict[str, str]:
+    """``{name: why}`` for every name whose ``identity`` another name shares (all are refused:
+    no one could tell their rows apart)."""
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        groups.setdefault(identity(n), []).append(n)
+    return {n: "the folder name reads the same in the gradebook as " + ", ".join(
+                repr(o) for o in group if o != n) + " (after Unicode NFKC and formula escaping)"
+            for group in groups.values() if len(group) > 1 for n in group}
 
 
 def check_student_folder(path: Path) -> str | None:

@@ -6,6 +6,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from mha_course.grading import Limits, grade_submission, items_for, resolve
 from mha_grader.submissions import make_submission
 
@@ -15,6 +17,16 @@ EXERCISES = ROOT / "exercises"
 WORKERS = int(os.environ.get("MHA_GRADE_WORKERS", "2"))
 # Tight but not flaky on a loaded 2-core machine (child start-up has its own 30 s allowance).
 TEST_LIMITS = Limits(item_timeout=15.0, notebook_timeout=150.0, memory_gb=4.0)
+
+
+def require_user_mode() -> None:
+    """Skip, with the grader's own message, where mode ``user`` cannot run: not root, or the
+    dedicated uid cannot read the runtime (a checkout and ``.venv`` in a 0700 folder such as
+    ``/root``), where the grader itself refuses that mode."""
+    from mha_grader import isolation
+    problem = isolation.user_runtime_problem()
+    if problem:
+        pytest.skip(f"mode user cannot run here: {problem}")
 
 
 def target_notebooks(default: Path) -> list[Path]:

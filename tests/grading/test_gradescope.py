@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from grading_helpers import EXERCISES, ROOT, SOLUTIONS
+from grading_helpers import EXERCISES, ROOT, SOLUTIONS, require_user_mode
 
 from mha_course.grading import items_for
 from mha_grader.keys import StudentInputs, fingerprint
@@ -122,10 +122,10 @@ def solution_text(stem: str) -> str:
 
 def run_autograder(tmp: Path, files: dict[str, str], isolation: str | None = None,
                    returncode: int = 0, submission: int | None = SUBMISSION, key: bytes | str | None = KEY,
-                   source: dict[str, str] | None = None) -> dict:
+                   source: dict[str, str] | None = None, venv: Path | None = None) -> dict:
     """Lay out ``tmp`` like /autograder (``source/key`` unless ``key`` is None: bytes in hex,
     a str as it is; ``submission_metadata.json`` with ``id`` = ``submission`` unless None;
-    ``source`` more files for source/), upload ``files`` (relative path -> text), run the real
+    ``source`` more files for source/; ``venv`` the installed course, default this one), upload ``files`` (relative path -> text), run the real
     script; returns results.json (checked against the schema) plus the run's log."""
     root = tmp / "autograder"
     (root / "source").mkdir(parents=True)
@@ -149,7 +149,7 @@ def run_autograder(tmp: Path, files: dict[str, str], isolation: str | None = Non
         (root / "submission" / rel).write_text(text, encoding="utf-8")
     (root / "submission").mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MHA_GRADER_")}
-    env.update(AUTOGRADER_ROOT=str(root), MHA_VENV=str(Path(sys.executable).parent.parent))
+    env.update(AUTOGRADER_ROOT=str(root), MHA_VENV=str(venv or Path(sys.executable).parent.parent))
     if isolation:
         env["MHA_GRADER_ISOLATION"] = isolation
     proc = subprocess.run(["bash", str(root / "run_autograder")], cwd=root, env=env,
@@ -317,6 +317,8 @@ MODES = [None] + (["user"] if os.geteuid() == 0 else [])  # "user": as in Grades
 
 @pytest.mark.parametrize("isolation", MODES, ids=[m or "auto" for m in MODES])
 def test_a_submission_cannot_forge_its_score(tmp_path, isolation):
+    if isolation == "user":
+        require_user_mode()
     import mha_course
 
     package = Path(mha_course.__file__)

@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from grading_helpers import ROOT, SOLUTIONS, TEST_LIMITS, build, grade_many
+from grading_helpers import ROOT, SOLUTIONS, TEST_LIMITS, build, grade_many, require_user_mode
 
 from mha_course.grading import items_for
 from mha_grader import isolation
@@ -34,6 +34,8 @@ MODE = os.environ.get(isolation.ENV_VAR) or "bwrap"
 def _require_sandbox() -> None:
     if not sys.platform.startswith("linux"):
         pytest.skip("the OS sandbox is Linux-only")
+    if MODE == "user":
+        require_user_mode()
     problem = isolation.bwrap_problem() if MODE == "bwrap" else isolation.user_problem()
     if problem:
         pytest.fail(f"the grading sandbox ({MODE}) cannot start here: {problem}")

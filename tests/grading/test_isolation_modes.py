@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from grading_helpers import SOLUTIONS, TEST_LIMITS, build
+from grading_helpers import SOLUTIONS, TEST_LIMITS, build, require_user_mode
 
 from mha_course.grading import items_for
 from mha_grader import isolation
@@ -118,6 +118,7 @@ def test_dedicated_user_fallback(tmp_path, monkeypatch):
     """The same attacks under ``MHA_GRADER_ISOLATION=user`` (the grader must be root)."""
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
         pytest.skip("the dedicated-user fallback is used only by a root grader on Linux")
+    require_user_mode()
     import test_isolation as T
     from grading_helpers import grade_many
 

@@ -31,7 +31,7 @@ import sys
 import uuid
 
 import pytest
-from grading_helpers import TEST_LIMITS, build, grade_many
+from grading_helpers import TEST_LIMITS, build, grade_many, require_user_mode
 
 from mha_course.grading import items_for
 from mha_grader import confine, isolation
@@ -229,6 +229,8 @@ LIMITS = dataclasses.replace(TEST_LIMITS, item_timeout=60.0, notebook_timeout=90
 def _require() -> None:
     if not sys.platform.startswith("linux"):
         pytest.skip("the OS sandbox is Linux-only")
+    if MODE == "user":
+        require_user_mode()
     problem = isolation.bwrap_problem() if MODE == "bwrap" else isolation.user_problem()
     if problem:
         pytest.fail(f"the grading sandbox ({MODE}) cannot start here: {problem}")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -15,6 +13,7 @@ from ...kv_cache import KVCache
 from ...masks import causal_mask
 from ...tiny_lm import TinyCausalLM, greedy_generate_reference
 from .. import mistakes as M
+from ..seeded import seeded
 from ..served_model import ModelService, RemoteModel
 
 NOTEBOOK = "ex05_causal_attention_kv_cache"
@@ -100,16 +99,11 @@ _STEP_MISTAKES = (
 
 
 # ---- task 3: a cached greedy loop --------------------------------------------------------------
-# The class grader computes references in several threads at once, and torch's global RNG is
-# shared by them: without the lock, two threads seeding and drawing interleave and build
-# different models than the seed says (seen as wrong "reference" tokens under parallel grading).
-_BUILD_LOCK = threading.Lock()
-
-
+# The class grader builds models in several threads at once: the weights come from the seed's
+# own generator (``seeded``), never torch's global one, which other threads re-seed.
 def _build(seed: int, num_layers: int) -> TinyCausalLM:
-    with _BUILD_LOCK, torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return TinyCausalLM(vocab_size=16, embed_dim=32, num_heads=4, num_layers=num_layers).double().eval()
+    model = TinyCausalLM(vocab_size=16, embed_dim=32, num_heads=4, num_layers=num_layers)
+    return seeded(model, seed).double().eval()
 
 
 def _generate_cases(rng: np.random.Generator) -> list[dict]:

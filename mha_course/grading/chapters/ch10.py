@@ -181,10 +181,10 @@ def _grads_cases(rng: np.random.Generator) -> list[dict]:
 def _grads_model(seed, vocab_size, num_layers, num_heads, embed_dim, max_len) -> torch.nn.Module:
     """A float64 TinyTransformer initialised from ``seed`` (same weights in parent and child)."""
     from ...tiny_transformer import TinyTransformer
-    with torch.random.fork_rng():
-        torch.manual_seed(int(seed))
-        return TinyTransformer(int(vocab_size), int(max_len), embed_dim=int(embed_dim),
-                               num_heads=int(num_heads), num_layers=int(num_layers)).double().eval()
+    from ..seeded import seeded
+    model = TinyTransformer(int(vocab_size), int(max_len), embed_dim=int(embed_dim),
+                            num_heads=int(num_heads), num_layers=int(num_layers))
+    return seeded(model, seed).double().eval()  # its own generator: threads cannot disturb it
 
 
 def drive_head_grads(fn, seed, vocab_size, num_layers, num_heads, embed_dim, tokens, targets):
