@@ -1,5 +1,5 @@
 """`make lab` installs the learner's part only (the course, JupyterLab, what the chapters need,
-triton); the maintainer tools (pytest, ruff, Playwright, pre-commit, nbgrader) come with `make test`
+triton, hf); the maintainer tools (pytest, ruff, Playwright, pre-commit, nbgrader) come with `make test`
 and the other maintainer targets. Before, `make lab` installed the dev extra, so a learner's Lab
 showed nbgrader's menus and its "Validate" button."""
 
@@ -40,9 +40,10 @@ def _extras(lines: list[str]) -> set[str]:
 
 def test_make_lab_installs_no_maintainer_tools(tmp_path: Path) -> None:
     lines = _dry_run("lab", tmp_path)
-    assert lines and _extras(lines) == {"triton"}, lines
+    assert lines and _extras(lines) == {"triton", "hf"}, lines
     project = _project()
-    learner = _bounds(project["dependencies"] + project["optional-dependencies"]["triton"])
+    extras = project["optional-dependencies"]
+    learner = _bounds(project["dependencies"] + extras["triton"] + extras["hf"])
     assert not MAINTAINER_TOOLS & set(learner), MAINTAINER_TOOLS & set(learner)
 
 
