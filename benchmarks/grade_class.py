@@ -55,6 +55,7 @@ def sandbox_overhead(mode: str, n: int) -> tuple[float, float]:
     """Median wall seconds of an empty child in ``mode`` and with no isolation (interleaved)."""
     import statistics
 
+    from mha_grader import space
     from mha_grader.sandbox import Limits, run_child
 
     times: dict[str, list[float]] = {mode: [], "none": []}
@@ -66,7 +67,11 @@ def sandbox_overhead(mode: str, n: int) -> tuple[float, float]:
         for i in range(n):
             for m in (mode, "none"):
                 start = time.perf_counter()
-                stage, _, _ = run_child(Path(tmp) / f"{m}{i}", spec, {}, Limits(), time.monotonic() + 60, m)
+                root = Path(tmp) / f"{m}{i}"
+                try:
+                    stage, _, _ = run_child(root, spec, {}, Limits(), time.monotonic() + 60, m)
+                finally:
+                    space.release(root)  # the run's sized tmpfs (as the runner does)
                 times[m].append(time.perf_counter() - start)
                 assert stage == "done", (m, stage)
     return statistics.median(times[mode]), statistics.median(times["none"])
