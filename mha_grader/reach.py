@@ -66,7 +66,7 @@ def user_roots(python: str, folders: list[str]) -> list[str]:
 def allowed(roots: list[str], hide: list[str]) -> list[str]:
     """``roots`` with every folder of ``hide`` cut out: a root holding a hidden folder is
     replaced by its entries (recursively), so Landlock's allow-list of trees can express it."""
-    hide = [os.path.realpath(h) for h in hide]
+    hide = _around(roots, [os.path.realpath(h) for h in hide])
     out: list[str] = []
 
     def walk(p: str, depth: int) -> None:
@@ -80,6 +80,28 @@ def allowed(roots: list[str], hide: list[str]) -> list[str]:
 
     for r in roots:
         walk(os.path.realpath(r), 0)
+    return sorted(set(out))
+
+
+def _around(roots: list[str], hide: list[str]) -> list[str]:
+    """``hide`` with every folder that HOLDS a root (a checkout holding its ``.venv``, as
+    ``make`` lays it out) replaced by its entries that lead to no root: the root stays readable,
+    everything else in that folder (``mha_course/``, ``solutions/``, ``tests/``...) stays hidden."""
+    roots = [os.path.realpath(r) for r in roots]
+    out: list[str] = []
+    for h in hide:
+        inner = [r for r in roots if _inside(r, h) and r != h]
+        todo = [h] if inner else []
+        if not inner:
+            out.append(h)
+        while todo:
+            folder = todo.pop()
+            for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+                entry = os.path.join(folder, name)
+                if not any(_inside(r, entry) for r in inner):
+                    out.append(entry)  # leads to no root: hidden
+                elif entry not in inner:
+                    todo.append(entry)  # on the way to a root: look inside
     return sorted(set(out))
 
 
