@@ -235,21 +235,21 @@ CONVENTIONS = """\
   (self-attention) · E `embed_dim` · H query heads · G key/value heads · D head size, the query/key
   features (D = E / H) · Dv value features (D unless a task says otherwise) · `...` any leading
   dimensions. Each task's `Shape:` line uses these letters.
-- **Weights.** How each exercise stores its weight matrices, and so how a projection is written:
-
-  | exercises | layout | a projection is |
-  |---|---|---|
-  | ex03 | the lecture's maths: `W_Q`, `W_K`, `W_V` are (E, D) | `x @ W` |
-  | ex04 | the lecture's maths: `W_Q`, `W_K`, `W_V`, `W_O` are (E, E) | `x @ W` |
-  | ex06, ex07, ex15 | `nn.Linear`'s storage (out, in): `W_Q` is (H·D, E), `W_O` is (E, H·D) | `x @ W.T` |
-  | ex10 | `nn.Linear`'s storage (out, in): `W_Q` is (H·D, E), `W_O` is (E, H·D) | (its tasks slice weights) |
-
-  The other exercises take no weight matrices.
 - **Dtypes.** A function given floating tensors returns their dtype (float32 in, float32 out;
   float64 in, float64 out). A function given only sizes may return float32 or float64; it is
   compared at the precision it returns. Counts and indices are compared exactly, as any number
   type. Every graded test cell states its item's rule in a `# dtype rule:` line.
 - **Masks.** A bool mask is True where a query MAY attend (the convention of torch's SDPA).
+
+**Weights.** How each exercise stores its weight matrices, and so how a projection is written (the
+other exercises take no weight matrices):
+
+| exercises | layout | a projection is |
+|---|---|---|
+| ex03 | the lecture's maths: `W_Q`, `W_K`, `W_V` are (E, D) | `x @ W` |
+| ex04 | the lecture's maths: `W_Q`, `W_K`, `W_V`, `W_O` are (E, E) | `x @ W` |
+| ex06, ex07, ex15 | `nn.Linear`'s storage (out, in): `W_Q` is (H·D, E), `W_O` is (E, H·D) | `x @ W.T` |
+| ex10 | `nn.Linear`'s storage (out, in): `W_Q` is (H·D, E), `W_O` is (E, H·D) | (its tasks slice weights) |
 """
 
 

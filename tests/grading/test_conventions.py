@@ -22,7 +22,7 @@ def test_every_exercise_has_the_same_conventions_box():
 
 
 def test_the_weight_layouts_are_the_solutions():
-    rows = re.findall(r"^  \| (ex[\d, ex]+) \| [^|]+ \| `x @ (W(?:\.T)?)` \|$", release.CONVENTIONS, re.MULTILINE)
+    rows = re.findall(r"^\| (ex[\d, ex]+) \| [^|]+ \| `x @ (W(?:\.T)?)` \|$", release.CONVENTIONS, re.MULTILINE)
     assert len(rows) == 3
     for names, proj in rows:
         for name in re.findall(r"ex\d\d", names):
