@@ -51,6 +51,7 @@ _PROCESS_CALLS = ("fork", "forkpty", "system", "popen", "posix_spawn", "posix_sp
                   "kill", "killpg", "setsid", "setpgid")
 MAX_ELEMENTS = 20_000_000
 SEALED = "sealed.json"  # results folder -> its name while later units run (see _seal)
+DISK_FULL_FLAG = "disk_full"  # a unit filled its writable space (see _clear_after_unit)
 CONFINE_FAILED = 97  # exit code: a unit could not be confined (it ran no learner code)
 PRELOADABLE = frozenset({"matplotlib.pyplot", "torch.utils.flop_counter"})  # see runner._preload
 
@@ -382,13 +383,22 @@ def _unit_process(nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu
         os._exit(0)
 
 
-def _clear_after_unit(confined: bool, unit_tmp: str) -> None:
-    """The zygote, after a unit: nothing of it may reach the next unit (processes, files)."""
+def _clear_after_unit(confined: bool, unit_tmp: str, out_dir: str) -> None:
+    """The zygote, after a unit: nothing of it may reach the next unit (processes, files).
+
+    Before it frees the unit's files it looks whether they filled the writable space, and if so
+    leaves ``out/disk_full`` for the parent (which also polls, but could miss a unit that fills
+    and is cleared between two polls). Learner code could write that file too: it only earns
+    its writer a note and the disk status on items without a result, never a mark."""
     if confined:
         try:
             confine.kill_others()
         except confine.ConfineFailed:
             os._exit(CONFINE_FAILED)
+    from . import space
+    if any(space.full(d) for d in (unit_tmp, "/dev/shm")):
+        with contextlib.suppress(OSError):
+            os.close(os.open(os.path.join(out_dir, DISK_FULL_FLAG), os.O_WRONLY | os.O_CREAT, 0o600))
     import shutil
     shutil.rmtree(unit_tmp, ignore_errors=True)
 
@@ -500,7 +510,7 @@ def main(job_dir: str, out_dir: str) -> None:
         if nb.get("channel_fd") is not None:  # the zygote keeps no unit's channel
             with contextlib.suppress(OSError):
                 os.close(nb["channel_fd"])
-        _clear_after_unit(confined, unit_tmp)
+        _clear_after_unit(confined, unit_tmp, out_dir)
         with open(os.path.join(out_dir, "progress"), "rb") as f:
             last = f.read(101).decode("ascii", "replace").strip()
         stop = (os.WIFSIGNALED(status) or os.WEXITSTATUS(status) != 0

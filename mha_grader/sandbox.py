@@ -273,6 +273,8 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
         finally:
             _kill(proc, inner, mode)
         clock.saw(_progress(out), time.monotonic())
+    from .child import DISK_FULL_FLAG  # the zygote looked before it cleared each unit's files
+    filled = filled or (sized and (space.full(out) or os.path.lexists(out / DISK_FULL_FLAG)))
     if killed is None and filled:
         killed = DISK_FULL
     unseal(out)
