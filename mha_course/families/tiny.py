@@ -55,11 +55,11 @@ def tiny_hf_model(family: str, dtype: torch.dtype = torch.float64, **changes):
     """A random ``transformers`` causal LM of ``family`` in eval mode (seeded by its name)."""
     T = _transformers()
     config = tiny_hf_config(family, **changes)
-    config._attn_implementation = "eager" if family == "gemma2" else "sdpa"  # soft-cap: eager
+    attn = "eager" if family == "gemma2" else "sdpa"  # Gemma 2's soft-cap needs the eager path
     g = torch.Generator().manual_seed(sum(map(ord, family)))
     with torch.random.fork_rng():  # transformers initialises from the global generator
         torch.manual_seed(0)
-        model = T.AutoModelForCausalLM.from_config(config)
+        model = T.AutoModelForCausalLM.from_config(config, attn_implementation=attn)
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=g))
