@@ -24,20 +24,18 @@ writes ``results/ch14_sinks.json``, which chapter 14 §6–8 loads.
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from ..benchmark.stamp import environment_stamp
 from ..gpt.checkpoint import load_checkpoint
 from ..gpt.data import validation_windows
 from ..gpt.heads import attention_weights
 from ..sink_cache import RenumberedSinkCache
 from ..window import SlidingWindowCache
+from ._common import run_main, write_result
 from .gpt_head_removal import paired
 from .long_context import segments
 
@@ -149,22 +147,11 @@ def run(out: Path = DEFAULT_OUT, sizes: tuple[int, ...] = (16, 32),
             "renumbered_minus_window": paired(past["sinks_renumbered"], past["window"]),
             "renumbered_minus_absolute": paired(past["sinks_renumbered"], past["sinks_absolute"])}
     result["rope"] = rope
-    result["wall_time_s"] = round(time.perf_counter() - t0, 1)
-    result["stamp"] = environment_stamp("cpu")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, default=str) + "\n")
-    return result
+    return write_result(result, out, t0)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    r = run(args.out)
-    print(f"wrote {args.out} in {r['wall_time_s']} s")
-    return 0
+    return run_main(__doc__, DEFAULT_OUT, lambda args: run(args.out), argv)
 
 
 if __name__ == "__main__":
