@@ -25,7 +25,8 @@ Also per layer: how far the keys' largest channel stands out (max over channels 
 absmax within a window over the median channel's; mean over windows and key/value heads) —
 KIVI's motivation is channels that stand out by an order of magnitude.
 
-Run ``python -m mha_course.experiments.kv_quant`` (about a minute on one CPU thread); it writes
+Run ``python -m mha_course.experiments.kv_quant`` (6–8 minutes on one CPU thread of a 2-core machine at
+load 8–11); it writes
 ``results/ch16_kv_quant.json``, which notebook 16 loads.
 """
 

@@ -18,7 +18,8 @@ text (not its first 16,384 characters):
    learned-position models of §6 run every validation window with windows W, W + 4 sinks and
    W + 4 (one prompt chunk through the cache). Differences are paired per stretch / window.
 
-Run ``python -m mha_course.experiments.sink_distance`` (about 2–3 CPU-minutes on one thread); it
+Run ``python -m mha_course.experiments.sink_distance`` (2 minutes on one thread at load 1–3, 6 at load
+10); it
 writes ``results/ch14_sinks.json``, which chapter 14 §6–8 loads.
 """
 
