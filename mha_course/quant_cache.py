@@ -3,8 +3,10 @@
 Symmetric absmax quantization: ``q = round(x / s)`` with ``s = max|x| / q_max`` over a group
 of values, ``x ≈ q · s``. The group decides what one scale covers: **per token** (the D
 features of one key/value head at one position share a scale; the cache can grow a token at a
-time) or **per channel** (one feature across all S positions shares a scale; good for keys,
-whose outliers sit in fixed channels — KIVI quantizes keys per channel, values per token).
+time) or **per channel** (one feature across all S positions shares a scale; KIVI quantizes keys
+per channel because the keys of large models have outlier channels — chapter 16 measures that
+chapter 13's models have none, and there per-token int4 keys lose less). The schemes engines use
+(asymmetric, grouped, FP8) are in :mod:`mha_course.quant_schemes`.
 """
 
 from __future__ import annotations
@@ -144,6 +146,9 @@ class QuantizedKVCache(Cache):
         if not torch.isfinite(scale).all():
             raise ValueError(f"{name}: a token's scale max|x| / {q_max} = {float((amax / q_max).max()):.3g} "
                              f"overflows scale_dtype {self.scale_dtype} (largest {info.max:.3g})")
+        # a scale rounded DOWN would push max|x| / scale past q_max and clamp it (far past half a step
+        # where scale_dtype is subnormal, e.g. fp16 below 6.1e-5): round up to the next representable one
+        scale = torch.where(scale.double() < amax / q_max, torch.nextafter(scale, torch.full_like(scale, info.max)), scale)
         tiny = info.smallest_normal * info.eps  # the smallest positive value (subnormal) of scale_dtype
         scale = torch.where(amax == 0, torch.ones_like(scale), scale.clamp_min(tiny))  # never 0
         q = torch.round(x.double() / scale.double()).clamp(-q_max, q_max).to(torch.int8)

@@ -92,6 +92,22 @@ def test_sink_excess_zero_for_uniform_positive_for_a_sink(monkeypatch):
         assert e.shape == (B, 1, 1) and check(e)
 
 
+def test_sink_excess_raw_and_relative_bracket_a_local_head(monkeypatch):
+    """A head that attends only to itself and the previous key depends on distance alone: the raw
+    weights score 0 on it; relative to the uniform share they score below 0 (queries later in the
+    window have more keys); uniform weights score above 0 raw. The two variants bracket."""
+    local = 0.5 * (torch.eye(T, dtype=torch.float64) + torch.diag(torch.ones(T - 1, dtype=torch.float64), -1))
+    local[0, 0] = 1.0
+    uniform = torch.tril(torch.ones(T, T, dtype=torch.float64))
+    uniform = uniform / uniform.sum(-1, keepdim=True)
+    x = torch.zeros(2, T, dtype=torch.long)
+    for w, relative, check in ((local, False, lambda e: e.abs().max() < 1e-12),
+                               (local, True, lambda e: (e < -0.1).all()),
+                               (uniform, False, lambda e: (e > 0).all())):
+        monkeypatch.setattr(sd, "attention_weights", lambda m, xb, w=w: w.expand(1, len(xb), 1, T, T))
+        assert check(sd.sink_excess(None, x, relative=relative))
+
+
 def test_committed_results_match_the_table():
     res = json.loads((ROOT / "results" / "ch13_head_removal.json").read_text())
     assert res["val_windows"] == 593 and len(res["single_removal_train"]) == 16

@@ -1,5 +1,5 @@
 """The Part III trained-model experiment: the float cache reproduces ``evaluate``, a window as long
-as the context changes nothing, and the committed results file has what notebooks 14 and 16 read."""
+as the context changes nothing, and the committed results file has every cache kind."""
 
 from __future__ import annotations
 

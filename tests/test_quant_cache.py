@@ -110,6 +110,22 @@ def test_the_cache_quantizes_with_the_scale_it_stores(bits, scale_dtype):
     assert torch.equal(q.double(), torch.round(k / s).clamp(-(2 ** (bits - 1) - 1), 2 ** (bits - 1) - 1))
 
 
+@pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("bits", [8, 4])
+def test_a_scale_rounded_down_does_not_clamp_the_largest_value(bits, scale_dtype):
+    """Where scale_dtype is subnormal (fp16 below 6.1e-5) max|x| / q_max can round DOWN by up to half:
+    the largest value then clamped at q_max, off by up to 74 x half a stored step. Each decoded value
+    must stay within half a step of the stored scale across the subnormal range too."""
+    torch.manual_seed(0)
+    k = torch.randn(1, 2, 64, 8, dtype=torch.float64) * torch.logspace(-7, -2, 64, dtype=torch.float64)[:, None]
+    cache = QuantizedKVCache(bits, scale_dtype=scale_dtype)
+    k_hat, _ = cache.update(k, k)
+    s = cache.key_scale.double()
+    assert ((k_hat - k).abs() <= s / 2 * (1 + 1e-12)).all()
+    q_max = 2 ** (bits - 1) - 1
+    assert (k.abs().amax(-1, keepdim=True) <= q_max * s).all()  # the stored scale covers the token
+
+
 def test_tiny_keys_do_not_decode_to_zero():
     """max|x| / 127 below fp16's smallest subnormal rounded the stored scale to 0: every value decoded to 0."""
     k = torch.full((1, 1, 1, 4), 1e-6, dtype=torch.float64) * torch.tensor([1.0, -0.5, 0.25, 0.0], dtype=torch.float64)

@@ -22,8 +22,6 @@ Run ``python -m mha_course.experiments.gpt_head_removal``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from pathlib import Path
 
@@ -32,7 +30,6 @@ import torch
 import torch.nn.functional as F
 from scipy import stats
 
-from ..benchmark.stamp import environment_stamp
 from ..gpt.checkpoint import load_checkpoint
 from ..gpt.config import TrainConfig
 from ..gpt.corpus import (
@@ -48,6 +45,7 @@ from ..gpt.data import step_generator, training_batch, validation_windows, windo
 from ..gpt.model import lm_loss
 from ..gpt.train import make_optimizer
 from ..pruning import gradient_importance
+from ._common import run_main, write_result
 from .gpt_pruning import head_order, mask_after
 
 SCHEMA = "mha-course-gpt-head-removal/1"
@@ -225,23 +223,12 @@ def run(out: Path = DEFAULT_OUT, train_windows: int = 256, random_orders: int = 
         "orders": {k: [list(p) for p in v] for k, v in orders.items()},
         "greedy_train_losses": greedy_train, "curves": curves, "greedy_level_minus_mha": level_ci,
         "retraining": retraining,
-        "wall_time_s": round(time.perf_counter() - t0, 1),
-        "stamp": environment_stamp("cpu"),
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, default=str) + "\n")
-    return result
+    return write_result(result, out, t0)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    r = run(args.out)
-    print(f"wrote {args.out} in {r['wall_time_s']} s")
-    return 0
+    return run_main(__doc__, DEFAULT_OUT, lambda args: run(args.out), argv)
 
 
 if __name__ == "__main__":

@@ -14,19 +14,17 @@ single-head removal, a greedy order, retraining), which reuses this module's ord
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from pathlib import Path
 
 import torch
 
-from ..benchmark.stamp import environment_stamp
 from ..gpt.checkpoint import load_checkpoint
 from ..gpt.data import step_generator, training_batch
 from ..gpt.evaluate import evaluate
 from ..gpt.model import lm_loss
 from ..pruning import count_parameters, gradient_importance, mask_from_heads, prune_model_heads
+from ._common import run_main, write_result
 
 SCHEMA = "mha-course-gpt-pruning/1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,24 +93,13 @@ def run(checkpoint: Path = DEFAULT_CKPT, out: Path = DEFAULT_OUT, eval_windows: 
         "total_params": total_params,
         "physical": {"heads_removed": k_phys, "max_abs_logit_diff_float64": float(diff),
                      "params_after": count_parameters(pruned), "params_before": total_params},
-        "wall_time_s": round(time.perf_counter() - t0, 1),
-        "stamp": environment_stamp("cpu"),
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, default=str) + "\n")
-    return result
+    return write_result(result, out, t0)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoint", type=Path, default=DEFAULT_CKPT)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    r = run(args.checkpoint, args.out)
-    print(f"wrote {args.out} in {r['wall_time_s']} s")
-    return 0
+    return run_main(__doc__, DEFAULT_OUT, lambda args: run(args.checkpoint, args.out), argv,
+                    arguments=[("--checkpoint", {"type": Path, "default": DEFAULT_CKPT})])
 
 
 if __name__ == "__main__":

@@ -15,20 +15,20 @@ and the share of attention each layer puts on the first token of the window (que
 up to 64, so it cannot be run past its training context: the windows here are inside it.
 
 Run ``python -m mha_course.experiments.kv_cache_losses`` (about a minute on one CPU thread); it
-writes ``results/part3_cache_losses.json`` (stamped), which notebooks 14 and 16 load.
+writes ``results/part3_cache_losses.json`` (stamped): point estimates on the first 256 windows.
+The chapters quote the experiments that pair every validation window instead:
+:mod:`~mha_course.experiments.sink_distance` (chapter 14) and :mod:`~mha_course.experiments.kv_quant`
+(chapter 16).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from ..benchmark.stamp import environment_stamp
 from ..gpt.checkpoint import load_checkpoint
 from ..gpt.data import validation_windows
 from ..gpt.evaluate import evaluate
@@ -36,6 +36,7 @@ from ..gpt.model import lm_loss
 from ..kv_cache import KVCache
 from ..quant_cache import QuantizedKVCache
 from ..window import SlidingWindowCache
+from ._common import run_main, write_result
 
 SCHEMA = "mha-course-part3-cache-losses/1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,25 +96,17 @@ def run(out: Path = DEFAULT_OUT, eval_windows: int = 256) -> dict:
             "uniform_first_token_mass": round(sum(1 / (p + 1) for p in range(16, T)) / (T - 16), 4),
             "first_token_mass": [[round(v, 4) for v in row] for row in first_token_mass(model, x[:64])],
         }
-    result["wall_time_s"] = round(time.perf_counter() - t0, 1)
-    result["stamp"] = environment_stamp("cpu")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, default=str) + "\n")
-    return result
+    return write_result(result, out, t0)
+
+
+def _report(r: dict) -> None:
+    for name, m in r["models"].items():
+        print(name, m["losses"], "evaluate:", m["evaluate"])
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--eval-windows", type=int, default=256)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    r = run(args.out, args.eval_windows)
-    print(f"wrote {args.out} in {r['wall_time_s']} s")
-    for name, m in r["models"].items():
-        print(name, m["losses"], "evaluate:", m["evaluate"])
-    return 0
+    return run_main(__doc__, DEFAULT_OUT, lambda a: run(a.out, a.eval_windows), argv,
+                    [("--eval-windows", {"type": int, "default": 256})], _report)
 
 
 if __name__ == "__main__":

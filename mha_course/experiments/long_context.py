@@ -24,8 +24,6 @@ notebook 14 loads.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
@@ -40,6 +38,7 @@ from ..gpt.checkpoint import load_checkpoint
 from ..gpt.heads import attention_weights
 from ..kv_cache import KVCache
 from ..window import SlidingWindowCache
+from ._common import run_main, write_result
 
 SCHEMA = "mha-course-ch14-long-context/1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,31 +138,24 @@ def run(out: Path = DEFAULT_OUT, length_factor: int = 8, num_segments: int = 32,
                                   for k, rows in inside.items()}
     result["first_token_mass_far"] = {k: [[round(v, 5) for v in row] for row in rows]
                                       for k, rows in far.items()}
-    result["wall_time_s"] = round(time.perf_counter() - t0, 1)
     stamp = environment_stamp("cpu")
     if hasattr(os, "getloadavg"):
         stamp["load_average_1min"] = round(os.getloadavg()[0], 2)
-    result["stamp"] = stamp
-    result["command"] = "python -m mha_course.experiments.long_context " + " ".join(sys.argv[1:])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, default=str) + "\n")
-    return result
+    return write_result(result, out, t0, stamp,
+                        command="python -m mha_course.experiments.long_context " + " ".join(sys.argv[1:]))
+
+
+def _report(r: dict) -> None:
+    for name, s in r["losses"].items():
+        print(f"{name:>22}: inside {s['inside']:.4f}  past {s['past']}  all {s['all']:.4f}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--checkpoint", type=Path, default=None)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--length-factor", type=int, default=8, help="decode N = factor x T ids")
-    parser.add_argument("--segments", type=int, default=32, help="validation stretches of N ids")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    r = run(args.out, args.length_factor, args.segments, args.checkpoint)
-    print(f"wrote {args.out} in {r['wall_time_s']} s")
-    for name, s in r["losses"].items():
-        print(f"{name:>22}: inside {s['inside']:.4f}  past {s['past']}  all {s['all']:.4f}")
-    return 0
+    arguments = [("--checkpoint", {"type": Path, "default": None}),
+                 ("--length-factor", {"type": int, "default": 8, "help": "decode N = factor x T ids"}),
+                 ("--segments", {"type": int, "default": 32, "help": "validation stretches of N ids"})]
+    return run_main(__doc__, DEFAULT_OUT,
+                    lambda a: run(a.out, a.length_factor, a.segments, a.checkpoint), argv, arguments, _report)
 
 
 if __name__ == "__main__":

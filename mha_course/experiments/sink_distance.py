@@ -18,27 +18,25 @@ text (not its first 16,384 characters):
    learned-position models of §6 run every validation window with windows W, W + 4 sinks and
    W + 4 (one prompt chunk through the cache). Differences are paired per stretch / window.
 
-Run ``python -m mha_course.experiments.sink_distance`` (about 5 CPU-minutes on one thread; not yet
-run to completion for the committed chapter, which quotes none of its numbers); it writes
-``results/ch14_sinks.json``.
+Run ``python -m mha_course.experiments.sink_distance`` (2 minutes on one thread at load 1–3, 6 at load
+10); it
+writes ``results/ch14_sinks.json``, which chapter 14 §6–8 loads.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from ..benchmark.stamp import environment_stamp
 from ..gpt.checkpoint import load_checkpoint
 from ..gpt.data import validation_windows
 from ..gpt.heads import attention_weights
 from ..sink_cache import RenumberedSinkCache
 from ..window import SlidingWindowCache
+from ._common import run_main, write_result
 from .gpt_head_removal import paired
 from .long_context import segments
 
@@ -49,10 +47,12 @@ NUM_SINK = 4
 
 
 @torch.no_grad()
-def sink_excess(model, x: torch.Tensor, batch_size: int = 64) -> torch.Tensor:
+def sink_excess(model, x: torch.Tensor, batch_size: int = 64, relative: bool = True) -> torch.Tensor:
     """Per window, layer and head: mean over d of r(d, 0) − mean_{q>d} r(q, q − d), where
     r(q, j) = (q + 1) · w(q, j) is a weight relative to the query's uniform share 1 / (q + 1)
     (a query at d spreads its weight over fewer keys than one at q > d; this removes that).
+    ``relative=False`` compares the raw weights w instead, which favours token 0 (its query d
+    has fewer keys to share its weight with): the two bracket the comparison.
 
     Shape:
         x: (N, T). Returns (N, n_layer, H) float64.
@@ -62,7 +62,8 @@ def sink_excess(model, x: torch.Tensor, batch_size: int = 64) -> torch.Tensor:
     out = []
     for i in range(0, len(x), batch_size):
         w = attention_weights(model, x[i:i + batch_size]).double()  # (n_layer, b, H, T, T)
-        w = w * torch.arange(1, T + 1, dtype=w.dtype)[:, None]  # row q scaled by its q + 1 keys
+        if relative:
+            w = w * torch.arange(1, T + 1, dtype=w.dtype)[:, None]  # row q scaled by its q + 1 keys
         first = w[..., d, 0]  # (n_layer, b, H, |d|): query d on key 0
         diag = torch.stack([torch.diagonal(w, -int(k), dim1=-2, dim2=-1)[..., 1:].mean(-1)
                             for k in d], dim=-1)  # queries q > d on key q − d -> (n_layer, b, H, |d|)
@@ -106,7 +107,7 @@ def run(out: Path = DEFAULT_OUT, sizes: tuple[int, ...] = (16, 32),
         windows: tuple[int, ...] = (8, 16, 32), length_factor: int = 8) -> dict:
     t0 = time.perf_counter()
     n = NUM_SINK
-    result: dict = {"schema": SCHEMA, "num_sink": n, "excess": {}, "learned": {}}
+    result: dict = {"schema": SCHEMA, "num_sink": n, "excess": {}, "excess_raw": {}, "learned": {}}
     for name in ("ch13_mha.pt", "ch13_gqa.pt", "ch13_mqa.pt", "ch13_mha_rope.pt"):
         ckpt = load_checkpoint(ROOT / "checkpoints" / name)
         model, T = ckpt.model.eval(), ckpt.config.block_size
@@ -114,6 +115,7 @@ def run(out: Path = DEFAULT_OUT, sizes: tuple[int, ...] = (16, 32),
         x, y = validation_windows(val_ids, T)
         result["val_windows"] = len(x)
         result["excess"][name] = excess_summary(sink_excess(model, x))
+        result["excess_raw"][name] = excess_summary(sink_excess(model, x, relative=False))
         if name == "ch13_mha_rope.pt":
             continue
         full = chunk_losses(model, x, y, lambda T=T: SlidingWindowCache(T))  # W = T: causal
@@ -123,7 +125,8 @@ def run(out: Path = DEFAULT_OUT, sizes: tuple[int, ...] = (16, 32),
             sinks = chunk_losses(model, x, y, lambda w=w: SlidingWindowCache(w, n))
             wider = chunk_losses(model, x, y, lambda w=w: SlidingWindowCache(w + n))
             r[f"W={w}"] = {"window": paired(plain, full), "sinks": paired(sinks, full),
-                           "wider": paired(wider, full), "sinks_minus_wider": paired(sinks, wider)}
+                           "wider": paired(wider, full), "sinks_minus_wider": paired(sinks, wider),
+                           "sinks_minus_window": paired(sinks, plain)}
         result["learned"][name] = r
 
     ckpt = load_checkpoint(ROOT / "checkpoints" / "ch13_mha_rope.pt")
@@ -145,22 +148,11 @@ def run(out: Path = DEFAULT_OUT, sizes: tuple[int, ...] = (16, 32),
             "renumbered_minus_window": paired(past["sinks_renumbered"], past["window"]),
             "renumbered_minus_absolute": paired(past["sinks_renumbered"], past["sinks_absolute"])}
     result["rope"] = rope
-    result["wall_time_s"] = round(time.perf_counter() - t0, 1)
-    result["stamp"] = environment_stamp("cpu")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, default=str) + "\n")
-    return result
+    return write_result(result, out, t0)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    r = run(args.out)
-    print(f"wrote {args.out} in {r['wall_time_s']} s")
-    return 0
+    return run_main(__doc__, DEFAULT_OUT, lambda args: run(args.out), argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,45 @@
+"""Chapter 16's trained-model experiment (issue 24) and the experiments' shared result writer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from mha_course.experiments._common import write_result
+from mha_course.experiments.kv_quant import (
+    CHUNK,
+    CONTRASTS,
+    DECODE,
+    DEFAULT_OUT,
+    SCHEMA,
+    TransformedCache,
+)
+
+
+def test_write_result_appends_time_then_stamp_then_extras(tmp_path):
+    out = tmp_path / "sub" / "r.json"
+    r = write_result({"schema": "x", "a": 1}, out, t0=0.0, stamp={"s": 1}, command="c")
+    assert list(r) == ["schema", "a", "wall_time_s", "stamp", "command"]
+    assert json.loads(out.read_text()) == r and out.read_text().endswith("}\n")
+
+
+def test_transformed_cache_hands_back_the_transform_of_one_chunk():
+    k, v = torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    c = TransformedCache(lambda x: 2 * x, lambda x: -x)
+    k2, v2 = c.update(k, v)
+    assert torch.equal(k2, 2 * k) and torch.equal(v2, -v) and c.length == 5
+    with pytest.raises(ValueError, match="one prompt chunk"):
+        c.update(k, v)
+
+
+def test_committed_results_have_every_scheme_paired_on_all_windows():
+    res = json.loads(DEFAULT_OUT.read_text())
+    assert res["schema"] == SCHEMA and res["val_windows"] == 593 and "date_utc" in res["stamp"]
+    for m in res["models"].values():
+        assert set(m["loss"]) == set(CHUNK) | set(DECODE)
+        assert abs(m["loss"]["float decode"] - m["loss"]["float"]) < 1e-4  # decode == one chunk
+        assert set(m["contrasts"]) == set(CONTRASTS) and len(m["key_channel_spread"]) == m["n_layer"]
+        for d in list(m["minus_float"].values()) + list(m["contrasts"].values()):
+            assert d["ci95"][0] <= d["mean"] <= d["ci95"][1] and d["se"] > 0
