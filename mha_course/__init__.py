@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["activation_importance", "gradient_importance", "prune_heads",
                      "prune_model_heads"], "pruning"),
     **dict.fromkeys(["QuantizedKVCache", "dequantize", "quantize", "quantized_cache_bytes"], "quant_cache"),
+    **dict.fromkeys(["KIVICache", "fake_quant_asymmetric", "fake_quant_fp8", "scheme_bytes_per_token"], "quant_schemes"),
     **dict.fromkeys(["apply_rope", "convert_rope_layout", "rope_angles", "rope_frequencies",
                      "rope_permutation"], "rope"),
     **dict.fromkeys(["repeat_kv", "scaled_dot_product_attention", "stable_softmax"], "sdpa"),
