@@ -245,7 +245,7 @@ def _check_saved(query, out, lse, d_out) -> None:
     check_shape("d_out", d_out, want, "(B, H, L, D)")
     check_shape("lse", lse, want[:3], "(B, H, L)")
     if lse.dtype != torch.float32:
-        raise ValueError(f"lse: expected float32 (as flash_forward returns it), got {lse.dtype}")
+        raise ValueError(f"lse: expected float32 (as triton_forward returns it), got {lse.dtype}")
     for name, t in (("out", out), ("d_out", d_out), ("lse", lse)):
         if t.device != query.device:
             raise ValueError(f"{name}: expected query's device {query.device}, got {t.device}")
@@ -254,8 +254,8 @@ def _check_saved(query, out, lse, d_out) -> None:
             raise ValueError(f"{name}: expected query's dtype {query.dtype}, got {t.dtype}")
 
 
-def flash_forward(query, key, value, is_causal=False, scale=None, block_q=64, block_k=64, *,
-                  block_m=None, block_n=None):
+def triton_forward(query, key, value, is_causal=False, scale=None, block_q=64, block_k=64, *,
+                   block_m=None, block_n=None):
     """Run the forward kernel; returns (O, lse) with lse in float32.
 
     ``block_q`` query rows per program (the kernel's BLOCK_M), ``block_k`` keys per step
@@ -282,8 +282,8 @@ def flash_forward(query, key, value, is_causal=False, scale=None, block_q=64, bl
     return out, lse
 
 
-def flash_backward(query, key, value, out, lse, d_out, is_causal=False, scale=None,
-                   block_q=None, block_k=None, *, dkdv_blocks=None, block_m=None, block_n=None):
+def triton_backward(query, key, value, out, lse, d_out, is_causal=False, scale=None,
+                    block_q=None, block_k=None, *, dkdv_blocks=None, block_m=None, block_n=None):
     """Run the two backward kernels; D = rowsum(dO ∘ O) is one torch line before them.
 
     (The Triton launch; :mod:`mha_course.flash_backward` is the PyTorch version it follows.)
@@ -323,12 +323,17 @@ def flash_backward(query, key, value, out, lse, d_out, is_causal=False, scale=No
     return dq, dk, dv
 
 
+# Deprecated: the forward's old name (chapter 17 calls it). The backward was ``flash_backward``, the
+# name of the PyTorch module it follows (:mod:`mha_course.flash_backward`); it has no alias.
+flash_forward = triton_forward
+
+
 class TritonFlashAttention(torch.autograd.Function):
     """The Triton forward, saving (Q, K, V, O, lse); the Triton backward."""
 
     @staticmethod
     def forward(ctx, query, key, value, is_causal, scale, block_q, block_k, backward):
-        out, lse = flash_forward(query, key, value, is_causal, scale, block_q, block_k)
+        out, lse = triton_forward(query, key, value, is_causal, scale, block_q, block_k)
         ctx.save_for_backward(query, key, value, out, lse)
         ctx.args = (is_causal, scale, backward)
         return out
@@ -338,8 +343,8 @@ class TritonFlashAttention(torch.autograd.Function):
     def backward(ctx, d_out):
         query, key, value, out, lse = ctx.saved_tensors
         is_causal, scale, (dq_blocks, dkdv_blocks) = ctx.args
-        dq, dk, dv = flash_backward(query, key, value, out, lse, d_out, is_causal, scale,
-                                    *dq_blocks, dkdv_blocks=dkdv_blocks)
+        dq, dk, dv = triton_backward(query, key, value, out, lse, d_out, is_causal, scale,
+                                     *dq_blocks, dkdv_blocks=dkdv_blocks)
         return dq, dk, dv, None, None, None, None, None
 
 

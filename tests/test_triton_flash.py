@@ -99,7 +99,7 @@ def test_default_backward_blocks_for_wide_heads():
 def test_log_sum_exp_matches_tiled():
     from mha_course.tiled import tiled_attention
     q, k, v, _ = _case(1, 2, 2, 30, 27, 8)
-    out, lse = tf.flash_forward(*(t.float().to(DEVICE) for t in (q, k, v)), is_causal=True,
+    out, lse = tf.triton_forward(*(t.float().to(DEVICE) for t in (q, k, v)), is_causal=True,
                                 block_m=16, block_n=16)
     ref_out, ref_lse = tiled_attention(q, k, v, is_causal=True, return_lse=True)
     out, lse = out.cpu(), lse.cpu()
