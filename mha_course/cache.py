@@ -27,7 +27,14 @@ from abc import ABC, abstractmethod
 
 import torch
 
-from ._checks import check_float, check_positive_int, check_rank, check_tensor, shape_str
+from ._checks import (
+    check_float,
+    check_nonnegative_int,
+    check_positive_int,
+    check_rank,
+    check_tensor,
+    shape_str,
+)
 
 
 def tensor_bytes(tensors: tuple[torch.Tensor, ...]) -> int:
@@ -66,8 +73,7 @@ def kv_cache_elements(
         sizes += [("latent_dim", latent_dim)]
     for name, n in sizes:
         check_positive_int(name, n)
-    if isinstance(rope_dim, bool) or not isinstance(rope_dim, int) or rope_dim < 0:
-        raise ValueError(f"rope_dim: expected a non-negative int R, got {rope_dim!r}")
+    check_nonnegative_int("rope_dim", rope_dim, "R")
     per_token = 2 * num_kv_heads * head_dim if latent_dim is None else latent_dim + rope_dim
     return num_layers * per_token * seq_len * batch
 

@@ -217,13 +217,9 @@ def _check_block(name: str, blk: object) -> int:
     return blk
 
 
-def _blocks(block_q, block_k, block_m, block_n) -> tuple[int, int]:
-    """``block_m``/``block_n`` are the old names of ``block_q``/``block_k`` (kept as aliases)."""
-    if block_m is not None:
-        block_q = block_m
-    if block_n is not None:
-        block_k = block_n
-    return _check_block("block_q (block_m)", block_q), _check_block("block_k (block_n)", block_k)
+def _blocks(block_q, block_k) -> tuple[int, int]:
+    """The (query rows, keys) tile, each checked (the kernels call them BLOCK_M, BLOCK_N)."""
+    return _check_block("block_q", block_q), _check_block("block_k", block_k)
 
 
 def _check(query, key, value):
@@ -254,18 +250,17 @@ def _check_saved(query, out, lse, d_out) -> None:
             raise ValueError(f"{name}: expected query's dtype {query.dtype}, got {t.dtype}")
 
 
-def triton_forward(query, key, value, is_causal=False, scale=None, block_q=64, block_k=64, *,
-                   block_m=None, block_n=None):
+def triton_forward(query, key, value, is_causal=False, scale=None, block_q=64, block_k=64):
     """Run the forward kernel; returns (O, lse) with lse in float32.
 
     ``block_q`` query rows per program (the kernel's BLOCK_M), ``block_k`` keys per step
-    (BLOCK_N); ``block_m``/``block_n`` are accepted as their old names.
+    (BLOCK_N).
 
     Shape:
         query: (B, H, L, D); key, value: (B, G, S, D). Returns (B, H, L, D), (B, H, L).
     """
     _require_triton()
-    block_q, block_k = _blocks(block_q, block_k, block_m, block_n)
+    block_q, block_k = _blocks(block_q, block_k)
     _check(query, key, value)
     q, k, v = (t.contiguous() for t in (query, key, value))
     B, H, L, D = q.shape
@@ -283,7 +278,7 @@ def triton_forward(query, key, value, is_causal=False, scale=None, block_q=64, b
 
 
 def triton_backward(query, key, value, out, lse, d_out, is_causal=False, scale=None,
-                    block_q=None, block_k=None, *, dkdv_blocks=None, block_m=None, block_n=None):
+                    block_q=None, block_k=None, *, dkdv_blocks=None):
     """Run the two backward kernels; D = rowsum(dO ∘ O) is one torch line before them.
 
     (The Triton launch; :mod:`mha_course.flash_backward` is the PyTorch version it follows.)
@@ -300,7 +295,7 @@ def triton_backward(query, key, value, out, lse, d_out, is_causal=False, scale=N
     D = query.shape[-1]
     default_dq, default_dkdv = backward_blocks(D)
     dq_q, dq_k = _blocks(default_dq[0] if block_q is None else block_q,
-                         default_dq[1] if block_k is None else block_k, block_m, block_n)
+                         default_dq[1] if block_k is None else block_k)
     if dkdv_blocks is None:
         dkdv_blocks = default_dkdv
     if not isinstance(dkdv_blocks, (tuple, list)) or len(dkdv_blocks) != 2:
@@ -321,11 +316,6 @@ def triton_backward(query, key, value, out, lse, d_out, is_causal=False, scale=N
     _bwd_dkdv_kernel[(triton.cdiv(S, kv_k), B * G)](
         q, k, v, do, lse, delta, dk, dv, scale, L, S, D, H, G, BLOCK_M=kv_q, BLOCK_N=kv_k, **common)
     return dq, dk, dv
-
-
-# Deprecated: the forward's old name (chapter 17 calls it). The backward was ``flash_backward``, the
-# name of the PyTorch module it follows (:mod:`mha_course.flash_backward`); it has no alias.
-flash_forward = triton_forward
 
 
 class TritonFlashAttention(torch.autograd.Function):
@@ -358,13 +348,11 @@ def triton_flash_attention(
     block_k: int = 64,
     *,
     backward: tuple[tuple[int, int], tuple[int, int]] | None = None,
-    block_m: int | None = None,
-    block_n: int | None = None,
 ) -> torch.Tensor:
     """FlashAttention-2 in Triton, differentiable. ``is_causal`` is top-left aligned (as SDPA).
 
-    ``block_q``/``block_k``: the forward's tile (``block_m``/``block_n``, their old names, still
-    work). ``backward``: the (block_q, block_k) of the dQ and of the dK/dV kernel, by default
+    ``block_q``/``block_k``: the forward's tile (the kernel's BLOCK_M, BLOCK_N). ``backward``:
+    the (block_q, block_k) of the dQ and of the dK/dV kernel, by default
     :func:`backward_blocks` (smaller for wide heads). Raises ImportError saying what to install
     when Triton is missing.
 
@@ -372,7 +360,7 @@ def triton_flash_attention(
         query: (B, H, L, D); key, value: (B, G, S, D) with G dividing H. Returns (B, H, L, D).
     """
     _require_triton()
-    block_q, block_k = _blocks(block_q, block_k, block_m, block_n)
+    block_q, block_k = _blocks(block_q, block_k)
     _check(query, key, value)
     if backward is None:
         backward = backward_blocks(query.shape[-1])

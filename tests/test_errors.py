@@ -414,10 +414,10 @@ TRITON = {
     "triton_flash.triton_flash_attention: G does not divide H": (
         lambda: tf.triton_flash_attention(t(1, 4, 8, 16, dtype=f32), t(1, 3, 8, 16, dtype=f32), t(1, 3, 8, 16, dtype=f32)),
         ["key/value", "H = 4", "(1, 3, 8, 16)"]),
-    "triton_flash.triton_flash_attention: block_m not a power of 2": (
-        lambda: tf.triton_flash_attention(q4, q4, q4, block_m=24), ["block_q (block_m)", "power of 2", "24"]),
+    "triton_flash.triton_flash_attention: block_q not a power of 2": (
+        lambda: tf.triton_flash_attention(q4, q4, q4, block_q=24), ["block_q", "power of 2", "24"]),
     "triton_flash.triton_flash_attention: bool block": (
-        lambda: tf.triton_flash_attention(q4, q4, q4, block_n=True), ["block_k (block_n)", "True"]),
+        lambda: tf.triton_flash_attention(q4, q4, q4, block_k=True), ["block_k", "True"]),
     "triton_flash.triton_forward: value of another D": (
         lambda: tf.triton_forward(q4, q4, t(1, 2, 8, 8, dtype=f32)), ["value", "(1, 2, 8, 16)", "(1, 2, 8, 8)"]),
     "triton_flash.triton_backward: lse of the wrong shape": (tfb(lse=torch.zeros(1, 2, 7)),
@@ -456,7 +456,6 @@ NOT_IN_TABLE = {
     "triton_flash.triton_available": "no arguments", "triton_flash.interpreted": "no arguments",
     "triton_flash.TritonFlashAttention": "autograd Function behind triton_flash_attention",
     "flash_backward.FlashAttentionFunction": "autograd Function behind flash_attention",
-    "triton_flash.flash_forward": "deprecated alias of triton_flash.triton_forward",
     "window.SlidingWindowCache": "a cache class: the caches' table",
 }
 MODULES = {"rope": rope, "positions": pos, "tiled": tiled, "flash_backward": fb, "flex_masks": fm,
