@@ -8,7 +8,9 @@ One query token per sequence (B sequences, H query heads of D) attends over a ca
 dense MHA, GQA, MQA, MLA in its absorbed form (attention on the cached latents), a sliding window
 (ring of W tokens), an int8 per-token cache (``QuantizedKVCache.attend``: the codes of one sequence
 and head turned to floats at a time, the scales applied to scores and weights) and a paged cache
-(``paged_attention``: one sequence and head gathered at a time by an index over its block table).
+(``paged_attention``, one sequence and head at a time) twice: ``paged``, each prompt appended whole,
+so its blocks are one run, read as a view of the pool; ``paged interleaved``, the B sequences grown
+a block each in turn (as batched decoding makes them), each gathered by an index over its table.
 The dense variants use torch's SDPA; int8 and paged run the course's per-head path
 (``mha_course.cache_attention``), so their ratios include that kernel's cost as well as what they read. Before timing, each variant's output is checked
 against its dense reference (never time a wrong answer).
@@ -41,7 +43,7 @@ from mha_course.benchmark.labels import MHA, MQA
 from mha_course.benchmark.peaks import lookup_peak
 from mha_course.benchmark.timing import time_interleaved
 
-INT8, PAGED = "int8 per-token", "paged"
+INT8, PAGED, PAGED_MIXED = "int8 per-token", "paged", "paged interleaved"
 
 
 def variants(S: int, args, device, dtype) -> dict[str, tuple]:
@@ -93,13 +95,16 @@ def variants(S: int, args, device, dtype) -> dict[str, tuple]:
     out[INT8] = (lambda: qcache.attend(q),  # codes to floats one head at a time, scales on scores/weights
                  quantized_cache_bytes(1, H, D, S, B), sdpa(q, k_hat, v_hat))  # close to MHA's: checked below
 
-    pool = BlockPool(B * (S + bs), bs, H, D, dtype=dtype, device=device)
-    cache = PagedKVCache(pool)
-    for b in range(B):
-        cache.add(b, S)
-        cache.append(b, k[b], v[b])
-    out[PAGED] = (lambda: paged_attention(q, cache, list(range(B))),  # one index per sequence and head
-                  kv_cache_bytes(1, H, D, S, B, dtype), sdpa(q, k, v))
+    for name, steps in ((PAGED, [(b, 0, S) for b in range(B)]),  # each prompt whole: its blocks in order
+                        (PAGED_MIXED, [(b, p, p + bs) for p in range(0, S, bs) for b in range(B)])):
+        # PAGED_MIXED: the B sequences grow a block each in turn, as batched decoding makes them
+        cache = PagedKVCache(BlockPool(B * (S + bs), bs, H, D, dtype=dtype, device=device))
+        for b in range(B):
+            cache.add(b, S)
+        for b, p0, p1 in steps:
+            cache.append(b, k[b, :, p0:p1], v[b, :, p0:p1])
+        out[name] = (lambda cache=cache: paged_attention(q, cache, list(range(B))),  # views / index_select
+                     kv_cache_bytes(1, H, D, S, B, dtype), sdpa(q, k, v))
     return out
 
 
@@ -163,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                 gbs = nbytes / (ms / 1e3) / 1e9
                 line += f"  {gbs:5.0f} {100 * gbs * 1e9 / bw:4.0f}"
             print(line)
-        ratios = {n: res[n]["ms_median"] / base_ms for n in (PAGED, INT8) if res[n]["status"] == "ok"}
+        ratios = {n: res[n]["ms_median"] / base_ms for n in (PAGED, PAGED_MIXED, INT8) if res[n]["status"] == "ok"}
         print("side by side: " + ", ".join(f"{n} {r:.2f}x dense MHA" for n, r in ratios.items())
               + " (target <= 2x)")
     return 0

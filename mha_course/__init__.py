@@ -27,9 +27,9 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["MultiHeadAttention", "merge_heads", "split_heads"], "mha"),
     **dict.fromkeys(["LatentKVCache", "MultiHeadLatentAttention"], "mla"),
     **dict.fromkeys(["dot_product_attention", "softmax"], "numpy_attention"),
-    **dict.fromkeys(["BlockPool", "PagedKVCache", "continuous_batching", "paged_attention",
-                     "paged_forward", "slots_needed"], "paged"),
-    "PagedSequence": "paged",
+    **dict.fromkeys(["BlockPool", "slots_needed"], "block_pool"),  # chapter 16's paged cache, by concept
+    **dict.fromkeys(["PagedKVCache", "PagedSequence"], "paged_cache"),  # (all re-exported by mha_course.paged)
+    **dict.fromkeys(["continuous_batching", "paged_attention", "paged_forward"], "paged_decode"),
     **dict.fromkeys(["plot_attention", "plot_heads"], "plotting"),
     **dict.fromkeys(["LearnedPositionEmbedding", "alibi_bias", "alibi_slopes",
                      "sinusoidal_positions"], "positions"),

@@ -27,7 +27,14 @@ from abc import ABC, abstractmethod
 
 import torch
 
-from ._checks import check_float, check_positive_int, check_rank, check_tensor, shape_str
+from ._checks import (
+    check_float,
+    check_nonnegative_int,
+    check_positive_int,
+    check_rank,
+    check_tensor,
+    shape_str,
+)
 
 
 def tensor_bytes(tensors: tuple[torch.Tensor, ...]) -> int:
@@ -66,8 +73,7 @@ def kv_cache_elements(
         sizes += [("latent_dim", latent_dim)]
     for name, n in sizes:
         check_positive_int(name, n)
-    if isinstance(rope_dim, bool) or not isinstance(rope_dim, int) or rope_dim < 0:
-        raise ValueError(f"rope_dim: expected a non-negative int R, got {rope_dim!r}")
+    check_nonnegative_int("rope_dim", rope_dim, "R")
     per_token = 2 * num_kv_heads * head_dim if latent_dim is None else latent_dim + rope_dim
     return num_layers * per_token * seq_len * batch
 
@@ -152,30 +158,36 @@ class Cache(ABC):
         return mask
 
 
-def check_new_kv(key: object, value: object, held: tuple[torch.Tensor, torch.Tensor] | None) -> None:
+def check_new_kv(key: object, value: object, held: tuple[torch.Tensor, torch.Tensor] | None, *,
+                 names: tuple[str, str] = ("key", "value"),
+                 letters: tuple[str, str] = ("(B, G, S, D)", "(B, G, S, Dv)")) -> None:
     """The checks of every KV cache's ``update``: float tensors ``key (B, G, S, D)`` and ``value
-    (B, G, S, Dv)`` of one dtype with the same B, G, S; and, when the cache already holds
-    ``held = (key, value)``, the same B, G, D, Dv, dtype and device as those.
+    (B, G, S, Dv)`` of one dtype with the same sizes but the last; and, when the cache already holds
+    ``held = (key, value)``, the same sizes but S (dimension -2), dtype and device as those.
+    ``names``/``letters`` name another pair with S second to last: MLA's ``latent (B, S, C)`` and
+    ``rope_key (B, S, R)``.
 
     Shape:
         key: (B, G, S_new, D), value: (B, G, S_new, Dv); held: (B, G, *, D) and (B, G, *, Dv).
     """
-    for name, t, letters in (("key", key, "(B, G, S, D)"), ("value", value, "(B, G, S, Dv)")):
+    for name, t, spec in zip(names, (key, value), letters):
         check_tensor(name, t)
         check_float(name, t)
-        check_rank(name, t, letters, rank=4)
-    if value.shape[:3] != key.shape[:3]:
-        raise ValueError(f"value: expected shape (B, G, S, Dv) = ({key.shape[0]}, {key.shape[1]}, "
-                         f"{key.shape[2]}, Dv) like key's, got {shape_str(value)}")
+        check_rank(name, t, spec, rank=spec.count(",") + 1)
+    first, second = names
+    if value.shape[:-1] != key.shape[:-1]:
+        want = ", ".join([*map(str, key.shape[:-1]), letters[1].strip("()").split(", ")[-1]])
+        raise ValueError(f"{second}: expected shape {letters[1]} = ({want}) like {first}'s, "
+                         f"got {shape_str(value)}")
     if value.dtype != key.dtype:
-        raise ValueError(f"value: expected dtype {key.dtype} (key's), got {value.dtype}")
+        raise ValueError(f"{second}: expected dtype {key.dtype} ({first}'s), got {value.dtype}")
     if held is None:
         return
-    for name, d, new, old in (("key", "D", key, held[0]), ("value", "Dv", value, held[1])):
-        if (new.shape[:2], new.shape[3]) != (old.shape[:2], old.shape[3]):
-            raise ValueError(f"{name}: expected shape (B, G, S, {d}) = ({old.shape[0]}, {old.shape[1]}, "
-                             f"S, {old.shape[3]}) to match the cache, got {shape_str(new)}; "
-                             f"call reset() to start a new sequence")
+    for name, spec, new, old in zip(names, letters, (key, value), held):
+        if new.shape[:-2] + new.shape[-1:] != old.shape[:-2] + old.shape[-1:]:  # all sizes but S
+            want = ", ".join([*map(str, old.shape[:-2]), "S", str(old.shape[-1])])
+            raise ValueError(f"{name}: expected shape {spec} = ({want}) to match the cache, got "
+                             f"{shape_str(new)}; call reset() to start a new sequence")
         if (new.dtype, new.device) != (old.dtype, old.device):
             raise ValueError(f"{name}: expected dtype {old.dtype} on {old.device} to match the cache, "
                              f"got {new.dtype} on {new.device}")

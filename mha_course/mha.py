@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
+    check_base,
     check_broadcast,
     check_float,
     check_kv_heads,
@@ -149,8 +150,7 @@ class MultiHeadAttention(nn.Module):
                 f"rope: RoPE rotates pairs of features, so head_dim D = E / H must be even; "
                 f"got D = {self.head_dim} (E={embed_dim}, H={num_heads})"
             )
-        if isinstance(rope_base, bool) or not isinstance(rope_base, (int, float)) or not rope_base > 1:
-            raise ValueError(f"rope_base: expected a number > 1, got {rope_base!r}")
+        check_base("rope_base", rope_base)
         if not isinstance(alibi, bool):
             raise ValueError(f"alibi: expected True or False, got {alibi!r}")
         self.rope, self.rope_base, self.alibi = rope, float(rope_base), alibi

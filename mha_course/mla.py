@@ -23,9 +23,8 @@ from ._checks import (
     check_shape,
     check_size,
     check_tensor,
-    shape_str,
 )
-from .cache import Cache
+from .cache import Cache, check_new_kv
 from .masks import causal_mask
 from .mha import merge_heads, split_heads
 from .rope import apply_rope
@@ -64,23 +63,9 @@ class LatentKVCache(Cache):
         Shape:
             latent: (B, S_new, C), rope_key: (B, S_new, R) -> (B, S, C), (B, S, R).
         """
-        for name, t, letters in (("latent", latent, "(B, S, C)"), ("rope_key", rope_key, "(B, S, R)")):
-            check_tensor(name, t)
-            check_float(name, t)
-            check_rank(name, t, letters, rank=3)
-        if rope_key.shape[:2] != latent.shape[:2]:
-            raise ValueError(f"rope_key: expected shape (B, S, R) = ({latent.shape[0]}, {latent.shape[1]}, R) "
-                             f"like latent's B and S, got {shape_str(rope_key)}")
-        if rope_key.dtype != latent.dtype:
-            raise ValueError(f"rope_key: expected dtype {latent.dtype} (latent's), got {rope_key.dtype}")
+        check_new_kv(latent, rope_key, None if self.latent is None else (self.latent, self.rope_key),
+                     names=("latent", "rope_key"), letters=("(B, S, C)", "(B, S, R)"))
         if self.latent is not None:
-            for name, letter, new, old in (("latent", "C", latent, self.latent),
-                                           ("rope_key", "R", rope_key, self.rope_key)):
-                if (new.shape[0], new.shape[2], new.dtype) != (old.shape[0], old.shape[2], old.dtype):
-                    raise ValueError(
-                        f"{name}: expected shape (B, S, {letter}) = ({old.shape[0]}, S, {old.shape[2]}) "
-                        f"and dtype {old.dtype} to match the cache, got {shape_str(new)} {new.dtype}; "
-                        f"call reset() to start a new sequence")
             latent = torch.cat([self.latent, latent], dim=1)  # (B, S_old, C) + (B, S_new, C) -> (B, S, C)
             rope_key = torch.cat([self.rope_key, rope_key], dim=1)  # same, last size R
         self.latent, self.rope_key = latent, rope_key

@@ -132,9 +132,7 @@ def alibi_bias(
     L = check_nonnegative_int("L", L, "(query length)")
     S = L if S is None else check_nonnegative_int("S", S, "(key length)")
     offset = S - L if offset is None else offset
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"offset: expected an int >= 0 (the first query's position; default "
-                         f"S - L), got {offset!r}")
+    check_nonnegative_int("offset", offset, "(the first query's position; default S - L)")
     if slopes is None:
         slopes = alibi_slopes(H)
     check_tensor("slopes", slopes)

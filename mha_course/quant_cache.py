@@ -108,6 +108,12 @@ class QuantizedKVCache(Cache):
     the scale the cache STORES (rounded to ``scale_dtype`` first), so a decoded value is off by at
     most half a step of that stored scale. Follows :class:`mha_course.cache.Cache`.
 
+    Where dequantization happens: ``update`` returns what attention reads, as every cache's
+    ``update`` does — here the whole cache dequantized to the input dtype, made afresh each call
+    (the MHA path: ``MultiHeadAttention(...)(x, kv_cache=cache)``). :meth:`attend` is the fast
+    decode path: it never makes those floats for the whole cache, only one sequence and head's
+    codes at a time, with the scales applied to the scores and the weights.
+
     Shape:
         q_key, q_value: (B, G, S, D) int8 or (B, G, S, D / 2) uint8; scales (B, G, S, 1).
     """

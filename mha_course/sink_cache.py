@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import torch
 
+from ._checks import check_base
 from .rope import LAYOUTS as ROPE_LAYOUTS
 from .rope import apply_rope
 from .window import SlidingWindowCache, _visible
@@ -47,8 +48,7 @@ class RenumberedSinkCache(SlidingWindowCache):
         if rope not in ROPE_LAYOUTS:
             raise ValueError(f"rope: expected one of {ROPE_LAYOUTS} (the attention layer's "
                              f"layout), got {rope!r}")
-        if isinstance(rope_base, bool) or not isinstance(rope_base, (int, float)) or rope_base <= 1:
-            raise ValueError(f"rope_base: expected a number > 1, got {rope_base!r}")
+        check_base("rope_base", rope_base)
         super().__init__(window, num_sink)
         self.rope, self.rope_base = rope, float(rope_base)
 

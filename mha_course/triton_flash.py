@@ -217,13 +217,9 @@ def _check_block(name: str, blk: object) -> int:
     return blk
 
 
-def _blocks(block_q, block_k, block_m, block_n) -> tuple[int, int]:
-    """``block_m``/``block_n`` are the old names of ``block_q``/``block_k`` (kept as aliases)."""
-    if block_m is not None:
-        block_q = block_m
-    if block_n is not None:
-        block_k = block_n
-    return _check_block("block_q (block_m)", block_q), _check_block("block_k (block_n)", block_k)
+def _blocks(block_q, block_k) -> tuple[int, int]:
+    """The (query rows, keys) tile, each checked (the kernels call them BLOCK_M, BLOCK_N)."""
+    return _check_block("block_q", block_q), _check_block("block_k", block_k)
 
 
 def _check(query, key, value):
@@ -245,7 +241,7 @@ def _check_saved(query, out, lse, d_out) -> None:
     check_shape("d_out", d_out, want, "(B, H, L, D)")
     check_shape("lse", lse, want[:3], "(B, H, L)")
     if lse.dtype != torch.float32:
-        raise ValueError(f"lse: expected float32 (as flash_forward returns it), got {lse.dtype}")
+        raise ValueError(f"lse: expected float32 (as triton_forward returns it), got {lse.dtype}")
     for name, t in (("out", out), ("d_out", d_out), ("lse", lse)):
         if t.device != query.device:
             raise ValueError(f"{name}: expected query's device {query.device}, got {t.device}")
@@ -254,18 +250,17 @@ def _check_saved(query, out, lse, d_out) -> None:
             raise ValueError(f"{name}: expected query's dtype {query.dtype}, got {t.dtype}")
 
 
-def flash_forward(query, key, value, is_causal=False, scale=None, block_q=64, block_k=64, *,
-                  block_m=None, block_n=None):
+def triton_forward(query, key, value, is_causal=False, scale=None, block_q=64, block_k=64):
     """Run the forward kernel; returns (O, lse) with lse in float32.
 
     ``block_q`` query rows per program (the kernel's BLOCK_M), ``block_k`` keys per step
-    (BLOCK_N); ``block_m``/``block_n`` are accepted as their old names.
+    (BLOCK_N).
 
     Shape:
         query: (B, H, L, D); key, value: (B, G, S, D). Returns (B, H, L, D), (B, H, L).
     """
     _require_triton()
-    block_q, block_k = _blocks(block_q, block_k, block_m, block_n)
+    block_q, block_k = _blocks(block_q, block_k)
     _check(query, key, value)
     q, k, v = (t.contiguous() for t in (query, key, value))
     B, H, L, D = q.shape
@@ -282,8 +277,8 @@ def flash_forward(query, key, value, is_causal=False, scale=None, block_q=64, bl
     return out, lse
 
 
-def flash_backward(query, key, value, out, lse, d_out, is_causal=False, scale=None,
-                   block_q=None, block_k=None, *, dkdv_blocks=None, block_m=None, block_n=None):
+def triton_backward(query, key, value, out, lse, d_out, is_causal=False, scale=None,
+                    block_q=None, block_k=None, *, dkdv_blocks=None):
     """Run the two backward kernels; D = rowsum(dO ∘ O) is one torch line before them.
 
     (The Triton launch; :mod:`mha_course.flash_backward` is the PyTorch version it follows.)
@@ -300,7 +295,7 @@ def flash_backward(query, key, value, out, lse, d_out, is_causal=False, scale=No
     D = query.shape[-1]
     default_dq, default_dkdv = backward_blocks(D)
     dq_q, dq_k = _blocks(default_dq[0] if block_q is None else block_q,
-                         default_dq[1] if block_k is None else block_k, block_m, block_n)
+                         default_dq[1] if block_k is None else block_k)
     if dkdv_blocks is None:
         dkdv_blocks = default_dkdv
     if not isinstance(dkdv_blocks, (tuple, list)) or len(dkdv_blocks) != 2:
@@ -328,7 +323,7 @@ class TritonFlashAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, query, key, value, is_causal, scale, block_q, block_k, backward):
-        out, lse = flash_forward(query, key, value, is_causal, scale, block_q, block_k)
+        out, lse = triton_forward(query, key, value, is_causal, scale, block_q, block_k)
         ctx.save_for_backward(query, key, value, out, lse)
         ctx.args = (is_causal, scale, backward)
         return out
@@ -338,8 +333,8 @@ class TritonFlashAttention(torch.autograd.Function):
     def backward(ctx, d_out):
         query, key, value, out, lse = ctx.saved_tensors
         is_causal, scale, (dq_blocks, dkdv_blocks) = ctx.args
-        dq, dk, dv = flash_backward(query, key, value, out, lse, d_out, is_causal, scale,
-                                    *dq_blocks, dkdv_blocks=dkdv_blocks)
+        dq, dk, dv = triton_backward(query, key, value, out, lse, d_out, is_causal, scale,
+                                     *dq_blocks, dkdv_blocks=dkdv_blocks)
         return dq, dk, dv, None, None, None, None, None
 
 
@@ -353,13 +348,11 @@ def triton_flash_attention(
     block_k: int = 64,
     *,
     backward: tuple[tuple[int, int], tuple[int, int]] | None = None,
-    block_m: int | None = None,
-    block_n: int | None = None,
 ) -> torch.Tensor:
     """FlashAttention-2 in Triton, differentiable. ``is_causal`` is top-left aligned (as SDPA).
 
-    ``block_q``/``block_k``: the forward's tile (``block_m``/``block_n``, their old names, still
-    work). ``backward``: the (block_q, block_k) of the dQ and of the dK/dV kernel, by default
+    ``block_q``/``block_k``: the forward's tile (the kernel's BLOCK_M, BLOCK_N). ``backward``:
+    the (block_q, block_k) of the dQ and of the dK/dV kernel, by default
     :func:`backward_blocks` (smaller for wide heads). Raises ImportError saying what to install
     when Triton is missing.
 
@@ -367,7 +360,7 @@ def triton_flash_attention(
         query: (B, H, L, D); key, value: (B, G, S, D) with G dividing H. Returns (B, H, L, D).
     """
     _require_triton()
-    block_q, block_k = _blocks(block_q, block_k, block_m, block_n)
+    block_q, block_k = _blocks(block_q, block_k)
     _check(query, key, value)
     if backward is None:
         backward = backward_blocks(query.shape[-1])

@@ -17,6 +17,7 @@ from mha_course import (
     QuantizedKVCache,
     SlidingWindowCache,
     StaticKVCache,
+    continuous_batching,
 )
 from mha_course.quant_cache import pack_int4
 
@@ -31,6 +32,11 @@ def _paged(dtype=f64) -> PagedKVCache:
     cache = PagedKVCache(BlockPool(16, 4, 2, 3, dtype=dtype))
     cache.add("s", budget=8)
     return cache
+
+
+def _batch(join_step):  # one request of 2 tokens joining at join_step
+    module = torch.nn.Module()  # never called: the requests are refused before any step
+    return continuous_batching(module, {"r": (join_step, kv(2, 8))}, _paged())
 
 
 def _filled(cache, *shapes):
@@ -97,6 +103,9 @@ ROWS = [
                                                             kv(2, 1, 3, dtype=torch.float32)), "key",
      ["torch.float64", "torch.float32"]),
     ("past the budget", lambda: _paged().append("s", kv(2, 9, 3), kv(2, 9, 3)), "key", ["S = 9", "budget of 8"]),
+    ("a join step before zero", lambda: _batch(-1), "requests", ["join_step an int >= 0", "'r'", "-1"]),
+    ("a join step a float", lambda: _batch(1.0), "requests", ["join_step an int >= 0", "1.0"]),
+    ("a join step a bool", lambda: _batch(True), "requests", ["join_step an int >= 0", "True"]),
     ("a batch of 2 for one paged sequence", lambda: _paged().sequence("s").update(kv(2, 2, 1, 3), kv(2, 2, 1, 3)),
      "key", ["(B, G, S, D) with B = 1", "(2, 2, 1, 3)"]),
 ]

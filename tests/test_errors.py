@@ -206,7 +206,7 @@ def fbw(out=(1, 3, 4), lse=(1, 3), d_out=(1, 3, 4)):
 
 
 def tfb(out=q4, lse=lse4, d_out=q4):
-    return lambda: tf.flash_backward(q4, q4, q4, out, lse, d_out)
+    return lambda: tf.triton_backward(q4, q4, q4, out, lse, d_out)
 
 
 def qkv(*shape):
@@ -414,25 +414,25 @@ TRITON = {
     "triton_flash.triton_flash_attention: G does not divide H": (
         lambda: tf.triton_flash_attention(t(1, 4, 8, 16, dtype=f32), t(1, 3, 8, 16, dtype=f32), t(1, 3, 8, 16, dtype=f32)),
         ["key/value", "H = 4", "(1, 3, 8, 16)"]),
-    "triton_flash.triton_flash_attention: block_m not a power of 2": (
-        lambda: tf.triton_flash_attention(q4, q4, q4, block_m=24), ["block_q (block_m)", "power of 2", "24"]),
+    "triton_flash.triton_flash_attention: block_q not a power of 2": (
+        lambda: tf.triton_flash_attention(q4, q4, q4, block_q=24), ["block_q", "power of 2", "24"]),
     "triton_flash.triton_flash_attention: bool block": (
-        lambda: tf.triton_flash_attention(q4, q4, q4, block_n=True), ["block_k (block_n)", "True"]),
-    "triton_flash.flash_forward: value of another D": (
-        lambda: tf.flash_forward(q4, q4, t(1, 2, 8, 8, dtype=f32)), ["value", "(1, 2, 8, 16)", "(1, 2, 8, 8)"]),
-    "triton_flash.flash_backward: lse of the wrong shape": (tfb(lse=torch.zeros(1, 2, 7)),
+        lambda: tf.triton_flash_attention(q4, q4, q4, block_k=True), ["block_k", "True"]),
+    "triton_flash.triton_forward: value of another D": (
+        lambda: tf.triton_forward(q4, q4, t(1, 2, 8, 8, dtype=f32)), ["value", "(1, 2, 8, 16)", "(1, 2, 8, 8)"]),
+    "triton_flash.triton_backward: lse of the wrong shape": (tfb(lse=torch.zeros(1, 2, 7)),
                                                             ["lse", "(B, H, L)", "(1, 2, 8)", "(1, 2, 7)"]),
-    "triton_flash.flash_backward: lse float64": (tfb(lse=lse4.double()), ["lse", "float32", "torch.float64"]),
-    "triton_flash.flash_backward: d_out of another L": (tfb(d_out=t(1, 2, 4, 16, dtype=f32)),
+    "triton_flash.triton_backward: lse float64": (tfb(lse=lse4.double()), ["lse", "float32", "torch.float64"]),
+    "triton_flash.triton_backward: d_out of another L": (tfb(d_out=t(1, 2, 4, 16, dtype=f32)),
                                                         ["d_out", "(B, H, L, D)", "(1, 2, 8, 16)", "(1, 2, 4, 16)"]),
-    "triton_flash.flash_backward: out of another dtype": (tfb(out=q4.double()), ["out", "torch.float32", "torch.float64"]),
+    "triton_flash.triton_backward: out of another dtype": (tfb(out=q4.double()), ["out", "torch.float32", "torch.float64"]),
     "triton_flash.backward_blocks: zero head size": (lambda: tf.backward_blocks(0), ["D", "positive int", "0"]),
-    "triton_flash.flash_backward: dK/dV tile not a power of 2": (
-        lambda: tf.flash_backward(q4, q4, q4, q4, lse4, q4, dkdv_blocks=(16, 48)), ["dkdv_blocks[1]", "48"]),
+    "triton_flash.triton_backward: dK/dV tile not a power of 2": (
+        lambda: tf.triton_backward(q4, q4, q4, q4, lse4, q4, dkdv_blocks=(16, 48)), ["dkdv_blocks[1]", "48"]),
     "triton_flash.triton_flash_attention: backward tiles not pairs": (
         lambda: tf.triton_flash_attention(q4, q4, q4, backward=(16, 16)), ["backward", "(block_q, block_k)"]),
-    "triton_flash.flash_backward: G does not divide H": (
-        lambda: tf.flash_backward(q4, t(1, 3, 8, 16, dtype=f32), t(1, 3, 8, 16, dtype=f32), q4, lse4, q4),
+    "triton_flash.triton_backward: G does not divide H": (
+        lambda: tf.triton_backward(q4, t(1, 3, 8, 16, dtype=f32), t(1, 3, 8, 16, dtype=f32), q4, lse4, q4),
         ["key/value", "H = 2"]),
 }
 

@@ -23,6 +23,7 @@ from mha_course import (
     scaled_dot_product_attention,
     slots_needed,
 )
+from mha_course.paged_decode import first_of_run
 
 G, D = 2, 4
 f64 = torch.float64
@@ -86,6 +87,36 @@ def test_paged_forward_prompt_then_decode_equals_kv_cache(Gkv, rope):
         for b, s in enumerate(ids):
             assert_close(y[b], m(xs[s][:, :t + 1], is_causal=True)[0][0, t:t + 1],
                          rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("interleave", [False, True], ids=["blocks in order, read as a view",
+                                                          "blocks interleaved, gathered"])
+def test_paged_attention_over_a_run_of_blocks_and_over_interleaved_blocks(interleave):
+    torch.manual_seed(3)
+    bs, lengths, L = 4, [10, 7], 2
+    cache = PagedKVCache(BlockPool(32, bs, G, D, dtype=f64))
+    dense = [(torch.randn(G, n, D, dtype=f64), torch.randn(G, n, D, dtype=f64)) for n in lengths]
+    for s, n in enumerate(lengths):
+        cache.add(s, n)
+    writes = [(s, p) for s in range(2) for p in range(0, lengths[s], bs)]  # each sequence whole
+    if interleave:  # a block each in turn, as batched decoding makes them
+        writes.sort(key=lambda w: (w[1], w[0]))
+    for s, p in writes:
+        cache.append(s, dense[s][0][:, p:p + bs], dense[s][1][:, p:p + bs])
+    firsts = [first_of_run(cache.tables[s]) for s in range(2)]
+    assert (firsts == [None, None]) if interleave else (firsts == [0, 3])
+    q = torch.randn(2, 4, L, D, dtype=f64)  # H = 4 over G = 2, the last L = 2 positions
+    got = paged_attention(q, cache, [0, 1])
+    for s, (k, v) in enumerate(dense):
+        S = lengths[s]
+        mask = torch.arange(S)[None, :] <= torch.arange(S - L, S)[:, None]  # (L, S) causal
+        want = scaled_dot_product_attention(q[s:s + 1], k[None], v[None], attn_mask=mask, enable_gqa=True)
+        assert_close(got[s:s + 1], want, rtol=1e-12, atol=1e-12)
+
+
+def test_first_of_run():
+    assert first_of_run([3, 4, 5]) == 3 and first_of_run([7]) == 7
+    assert first_of_run([3, 5]) is None and first_of_run([4, 3]) is None and first_of_run([]) is None
 
 
 def test_paged_prompt_chunk_is_causal():

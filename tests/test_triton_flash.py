@@ -83,12 +83,12 @@ def test_bfloat16_on_gpu():
 
 @needs_triton
 def test_default_backward_blocks_for_wide_heads():
-    """D = 128 takes the smaller default backward tiles (backward_blocks) and the old keyword
-    names block_m / block_n still work; gradients equal the float64 reference."""
+    """D = 128 takes the smaller default backward tiles (backward_blocks); gradients equal the
+    float64 reference."""
     assert tf.backward_blocks(128) == ((64, 32), (32, 64))
     q, k, v, d_out = _case(1, 2, 1, 70, 45, 128, seed=2)
     xs = [t.to(DEVICE, torch.float32).requires_grad_() for t in (q, k, v)]
-    out = tf.triton_flash_attention(*xs, is_causal=True, block_m=32, block_n=32)
+    out = tf.triton_flash_attention(*xs, is_causal=True, block_q=32, block_k=32)
     got = (out, *torch.autograd.grad(out, xs, d_out.to(DEVICE, torch.float32)))
     for name, g, want in zip(("out", "dq", "dk", "dv"), got, _reference(q, k, v, d_out, True)):
         torch.testing.assert_close(g.detach().cpu().double(), want, atol=F32_TOL, rtol=F32_TOL,
@@ -99,8 +99,8 @@ def test_default_backward_blocks_for_wide_heads():
 def test_log_sum_exp_matches_tiled():
     from mha_course.tiled import tiled_attention
     q, k, v, _ = _case(1, 2, 2, 30, 27, 8)
-    out, lse = tf.flash_forward(*(t.float().to(DEVICE) for t in (q, k, v)), is_causal=True,
-                                block_m=16, block_n=16)
+    out, lse = tf.triton_forward(*(t.float().to(DEVICE) for t in (q, k, v)), is_causal=True,
+                                 block_q=16, block_k=16)
     ref_out, ref_lse = tiled_attention(q, k, v, is_causal=True, return_lse=True)
     out, lse = out.cpu(), lse.cpu()
     torch.testing.assert_close(lse.double(), ref_lse, atol=F32_TOL, rtol=F32_TOL)
@@ -113,8 +113,8 @@ def test_bad_inputs_name_the_argument():
     with pytest.raises(ValueError, match="key/value"):
         tf.triton_flash_attention(q.float(), k.float(), v.float())  # G = 3 does not divide H = 4
     q, k, v, _ = _case(1, 2, 1, 8, 8, 8)
-    with pytest.raises(ValueError, match="block_n"):
-        tf.triton_flash_attention(q.float(), k.float(), v.float(), block_n=24)
+    with pytest.raises(ValueError, match="block_k"):
+        tf.triton_flash_attention(q.float(), k.float(), v.float(), block_k=24)
 
 
 @needs_triton

@@ -11,17 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .._checks import check_kv_heads
+from .._checks import check_kv_heads, check_positive_int
 
 NORMS = ("layernorm", "rmsnorm")
 MLPS = ("gelu_tanh", "swiglu", "geglu_tanh")
 POSITIONS = ("learned", "rope")
 ATTENTIONS = ("gqa", "mla")
-
-
-def _positive(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name}: expected a positive int, got {value!r}")
 
 
 @dataclass
@@ -73,7 +68,7 @@ class FamilyConfig:
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_embd", "n_layer", "n_head", "n_kv_head", "head_dim",
                      "intermediate", "max_positions"):
-            _positive(name, getattr(self, name))
+            check_positive_int(name, getattr(self, name))
         check_kv_heads("n_kv_head", self.n_head, self.n_kv_head, of="n_head H")
         for name, value, allowed in (("norm", self.norm, NORMS), ("mlp", self.mlp, MLPS),
                                      ("positions", self.positions, POSITIONS),
@@ -87,19 +82,19 @@ class FamilyConfig:
                              f"got {len(self.windows)}")
         for w in self.windows:
             if w is not None:
-                _positive("windows", w)
+                check_positive_int("windows", w)
         for name in ("attn_softcap", "final_softcap", "attn_scale"):
             v = getattr(self, name)
             if v is not None and not v > 0:
                 raise ValueError(f"{name}: expected None or a number > 0, got {v!r}")
         if self.attention == "mla":
             for name in ("kv_lora_rank", "qk_rope_dim", "v_head_dim"):
-                _positive(name, getattr(self, name))
+                check_positive_int(name, getattr(self, name))
             if self.qk_rope_dim % 2:
                 raise ValueError(f"qk_rope_dim: expected an even R (RoPE rotates pairs), "
                                  f"got {self.qk_rope_dim}")
             if self.q_lora_rank is not None:
-                _positive("q_lora_rank", self.q_lora_rank)
+                check_positive_int("q_lora_rank", self.q_lora_rank)
         elif self.positions == "rope" and self.head_dim % 2:
             raise ValueError(f"head_dim: expected an even D (RoPE rotates pairs), got {self.head_dim}")
 

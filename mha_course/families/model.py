@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._checks import check_rank, check_tensor, shape_str
+from .._checks import check_nonnegative_int, check_rank, check_tensor, shape_str
 from ..cache import Cache
 from ..kv_cache import KVCache
 from ..mla import LatentKVCache
@@ -107,8 +107,7 @@ def greedy_generate(model: FamilyLM, ids: torch.Tensor, max_new_tokens: int,
     Shape:
         ids: (B, L). Returns (B, L + n), n <= max_new_tokens.
     """
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens: expected an int >= 0, got {max_new_tokens!r}")
+    check_nonnegative_int("max_new_tokens", max_new_tokens)
     eos = [] if eos_token_id is None else [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
     pad = eos[0] if pad_token_id is None and eos else pad_token_id
     caches = model.new_caches()

@@ -17,9 +17,9 @@ NOTEBOOK = "ex16_quantized_paged_cache"
 # block table (the paged cache, paged attention, the batched step and loop), and the slot count.
 # One list for the notebook, so its items share one unit.
 _FORBID = ("mha_course.quant_cache.quantize", "mha_course.quant_cache.dequantize",
-           "mha_course.quant_cache.QuantizedKVCache", "mha_course.paged.PagedKVCache",
-           "mha_course.paged.paged_attention", "mha_course.paged.paged_forward",
-           "mha_course.paged.continuous_batching", "mha_course.paged.slots_needed")
+           "mha_course.quant_cache.QuantizedKVCache", "mha_course.paged_cache.PagedKVCache",
+           "mha_course.paged_decode.paged_attention", "mha_course.paged_decode.paged_forward",
+           "mha_course.paged_decode.continuous_batching", "mha_course.block_pool.slots_needed")
 
 WRONG_AXIS = ("scales over the wrong axis: 'token' and 'channel' swapped (a token's scale comes from "
               "its D features, a channel's from its S positions)")

@@ -16,7 +16,7 @@ NOTEBOOK = "ex17_flash_attention_triton"
 # out_b). One list for the notebook, so its items share one unit in the sandbox.
 _FORBID = ("mha_course.flash_backward.backward_d_term",
            "mha_course.flash_backward.flash_attention_backward",
-           "mha_course.triton_flash.flash_backward", *TILED)
+           "mha_course.triton_flash.triton_backward", *TILED)
 _D_NO_OUTPUT = "D summed dO alone: D_i = rowsum(dO_i * O_i), the product with the output O"
 _D_WRONG_AXIS = "summed over the query rows (dim -2): D has one number per row, sum over dim -1"
 _DQ_NO_D = "dS = P * dP without subtracting D: the softmax backward is dS = P * (dP - D)"
