@@ -18,9 +18,10 @@ Links between notebooks (``.ipynb``) become links between pages (``.html``); oth
 links to (``.md``, ``.py``, data) are copied as they are, so every internal link works offline.
 
 Why nbconvert and not Jupyter Book / MyST: nbconvert comes with JupyterLab, which the course
-already installs, so ``make site`` needs no new dependency; it renders the committed outputs exactly
-as nbval checked them. Jupyter Book would add a large dependency tree (Sphinx, myst-nb, a theme)
-for features (cross-references, search, PDF) this course does not use yet.
+already installs, so rendering needs no new dependency (search adds Pagefind, one package); it
+renders the committed outputs exactly as nbval checked them. Jupyter Book would add a large
+dependency tree (Sphinx, myst-nb, a theme) for features (cross-references, PDF) this course does
+not use yet.
 
 Search: every page has a search box over the lectures and guides (Pagefind, offline: the index
 and its script are written into _site/pagefind/; see tools/site_search.py). Each page's <title>
