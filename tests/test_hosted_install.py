@@ -5,9 +5,10 @@ after which ``check("ex01", namespace=...)`` grades chapter 1's solution in-kern
 prints a hint.
 
 Torch and Triton in the fresh environment: installing them too is what a hosted service without
-them does, and it is what makes the test slow (measured on a loaded 2-core machine: with nothing
-shared pip took a CUDA torch, 6 GB after 10 minutes, stopped; with only torch shared the cell took
-385 s). By default the new environment gets the running interpreter's torch and triton ONLY (their
+them does, and it is what makes the test slow (measured on a 2-core machine at load 10-15: with
+nothing shared pip took a CUDA torch, 6 GB after 10 minutes, stopped; with torch and triton
+shared the whole test used 101 CPU-seconds, 13 minutes of wall time at that load, every other
+package downloaded, as with CI's PIP_NO_CACHE_DIR). By default the new environment gets the running interpreter's torch and triton ONLY (their
 folders and dist-info, linked through a .pth file; nothing else of this environment is visible):
 pip sees both installed and installs everything else — the course, JupyterLab, numpy, matplotlib,
 scipy, transformers, ... — from the index, as the cell does. The trade-off: which torch and triton
