@@ -223,14 +223,20 @@ def build_explorer(sentence: str = "the cat sat on the mat", layer: int = 0, hea
     from IPython.display import display
 
     state = {"view": explore(sentence, layer, head, temperature, mask)}
+    # Sized to their text: ipywidgets' defaults (300 px drop-downs, 148 px buttons) cut the longest
+    # sentence and "layer 2 (random, seeded)" short with an ellipsis (tools/site_render.py checks).
+    wide = widgets.Layout(width="36em")
+    buttons = {"button_width": "auto", "description_width": "initial"}
     controls = {
-        "sentence": widgets.Dropdown(options=list(SENTENCES), value=sentence, description="sentence"),
+        "sentence": widgets.Dropdown(options=list(SENTENCES), value=sentence, description="sentence",
+                                     layout=wide),
         "layer": widgets.ToggleButtons(options=[(n, i) for i, n in enumerate(LAYER_NAMES)],
-                                       value=layer, description="layer"),
+                                       value=layer, description="layer", style=buttons),
         "head": widgets.Dropdown(options=_head_options(layer), value=head, description="head"),
         "temperature": widgets.FloatLogSlider(value=temperature, base=10, min=-1, max=1, step=0.05,
                                               description="temperature"),
-        "mask": widgets.ToggleButtons(options=list(MASKS), value=mask, description="mask"),
+        "mask": widgets.ToggleButtons(options=list(MASKS), value=mask, description="mask",
+                                      style=buttons),
     }
     output = widgets.Output()
 

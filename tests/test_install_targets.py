@@ -16,7 +16,8 @@ from tests.test_environment import _bounds
 
 ROOT = Path(__file__).resolve().parents[1]
 MAINTAINER_TOOLS = {"pytest", "nbval", "hypothesis", "ruff", "pytest-xdist", "playwright",
-                    "nbgrader", "pre-commit", "nbstripout", "pre-commit-hooks"}
+                    "nbgrader", "pre-commit", "nbstripout", "pre-commit-hooks",
+                    "pagefind"}  # the static site's search index (make site)
 
 
 def _dry_run(target: str, tmp_path: Path) -> list[str]:

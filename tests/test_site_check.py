@@ -183,3 +183,21 @@ def test_the_built_explorer_page_renders_offline(tmp_path):
                                                  "notebooks/11_old_table.html"])
     assert problems == ["notebooks/11_old_table.html: markdown that did not render (a table row in "
                         "pipes): '| head | job | |---|---| | 0 | same word | | 1 | previous token |'"]
+
+
+@pytest.mark.chromium
+def test_rendered_check_fails_on_widget_text_cut_off(tmp_path):
+    """A widget label, a toggle button and a drop-down choice too long for their boxes (what the
+    explorer's 'layer 2 (random, seeded)' and longest sentence were) are reported; ones that fit
+    are not."""
+    _need_chromium()
+    narrow = "display:inline-block;width:40px;overflow:hidden;white-space:nowrap;text-overflow:ellipsis"
+    body = (f'<label class="widget-label" style="{narrow}">temperature</label>'
+            f'<button class="widget-toggle-button" style="{narrow}">layer 2 (random, seeded)</button>'
+            f'<label class="widget-label">fits</label>'
+            '<div class="widget-dropdown"><select style="width:60px"><option>short</option>'
+            '<option>the dog chased the cat because it was hungry</option></select></div>')
+    problems = site_render.check_rendered(_page(tmp_path, body), ["page.html"])
+    assert problems == ["page.html: widget text cut off: 'temperature'",
+                        "page.html: widget text cut off: 'layer 2 (random, seeded)'",
+                        "page.html: widget text cut off: 'the dog chased the cat because it was hungry'"]

@@ -18,12 +18,16 @@ Links between notebooks (``.ipynb``) become links between pages (``.html``); oth
 links to (``.md``, ``.py``, data) are copied as they are, so every internal link works offline.
 
 Why nbconvert and not Jupyter Book / MyST: nbconvert comes with JupyterLab, which the course
-already installs, so ``make site`` needs no new dependency; it renders the committed outputs exactly
-as nbval checked them. Jupyter Book would add a large dependency tree (Sphinx, myst-nb, a theme)
-for features (cross-references, search, PDF) this course does not use yet.
+already installs, so rendering needs no new dependency (search adds Pagefind, one package); it
+renders the committed outputs exactly as nbval checked them. Jupyter Book would add a large
+dependency tree (Sphinx, myst-nb, a theme) for features (cross-references, PDF) this course does
+not use yet.
 
-Left out on purpose (Jupyter Book / d2l features): full-text search (needs a search index and its
-JavaScript; the course is 12 chapters with a contents page), "launch in Binder/Colab" buttons (they
+Search: every page has a search box over the lectures and guides (Pagefind, offline: the index
+and its script are written into _site/pagefind/; see tools/site_search.py). Each page's <title>
+is its notebook's (or guide's) first heading.
+
+Left out on purpose (Jupyter Book / d2l features): "launch in Binder/Colab" buttons (they
 need an outside service and this course runs in its own environment, `make lab`), a PDF book
 (needs LaTeX), cross-reference numbering of equations and figures (the chapters do not cite them),
 and a framework-wide tab/theme switcher (one light theme, the one JupyterLab shows).
@@ -41,10 +45,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import site_assets  # noqa: E402  (tools/ is not a package)
+import site_search  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ("notebooks", "exercises")  # rendered; solutions/ (the instructor sources) are not
-GUIDES = ("docs/instructor_guide.md", "docs/grading.md", "classroom/README.md", "CONTRIBUTING.md")
+GUIDES = ("README.md", "docs/instructor_guide.md", "docs/grading.md", "classroom/README.md", "CONTRIBUTING.md")
 HREF = re.compile(r'(href|src)="([^"]*)"')
 EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//|#)", re.I)  # http:, data:, mailto:, //, #anchor
 NAV_STYLE = """.course-nav{font-family:system-ui,sans-serif;padding:.5rem 1rem;background:#f3f3f3;
@@ -77,13 +82,27 @@ STYLE = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem aut
 line-height:1.5}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3rem .6rem}"""
 
 
+# No repository URL is recorded in the repository (pyproject.toml has no [project.urls]; the
+# placeholder in classroom/autograde.yml is an example): the index links to the README, rendered
+# as one of the guides, instead of inventing a URL.
+REPOSITORY_LINK = "README.md"
+
+
+def first_heading(markdown: str) -> str | None:
+    """The first '#' heading of a markdown text, without the '#'s."""
+    for line in markdown.splitlines():
+        if line.startswith("#"):
+            return line.lstrip("#").strip()
+    return None
+
+
 def title_of(path: Path) -> str:
-    """The notebook's first markdown heading, without the '#'s (the file name if none)."""
+    """The notebook's (or markdown guide's) first heading, without the '#'s (else the file name)."""
+    if path.suffix == ".md":
+        return first_heading(path.read_text(encoding="utf-8")) or path.stem
     for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-        if cell["cell_type"] == "markdown":
-            for line in "".join(cell["source"]).splitlines():
-                if line.startswith("#"):
-                    return line.lstrip("#").strip()
+        if cell["cell_type"] == "markdown" and (title := first_heading("".join(cell["source"]))):
+            return title
     return path.stem
 
 
@@ -107,6 +126,8 @@ def rewrite_links(page: str, source: Path, out: Path, pages: set[Path]) -> str:
             path = re.sub(r"\.(ipynb|md)$", ".html", path)
         elif target.is_dir() and target.relative_to(ROOT).as_posix() in SECTIONS:
             path = path.rstrip("/") + "/index.html"
+        elif target.is_dir() and target / "README.md" in pages:  # a folder -> its README's page
+            path = path.rstrip("/") + "/README.html"
         elif target.is_file() and ROOT in target.parents:
             destination = out / target.relative_to(ROOT)
             destination.parent.mkdir(parents=True, exist_ok=True)
@@ -124,12 +145,15 @@ def nav_bar(index: int, files: list[Path]) -> str:
         if 0 <= other < len(files) and files[other].parent == here.parent:
             links.append(f'<a href="{files[other].stem}.html">{label}: '
                          f'{html.escape(title_of(files[other]))}</a>')
-    return f'<nav class="course-nav">{"".join(links)}</nav>'
+    return f'<nav class="course-nav">{"".join(links)}{site_search.box()}</nav>'
 
 
 def index_page(files: list[Path], guides: list[str]) -> str:
     """The table of contents: one row per chapter with its exercise, then the guides."""
     exercises = {p.name[2:4]: p for p in files if p.parent.name == "exercises"}
+    repository = (f"<a class='course-repo' href='{Path(REPOSITORY_LINK).with_suffix('.html')}'>"
+                  f"the repository (its README)</a>" if REPOSITORY_LINK in guides
+                  else "the repository")
     rows = []
     for p in (p for p in files if p.parent.name == "notebooks"):
         ex = exercises.get(p.name[:2])
@@ -137,9 +161,10 @@ def index_page(files: list[Path], guides: list[str]) -> str:
         rows.append(f'<tr><td>{p.name[:2]}</td><td><a href="notebooks/{p.stem}.html">'
                     f"{html.escape(title_of(p))}</a></td><td>{ex_cell}</td></tr>")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>mha-course</title>"
-            f"<style>{STYLE}</style></head><body><h1>mha-course: multi-head attention, "
-            f"from one dot product to MQA/GQA</h1><p>The rendered course, with the outputs as "
-            f"committed. To run it: clone the repository, <code>make lab</code>.</p>"
+            f"<style>{STYLE}</style>{site_search.head('')}</head><body><h1>mha-course: "
+            f"multi-head attention, from one dot product to MQA/GQA</h1><p>The rendered course, "
+            f"with the outputs as committed. To run it: clone {repository}, "
+            f"<code>make lab</code>.</p>{site_search.box()}"
             f"<table><tr><th>ch</th><th>lecture</th><th>exercise</th></tr>{''.join(rows)}</table>"
             f"<p><a href='exercises/index.html'>All exercises</a></p><h2>Guides</h2><ul>"
             + "".join(f'<li><a href="{Path(g).with_suffix(".html").as_posix()}">{g}</a></li>'
@@ -151,7 +176,8 @@ def exercise_index(files: list[Path]) -> str:
     items = "".join(f'<li><a href="{p.stem}.html">{html.escape(title_of(p))}</a></li>'
                     for p in files if p.parent.name == "exercises")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Exercises</title>"
-            f"<style>{STYLE}</style></head><body><p><a href='../index.html'>Contents</a></p>"
+            f"<style>{STYLE}</style>{site_search.head('../')}</head><body><p><a "
+            f"href='../index.html'>Contents</a></p>{site_search.box()}"
             f"<h1>Exercises</h1><ul>{items}</ul><p>Each exercise runs in JupyterLab and checks "
             f"itself; see the lecture of the same number first.</p></body></html>")
 
@@ -186,10 +212,12 @@ def render_guide(path: Path, out: Path, pages: set[Path]) -> Path:
 
     body = rewrite_links(markdown2html_mistune(path.read_text(encoding="utf-8")), path, out, pages)
     depth = "../" * (len(path.relative_to(ROOT).parts) - 1)
-    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{path.stem}</title>"
-            f"<style>{STYLE}{NAV_STYLE}</style>{head_scripts(depth)}</head>"
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'>"
+            f"<title>{html.escape(title_of(path))}</title><style>{STYLE}{NAV_STYLE}</style>"
+            f"{head_scripts(depth)}{site_search.head(depth)}</head>"
             f"<body class='course-page'>{sidebar(body, None, depth)}"
-            f"<div class='course-body'>{body}</div></body></html>")
+            f"<nav class='course-nav'><a href='{depth}index.html'>Contents</a>{site_search.box()}"
+            f"</nav><div class='course-body' {site_search.BODY}>{body}</div></body></html>")
     target = out / path.relative_to(ROOT).with_suffix(".html")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(page, encoding="utf-8")
@@ -217,8 +245,22 @@ def exporter(static: str):
         mathjax_url=static + site_assets.MATHJAX)
 
 
+def render_notebook(path: Path, depth: str) -> str:
+    """nbconvert's page for ``path``, its <title> the notebook's first heading (nbconvert's
+    default is the file name)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata["title"] = title_of(path)
+    body, _ = exporter(depth + "_static/").from_notebook_node(nb, resources={
+        "site_static": depth + "_static/",
+        "metadata": {"name": path.stem, "path": str(path.parent)}})
+    return body
+
+
 def build(out: Path, files: list[Path] | None = None) -> list[Path]:
-    """Build the site into ``out`` (all course notebooks and guides, or only ``files``)."""
+    """Build the site into ``out`` (all course notebooks and guides, or only ``files``), then
+    its search index (tools/site_search.py)."""
     if out.exists():
         shutil.rmtree(out)
     guides = [ROOT / g for g in GUIDES if (ROOT / g).is_file()] if files is None else []
@@ -230,16 +272,17 @@ def build(out: Path, files: list[Path] | None = None) -> list[Path]:
         # a notebook from elsewhere (a test's) is placed as a lecture
         relative = path.relative_to(ROOT) if ROOT in path.parents else Path("notebooks", path.name)
         depth = "../" * (len(relative.parts) - 1)
-        body, _ = exporter(depth + "_static/").from_filename(
-            str(path), resources={"site_static": depth + "_static/"})
-        body = rewrite_links(body, path, out, pages)
+        body = rewrite_links(render_notebook(path, depth), path, out, pages)
         target = out / relative.with_suffix(".html")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, out / relative)  # the download link's target
         top = nav_bar(i, files) + sidebar(body, path.name, depth)
         body = re.sub(r"<body([^>]*)>", lambda m, top=top: f"<body{m.group(1)}>" + top, body, count=1)
         body = body.replace('<body class="jp-Notebook"', '<body class="jp-Notebook course-page"', 1)
-        body = body.replace("</head>", f"<style>{NAV_STYLE}</style></head>", 1)
+        body = body.replace("</head>", f"<style>{NAV_STYLE}</style>{site_search.head(depth)}"
+                                       "</head>", 1)
+        if relative.parts[0] != "exercises":  # the lectures are searched, the exercises not
+            body = body.replace("<main>", f"<main {site_search.BODY}>", 1)
         target.write_text(body, encoding="utf-8")
         written.append(target)
     written += [render_guide(guide, out, pages) for guide in guides]
@@ -248,6 +291,7 @@ def build(out: Path, files: list[Path] | None = None) -> list[Path]:
     (out / "exercises").mkdir(parents=True, exist_ok=True)
     (out / "exercises" / "index.html").write_text(exercise_index(files), encoding="utf-8")
     (out / ".nojekyll").write_text("")  # GitHub Pages: serve the files as they are
+    print(f"site: search index: {site_search.index(out)}")
     return written
 
 

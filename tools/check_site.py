@@ -14,7 +14,7 @@ Then every page is opened in headless Chromium (the OS package, driven by Playwr
 tests/browser/), served from 127.0.0.1 with every request outside the site blocked and reported,
 and checked as rendered (site_render.py): maths left as raw ``$...$`` / ``\\(...\\)`` or a MathJax
 error, markdown that did not render (raw table pipes, ``**``, ``#`` headings, backticks, list
-markers, ``[text](link)``), widgets not drawn, images not loaded, script errors, missing files.
+markers, ``[text](link)``), widgets not drawn or their text cut off, images not loaded, script errors, missing files.
 """
 
 from __future__ import annotations

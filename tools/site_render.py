@@ -84,6 +84,25 @@ READ_JS = """() => {
 }"""
 
 
+# Widget labels, toggle buttons and drop-down choices whose text does not fit: the browser cuts
+# them (an ellipsis) and a reader sees "layer 2 (random, se…". A <select> never overflows, so
+# each of its choices is measured in its own font against the width inside its padding.
+CUT_JS = """() => {
+  const shown = (e) => e.offsetParent !== null;
+  const cut = [...document.querySelectorAll('.widget-label, .widget-toggle-button')]
+      .filter(e => shown(e) && e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.trim());
+  const ctx = document.createElement('canvas').getContext('2d');
+  for (const s of document.querySelectorAll('.widget-dropdown select')) {
+    if (!shown(s)) continue;
+    const st = getComputedStyle(s);
+    ctx.font = `${st.fontStyle} ${st.fontWeight} ${st.fontSize} ${st.fontFamily}`;
+    const room = s.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight);
+    for (const o of s.options) if (ctx.measureText(o.text).width > room) cut.push(o.text);
+  }
+  return cut;
+}"""
+
+
 def browser_missing() -> str | None:
     """Why pages cannot be rendered here (None when Chromium and Playwright are both present)."""
     try:
@@ -144,6 +163,7 @@ def check_page(context, origin: str, name: str, screenshot: Path | None,
         if screenshot is not None:
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot), full_page=True)
+        cut = page.evaluate(CUT_JS)
         seen = page.evaluate(READ_JS)
     except Exception as error:  # a page that does not load or settle is itself the problem
         return problems + [f"{name}: did not render: {str(error).splitlines()[0][:200]}"]
@@ -157,6 +177,7 @@ def check_page(context, origin: str, name: str, screenshot: Path | None,
             stats[key] = stats.get(key, 0) + value
     if undrawn:
         problems.append(f"{name}: {undrawn} widget(s) not drawn")
+    problems += [f"{name}: widget text cut off: {text[:80]!r}" for text in cut]
     if seen["brokenImages"]:
         problems.append(f"{name}: {seen['brokenImages']} image(s) did not load")
     problems += [f"{name}: maths error: {e[:120]!r}" for e in seen["merrors"]]
