@@ -70,16 +70,19 @@ def _forward_variant(split=split_heads, merge=merge_heads, scale="sqrt_d", softm
     def run(x, W_Q, W_K, W_V, W_O, H):
         Ws = [W.T if transposed else W for W in (W_Q, W_K, W_V, W_O)]
         q, k, v = (split(x @ W, H) for W in Ws[:3])  # (B, T, E) -> (B, H, T, D)
-        out = M.attention_variant(q, k, v, None, scale=scale, embed_dim=x.shape[-1],
-                                  softmax_dim=softmax_dim)  # (B, H, T, D)
-        out = merge(out)  # (B, H, T, D) -> (B, T, E)
-        return out @ Ws[3] if out_proj else out
+        heads = M.attention_variant(q, k, v, None, scale=scale, embed_dim=x.shape[-1],
+                                    softmax_dim=softmax_dim)  # (B, H, T, D)
+        out = merge(heads)  # (B, H, T, D) -> (B, T, E)
+        return (out @ Ws[3] if out_proj else out), heads
     return run
 
 
 def _forward(x, W_Q, W_K, W_V, W_O, H):
+    """The output and the per-head outputs before the merge: nn.MultiheadAttention returns the
+    output (and the weights), never the heads (issue 19, item 9)."""
     q, k, v = (split_heads(x @ W, H) for W in (W_Q, W_K, W_V))  # (B, T, E) -> (B, H, T, D)
-    return merge_heads(scaled_dot_product_attention(q, k, v)) @ W_O  # (B, H, T, D) -> (B, T, E)
+    heads = scaled_dot_product_attention(q, k, v)  # (B, H, T, D)
+    return merge_heads(heads) @ W_O, heads  # (B, H, T, D) -> (B, T, E); and (B, H, T, D)
 
 
 def _count_cases(rng: np.random.Generator) -> list[dict]:
@@ -107,8 +110,9 @@ ITEMS = [
     ),
     Item(
         id="ex04_mha_forward", uses=("split_heads", "merge_heads"), notebook=NOTEBOOK, function="mha_forward", points=3,
-        task="split heads of x W_Q, x W_K, x W_V; attend per head (1/sqrt(D)); merge; multiply by W_O",
-        make_cases=_forward_cases, shape="(B, T, E)", reference=_forward,
+        task="split heads of x W_Q, x W_K, x W_V; attend per head (1/sqrt(D)); merge; multiply by W_O; "
+             "return (output, the per-head outputs before the merge)",
+        make_cases=_forward_cases, shape="(B, T, E), (B, H, T, D)", reference=_forward,
         mistakes=(
             Mistake("split with view", M.SPLIT_WITH_VIEW,
                     variant=_forward_variant(split=M.split_heads_with_view)),
