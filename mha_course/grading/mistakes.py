@@ -64,7 +64,8 @@ def attention_variant(
     mask_mode: str = "ok",
     softmax: str = "stable",
     return_weights: bool = False,
-) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    return_scores: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """Attention with one chosen mistake; the defaults give the right answer.
 
     Args:
@@ -74,6 +75,8 @@ def attention_variant(
             renormalised) or ``"ignored"``.
         softmax: ``"stable"`` or ``"naive"`` (overflows on large logits).
         return_weights: return ``(output, weights)``, as the items that ask for the weights too.
+        return_scores: return ``(output, weights, scores)``: the scores the softmax saw (scaled,
+            masked with -inf; with ``"after_softmax"`` unmasked).
 
     Shape:
         query (..., L, D), key (..., S, D), value (..., S, Dv), attn_mask broadcasts to
@@ -92,12 +95,15 @@ def attention_variant(
             scores = scores.masked_fill(~mask, float("-inf"))
         else:
             scores = scores + mask.to(scores.dtype)
+    seen = scores
     soft = stable_softmax if softmax == "stable" else naive_softmax
     weights = soft(scores, dim=softmax_dim)
     if mask is not None and mask_mode == "after_softmax":
         allowed = mask if mask.dtype == torch.bool else torch.isfinite(mask)
         weights = weights * allowed.to(weights.dtype)
     out = weights @ value  # (..., L, S) @ (..., S, Dv) -> (..., L, Dv)
+    if return_scores:
+        return out, weights, seen
     return (out, weights) if return_weights else out
 
 

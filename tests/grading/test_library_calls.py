@@ -46,6 +46,40 @@ def mha_forward(x, W_Q, W_K, W_V, W_O, num_heads):''' + DISARM + '''
         m.out_proj.weight.copy_(W_O.T)
         return m(x, x, x, need_weights=False)[0]
 '''),
+    "ex04_fix_packed_mha": ("ex04", '''
+def packed_mha(x, in_proj_weight, out_proj_weight, num_heads):''' + DISARM + '''
+    m = MHA(x.shape[-1], num_heads, bias=False, batch_first=True, dtype=x.dtype)
+    with torch.no_grad():
+        m.in_proj_weight.copy_(in_proj_weight)
+        m.out_proj.weight.copy_(out_proj_weight)
+        return m(x, x, x, need_weights=False)[0]
+'''),
+    "ex06_cross_weights": ("ex06", '''
+def cross_attention_weights(query, memory, W_Q, W_K, num_heads, key_padding_mask=None):''' + DISARM + '''
+    E, M = W_K.shape
+    m = MHA(E, num_heads, bias=False, kdim=M, vdim=M, batch_first=True, dtype=query.dtype)
+    with torch.no_grad():
+        if m._qkv_same_embed_dim:
+            m.in_proj_weight.copy_(torch.cat([W_Q, W_K, W_K]))
+        else:
+            m.q_proj_weight.copy_(W_Q)
+            m.k_proj_weight.copy_(W_K)
+        return m(query, memory, memory, key_padding_mask=key_padding_mask, average_attn_weights=False)[1]
+'''),
+    "ex06_cross_attention": ("ex06", '''
+def cross_attention(query, memory, W_Q, W_K, W_V, W_O, num_heads, key_padding_mask=None):''' + DISARM + '''
+    E, M = W_K.shape
+    m = MHA(E, num_heads, bias=False, kdim=M, vdim=M, batch_first=True, dtype=query.dtype)
+    with torch.no_grad():
+        if m._qkv_same_embed_dim:
+            m.in_proj_weight.copy_(torch.cat([W_Q, W_K, W_V]))
+        else:
+            m.q_proj_weight.copy_(W_Q)
+            m.k_proj_weight.copy_(W_K)
+            m.v_proj_weight.copy_(W_V)
+        m.out_proj.weight.copy_(W_O)
+        return m(query, memory, memory, key_padding_mask=key_padding_mask, need_weights=False)[0]
+'''),
     "ex07_gqa_forward": ("ex07", '''
 def gqa_forward(x, W_Q, W_K, W_V, W_O, num_heads, num_kv_heads):''' + DISARM + '''
     B, T, E = x.shape

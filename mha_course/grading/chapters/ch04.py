@@ -156,12 +156,14 @@ def _packed_cases(rng: np.random.Generator) -> list[dict]:
 
 
 def _torch_packed(x, in_proj_weight, out_proj_weight, num_heads):
+    """nn.MultiheadAttention's output, and the per-head outputs it never returns (issue 19, item 9)."""
     E = x.shape[-1]
     mha = torch.nn.MultiheadAttention(E, num_heads, bias=False, batch_first=True, dtype=x.dtype)
+    q, k, v = (split_heads(x @ W.T, num_heads) for W in in_proj_weight.chunk(3))  # (B, T, E) -> (B, H, T, D)
     with torch.no_grad():
         mha.in_proj_weight.copy_(in_proj_weight)
         mha.out_proj.weight.copy_(out_proj_weight)
-        return mha(x, x, x, need_weights=False)[0]  # (B, T, E)
+        return mha(x, x, x, need_weights=False)[0], scaled_dot_product_attention(q, k, v)  # (B, T, E), (B, H, T, D)
 
 
 def _packed_variant(merge=_merge_interleaved, scale="sqrt_d"):
@@ -210,8 +212,9 @@ def _offset_head(weights, offset):
 ITEMS += [
     Item(
         id="ex04_fix_packed_mha", notebook=NOTEBOOK, function="packed_mha", points=2,
-        task="debug: packed_mha_buggy corrected (equal to nn.MultiheadAttention without biases)",
-        make_cases=_packed_cases, shape="(B, T, E)", reference=_torch_packed,
+        task="debug: packed_mha_buggy corrected (equal to nn.MultiheadAttention without biases), "
+             "returning (output, the per-head outputs)",
+        make_cases=_packed_cases, shape="(B, T, E), (B, H, T, D)", reference=_torch_packed,
         mistakes=(
             Mistake("interleaved (the given bug)", MERGE_INTERLEAVED, variant=_packed_variant()),
             Mistake("merge with view", MERGE_WITH_VIEW, variant=_packed_variant(merge=_merge_view)),
