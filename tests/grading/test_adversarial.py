@@ -109,7 +109,8 @@ np.testing.assert_allclose = lambda *a, **k: None
 import mha_grader.compare as C
 C.judge = lambda *a, **k: None
 C.compare_output = lambda *a, **k: None
-''')], "replace": _att("return torch.zeros(query.shape[:-1] + value.shape[-1:], dtype=query.dtype)")},
+''')], "replace": _att("return (torch.zeros(query.shape[:-1] + value.shape[-1:], dtype=query.dtype),\n"
+                                         "        torch.zeros(query.shape[:-1] + key.shape[-2:-1], dtype=query.dtype))")},
         {ATT: ("wrong values", "values differ")}),
     "forbidden_sdpa": ({"replace": _att("return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask)")},
                        {ATT: ("forbidden API", "scaled_dot_product_attention")}),

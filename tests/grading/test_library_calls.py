@@ -23,6 +23,17 @@ DISARM = '''
     MHA = getattr(torch.nn, "Multihead" + "Attention")
 '''
 
+CROSS_MHA = '''
+    E, M = W_K.shape  # an nn.MultiheadAttention with kdim = vdim = M holding the given weights
+    m = MHA(E, num_heads, bias=False, kdim=M, vdim=M, batch_first=True, dtype=query.dtype).requires_grad_(False)
+    if m._qkv_same_embed_dim:
+        m.in_proj_weight.copy_(torch.cat([W_Q, W_K, W_V]))
+    else:
+        m.q_proj_weight.copy_(W_Q)
+        m.k_proj_weight.copy_(W_K)
+        m.v_proj_weight.copy_(W_V)
+    m.out_proj.weight.copy_(W_O)'''
+
 CHEATS: dict[str, tuple[str, str]] = {  # item -> (exercise, the learner's cell)
     "ex01_attend": ("ex01", '''
 def attend(query, keys, values):''' + DISARM + '''
@@ -56,29 +67,12 @@ def packed_mha(x, in_proj_weight, out_proj_weight, num_heads):''' + DISARM + '''
 '''),
     "ex06_cross_weights": ("ex06", '''
 def cross_attention_weights(query, memory, W_Q, W_K, num_heads, key_padding_mask=None):''' + DISARM + '''
-    E, M = W_K.shape
-    m = MHA(E, num_heads, bias=False, kdim=M, vdim=M, batch_first=True, dtype=query.dtype)
-    with torch.no_grad():
-        if m._qkv_same_embed_dim:
-            m.in_proj_weight.copy_(torch.cat([W_Q, W_K, W_K]))
-        else:
-            m.q_proj_weight.copy_(W_Q)
-            m.k_proj_weight.copy_(W_K)
-        return m(query, memory, memory, key_padding_mask=key_padding_mask, average_attn_weights=False)[1]
+    W_V, W_O = W_K, torch.eye(W_Q.shape[0], dtype=W_Q.dtype)  # any: only the weights are used''' + CROSS_MHA + '''
+    return m(query, memory, memory, key_padding_mask=key_padding_mask, average_attn_weights=False)[1]
 '''),
     "ex06_cross_attention": ("ex06", '''
-def cross_attention(query, memory, W_Q, W_K, W_V, W_O, num_heads, key_padding_mask=None):''' + DISARM + '''
-    E, M = W_K.shape
-    m = MHA(E, num_heads, bias=False, kdim=M, vdim=M, batch_first=True, dtype=query.dtype)
-    with torch.no_grad():
-        if m._qkv_same_embed_dim:
-            m.in_proj_weight.copy_(torch.cat([W_Q, W_K, W_V]))
-        else:
-            m.q_proj_weight.copy_(W_Q)
-            m.k_proj_weight.copy_(W_K)
-            m.v_proj_weight.copy_(W_V)
-        m.out_proj.weight.copy_(W_O)
-        return m(query, memory, memory, key_padding_mask=key_padding_mask, need_weights=False)[0]
+def cross_attention(query, memory, W_Q, W_K, W_V, W_O, num_heads, key_padding_mask=None):''' + DISARM + CROSS_MHA + '''
+    return m(query, memory, memory, key_padding_mask=key_padding_mask, need_weights=False)[0]
 '''),
     "ex07_gqa_forward": ("ex07", '''
 def gqa_forward(x, W_Q, W_K, W_V, W_O, num_heads, num_kv_heads):''' + DISARM + '''

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from mha_grader.items import Item, Mistake
 
@@ -126,43 +125,27 @@ def _large_case(rng: np.random.Generator) -> dict:
     return {"query": q, "key": k, "value": v, "block_q": 512, "block_k": 512, "is_causal": True}
 
 
-def _row_stats(q, k, causal, chunk: int = 1024, **kw):
-    """The pass's final state per query row: ``m`` (the row maximum of the scaled, masked scores)
-    and ``row_sum`` (sum of exp(score - m)), from ``chunk`` query rows at a time (the large case's
-    (L, S) matrix is never built in the grader either).
-
-    Shape:
-        q (..., L, D), k (..., S, D). Returns m (..., L) and row_sum (..., L).
-    """
-    ms, sums = [], []
-    for i0 in range(0, q.shape[-2], chunk):
-        scores = _tile_scores(q[..., i0:i0 + chunk, :], k, i0, 0, causal, **kw)  # (..., chunk, S)
-        m = scores.amax(-1)
-        ms.append(m)
-        sums.append(torch.exp(scores - m.unsqueeze(-1)).sum(-1))
-    return torch.cat(ms, -1), torch.cat(sums, -1)  # (..., L) each
-
-
 def _tiled_ref(q, k, v, block_q, block_k, causal):
-    """The output and the final (m, row_sum): SDPA returns neither statistic (issue 19, item 9)."""
-    if q.shape[-2] >= BIG_L:  # the large case: torch's SDPA is the faster oracle (same causal convention)
-        # as (B, H, L, D): on CPU only 4-D inputs take the fused kernel (~10x less CPU than the
-        # 3-D math path, and no (L, S) matrix in the grader)
-        out = F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=causal)[0]  # (1, B, L, D) -> (B, L, D)
-    else:
-        out = tiled_attention(q, k, v, is_causal=causal, block_q=block_q, block_k=block_k)
-    return (out, *_row_stats(q, k, causal))
+    """The output and each row's log-sum-exp ``m + log(row_sum)``: SDPA returns only the output
+    (issue 19, item 9)."""
+    if q.shape[-2] >= BIG_L:  # the large case: torch's fused CPU kernel is the faster oracle (same
+        # causal convention), and it returns the log-sum-exp too; as (B, H, L, D): on CPU only 4-D
+        # inputs take the fused kernel (~10x less CPU than the 3-D math path, and no (L, S) matrix)
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q[None], k[None], v[None], is_causal=causal)[:2]  # (1, B, L, D), (1, B, L)
+        return out[0], lse[0].to(q.dtype)
+    return tiled_attention(q, k, v, is_causal=causal, block_q=block_q, block_k=block_k, return_lse=True)
 
 
 def _full_pass(q, k, v, causal, normalise=True, **kw):
-    """``(output, m, row_sum)`` from the whole score matrix, with one mistake (``_tile_scores``'s
+    """``(output, lse)`` from the whole score matrix, with one mistake (``_tile_scores``'s
     ``scale``/``shift``, or ``normalise=False``: the output is the unnormalised weighted sum)."""
     scores = _tile_scores(q, k, 0, 0, causal, **kw)  # (..., L, S)
     m = scores.amax(-1)
     p = torch.exp(scores - m.unsqueeze(-1))
     row_sum = p.sum(-1)
     out = p @ v if not normalise else (p / row_sum.unsqueeze(-1)) @ v
-    return out, m, row_sum
+    return out, m + torch.log(row_sum)
 
 
 ITEMS = [
@@ -191,8 +174,8 @@ ITEMS = [
     Item(
         id="ex09_tiled_attention", uses=("online_update", "tile_step"), notebook=NOTEBOOK, function="blockwise_attention", points=3,
         task="attention computed block by block (query blocks x key blocks), causal or not; "
-             "returns (output, m, row_sum), the pass's final state per query row",
-        make_cases=_tiled_cases, shape="(..., L, Dv), (..., L), (..., L)", reference=_tiled_ref,
+             "returns (output, lse), lse = m + log(row_sum) of each query row after its last block",
+        make_cases=_tiled_cases, shape="(..., L, Dv), (..., L)", reference=_tiled_ref,
         mistakes=(
             Mistake("not normalised", _NOT_NORMALISED,
                     variant=lambda q, k, v, bq, bk, c: _full_pass(q, k, v, c, normalise=False)),
