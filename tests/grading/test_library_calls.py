@@ -4,8 +4,9 @@ calls torch's reference operator under another name earns nothing on the redesig
 Each body below is what such a submission writes: it empties the tripwires' armed set, reaches
 the library function through ``getattr`` (so the source search finds no forbidden name) and
 returns what the library returns. The items now ask for what the library does not return (the
-attention weights, the per-head outputs, the running statistics of a tiled pass), so the library's
-answer alone scores 0; before the redesign each of these scored full marks.
+attention weights, the per-head outputs, the masked scores, each row's log-sum-exp), so the
+library's answer alone scores 0; before the redesign each of these scored full marks (run on the
+tree before it: 9 of 9 failed). What is left per item is in docs/instructor_guide.md's table.
 """
 
 from __future__ import annotations
