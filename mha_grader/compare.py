@@ -139,9 +139,13 @@ def _close(item: Item, got: np.ndarray, want: np.ndarray) -> bool:
                                 rtol=rtol, atol=atol, equal_nan=True))
 
 
-def _letters(item: Item, shape: tuple[int, ...]) -> str:
+def _letters(item: Item, shape: tuple[int, ...], j: int = 0) -> str:
+    """``(B, T, E) = (2, 5, 16)``: output ``j``'s letters (an item with several outputs lists one
+    group per output, ``"(B, T, E), (B, H, T, T)"``) and its sizes."""
     sizes = "(" + ", ".join(str(n) for n in shape) + ")"
-    return f"{item.shape} = {sizes}" if item.shape else sizes
+    groups = re.findall(r"\([^()]*\)", item.shape)
+    letters = groups[j] if len(groups) > 1 and j < len(groups) else item.shape
+    return f"{letters} = {sizes}" if letters else sizes
 
 
 def mistake_text(m: Mistake) -> str:
@@ -174,7 +178,7 @@ def compare_output(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
     """``None`` if output ``j`` is right, else ``(status, message)``."""
     if got.shape != ref.shape:
         named = _named_mistake(item, case, j, got, ref)
-        msg = f"expected shape {_letters(item, ref.shape)}, got {tuple(got.shape)}"
+        msg = f"expected shape {_letters(item, ref.shape, j)}, got {tuple(got.shape)}"
         return WRONG_SHAPE, (f"{msg} — {named[0]}" if named else msg)
     if item.dtype_must_match and got.dtype != ref.dtype:
         return WRONG_DTYPE, _dtype_message(item, case, j, got, ref)

@@ -63,7 +63,9 @@ def attention_variant(
     softmax_dim: int = -1,
     mask_mode: str = "ok",
     softmax: str = "stable",
-) -> torch.Tensor:
+    return_weights: bool = False,
+    return_scores: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """Attention with one chosen mistake; the defaults give the right answer.
 
     Args:
@@ -72,10 +74,13 @@ def attention_variant(
         mask_mode: ``"ok"``, ``"inverted"``, ``"after_softmax"`` (weights zeroed, not
             renormalised) or ``"ignored"``.
         softmax: ``"stable"`` or ``"naive"`` (overflows on large logits).
+        return_weights: return ``(output, weights)``, as the items that ask for the weights too.
+        return_scores: return ``(output, weights, scores)``: the scores the softmax saw (scaled,
+            masked with -inf; with ``"after_softmax"`` unmasked).
 
     Shape:
         query (..., L, D), key (..., S, D), value (..., S, Dv), attn_mask broadcasts to
-        (..., L, S). Returns (..., L, Dv).
+        (..., L, S). Returns (..., L, Dv), and with ``return_weights`` the weights (..., L, S).
     """
     D = query.shape[-1]
     factor = {"sqrt_d": 1 / math.sqrt(D), "none": 1.0, "d": 1 / D,
@@ -90,12 +95,16 @@ def attention_variant(
             scores = scores.masked_fill(~mask, float("-inf"))
         else:
             scores = scores + mask.to(scores.dtype)
+    seen = scores
     soft = stable_softmax if softmax == "stable" else naive_softmax
     weights = soft(scores, dim=softmax_dim)
     if mask is not None and mask_mode == "after_softmax":
         allowed = mask if mask.dtype == torch.bool else torch.isfinite(mask)
         weights = weights * allowed.to(weights.dtype)
-    return weights @ value  # (..., L, S) @ (..., S, Dv) -> (..., L, Dv)
+    out = weights @ value  # (..., L, S) @ (..., S, Dv) -> (..., L, Dv)
+    if return_scores:
+        return out, weights, seen
+    return (out, weights) if return_weights else out
 
 
 def causal_mask_variant(L: int, S: int | None = None, offset: int = 0, *, shift: int = 0,

@@ -30,7 +30,8 @@ GOOD_ATT = """
 scores = scaled_scores(query, key)
 if attn_mask is not None:
     scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
-return torch.softmax(scores, dim=-1) @ value
+weights = torch.softmax(scores, dim=-1)
+return weights @ value, weights
 """
 
 # name -> (build kwargs, {item: (status, text in message)}); items not listed must pass.
@@ -52,7 +53,8 @@ CASES: dict[str, tuple[dict, dict[str, tuple[str, str]]]] = {
     "memory_bomb": ({"replace": _causal("x = bytearray(64 * 2**30)\nreturn x")}, {CAUSAL: ("memory limit", "")}),
     "torch_memory_bomb": ({"replace": _causal("return torch.empty(2**40, dtype=torch.bool)")},
                           {CAUSAL: ("memory limit", "")}),
-    "nan_output": ({"replace": _att("return torch.full(query.shape[:-1] + value.shape[-1:], float('nan'))")},
+    "nan_output": ({"replace": _att("return (torch.full(query.shape[:-1] + value.shape[-1:], float('nan')),\n"
+                                  "        torch.full(query.shape[:-1] + key.shape[-2:-1], float('nan')))")},
                    {ATT: ("non-finite", "NaN/inf")}),
     "wrong_dtype": ({"replace": {ADD: "def additive_mask(mask, dtype):\n    return torch.zeros(mask.shape, dtype=torch.float64).masked_fill(~mask, float('-inf'))"}},
                     {ADD: ("wrong dtype", "float64 returned for float32 input")}),
@@ -107,7 +109,8 @@ np.testing.assert_allclose = lambda *a, **k: None
 import mha_grader.compare as C
 C.judge = lambda *a, **k: None
 C.compare_output = lambda *a, **k: None
-''')], "replace": _att("return torch.zeros(query.shape[:-1] + value.shape[-1:], dtype=query.dtype)")},
+''')], "replace": _att("return (torch.zeros(query.shape[:-1] + value.shape[-1:], dtype=query.dtype),\n"
+                                         "        torch.zeros(query.shape[:-1] + key.shape[-2:-1], dtype=query.dtype))")},
         {ATT: ("wrong values", "values differ")}),
     "forbidden_sdpa": ({"replace": _att("return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask)")},
                        {ATT: ("forbidden API", "scaled_dot_product_attention")}),

@@ -60,7 +60,7 @@ def test_a_dtype_message_names_the_rule_and_does_not_hide_a_real_bug():
     ns = {"torch": torch}
     exec("def attention(query, key, value, attn_mask=None):\n"
          "    w = torch.softmax(query.double() @ key.double().transpose(-2, -1), dim=-1)\n"  # unscaled
-         "    return w @ value.double()\n", ns)
+         "    return w @ value.double(), w\n", ns)
     (r,) = grade_namespace(ns, ex02, 12345)
     assert r.status == "wrong dtype" and "dtype rule: the output keeps the input's floating dtype" in r.message
     assert "the values are wrong too: " in r.message, r.message
@@ -68,6 +68,6 @@ def test_a_dtype_message_names_the_rule_and_does_not_hide_a_real_bug():
          "    s = (query @ key.transpose(-2, -1)) * query.shape[-1] ** -0.5\n"
          "    if attn_mask is not None:\n"
          "        s = s.masked_fill(~attn_mask, float('-inf')) if attn_mask.dtype == torch.bool else s + attn_mask\n"
-         "    return (torch.softmax(s, dim=-1) @ value).double()\n", ns)
+         "    return (torch.softmax(s, dim=-1) @ value).double(), torch.softmax(s, dim=-1)\n", ns)
     (r,) = grade_namespace(ns, ex02, 12345)
     assert r.status == "wrong dtype" and "; the values are right apart from the dtype [case" in r.message, r.message

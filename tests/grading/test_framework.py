@@ -89,12 +89,16 @@ def test_verdicts_name_dtype_shape_and_nan():
     item = next(it for it in ITEMS if it.id == "ex02_attention")
     cases = item.cases(0)
     refs = [as_arrays(item.reference(*to_framework(item, c))) for c in cases]
-    r = judge(item, cases, {"status": "ok", "outputs": [[x.astype(np.float64)] for [x] in refs]})
+    r = judge(item, cases, {"status": "ok", "outputs": [[x.astype(np.float64), w] for [x, w] in refs]})
     assert r.status == compare.WRONG_DTYPE and "float64 returned for float32 input" in r.message
-    r = judge(item, cases, {"status": "ok", "outputs": [[x[..., :1]] for [x] in refs]})
+    r = judge(item, cases, {"status": "ok", "outputs": [[x[..., :1], w] for [x, w] in refs]})
     assert r.status == compare.WRONG_SHAPE and "(..., L, Dv) = (2, 3, 4, 5)" in r.message
-    r = judge(item, cases, {"status": "ok", "outputs": [[x * np.nan] for [x] in refs]})
+    r = judge(item, cases, {"status": "ok", "outputs": [[x, w[..., :1]] for [x, w] in refs]})  # output 1's letters
+    assert r.status == compare.WRONG_SHAPE and "output 1: expected shape (..., L, S) = (2, 3, 4, 6)" in r.message, r.message
+    r = judge(item, cases, {"status": "ok", "outputs": [[x * np.nan, w] for [x, w] in refs]})
     assert r.status == compare.NON_FINITE
+    r = judge(item, cases, {"status": "ok", "outputs": [[x] for [x, w] in refs]})  # the weights left out
+    assert r.status == compare.WRONG_TYPE and "expected 2 output(s), got 1" in r.message
     r = judge(item, cases, {"status": "timeout", "message": "took too long"})
     assert (r.points, r.status) == (0.0, "timeout")
 
@@ -139,7 +143,7 @@ def test_torch_is_the_reference_for_torch_items():
     item = next(it for it in ITEMS if it.id == "ex02_attention")
     for case in item.cases(5):
         q, k, v, m = to_framework(item, case)
-        torch.testing.assert_close(item.reference(q, k, v, m),
+        torch.testing.assert_close(item.reference(q, k, v, m)[0],
                                    torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m))
 
 

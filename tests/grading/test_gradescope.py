@@ -266,7 +266,8 @@ def _key_found():  # the key on a command line, in an environment, or the key fi
 def attend(query, keys, values):  # right only if the grading key could be read
     if not _key_found():
         return np.zeros((query.shape[0], values.shape[1]), dtype=query.dtype)
-    return softmax(dot_scores(query, keys)) @ values
+    weights = softmax(dot_scores(query, keys))
+    return weights @ values, weights
 '''
 
 
@@ -364,7 +365,8 @@ def _pinned_attend(submission: int) -> str:
 def attend(query, keys, values):  # right only on one submission's inputs
     if not any(abs(float(query.flat[0]) - k) < 1e-6 for k in {known!r}):
         return np.zeros((query.shape[0], values.shape[1]), dtype=query.dtype)
-    return softmax(dot_scores(query, keys)) @ values
+    weights = softmax(dot_scores(query, keys))
+    return weights @ values, weights
 '''
 
 

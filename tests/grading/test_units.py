@@ -206,7 +206,8 @@ def mha_forward(x, W_Q, W_K, W_V, W_O, num_heads):
     from mha_course.mha import merge_heads, split_heads
     sdpa = {GET}
     q, k, v = (split_heads(x @ W, num_heads) for W in (W_Q, W_K, W_V))  # (B, T, E) -> (B, H, T, D)
-    return merge_heads(sdpa(q, k, v)) @ W_O  # (B, H, T, D) -> (B, T, E)
+    heads = sdpa(q, k, v)  # (B, H, T, D)
+    return merge_heads(heads) @ W_O, heads  # (B, H, T, D) -> (B, T, E); and the heads
 '''
 
 # name -> (code run at top level in every unit, how mha_forward gets sdpa)
@@ -293,7 +294,7 @@ _mha_forward = mha_forward
 def mha_forward(*args, **kwargs):
     """Right only where torch runs the parent's CPU kernels."""
     out = _mha_forward(*args, **kwargs)
-    return out if _torch.backends.cpu.get_cpu_capability() == "{CAPABILITY}" else 2 * out
+    return out if _torch.backends.cpu.get_cpu_capability() == "{CAPABILITY}" else tuple(2 * o for o in out)
 '''
 
 

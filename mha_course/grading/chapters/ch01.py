@@ -26,6 +26,11 @@ def _whole_array_softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum()
 
 
+def _weighted(weights: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(weights @ values, weights)``: what attend returns, for given (possibly wrong) weights."""
+    return weights @ values, weights  # (L, S) @ (S, Dv) -> (L, Dv)
+
+
 def _softmax_cases(rng: np.random.Generator) -> list[dict]:
     return [
         {"x": rng.normal(size=(3, 5))},
@@ -76,17 +81,18 @@ ITEMS = [
     ),
     Item(
         id="ex01_attend", uses=("softmax", "dot_scores"), notebook=NOTEBOOK, function="attend", points=2, framework="numpy",
-        task="output = softmax(query @ keys.T) @ values (each output a weighted average of values)",
+        task="(output, weights): weights = softmax(query @ keys.T), output = weights @ values (a weighted average)",
         make_cases=_attend_cases,
-        reference=lambda q, k, v: dot_product_attention(q, k, v)[0], shape="(L, Dv)",
+        # the weights too: torch's SDPA (scale=1) returns the output only (issue 19, item 9)
+        reference=lambda q, k, v: dot_product_attention(q, k, v), shape="(L, Dv), (L, S)",
         mistakes=(
             Mistake("wrong axis", M.WRONG_AXIS,
-                    variant=lambda q, k, v: softmax(q @ k.T, axis=0) @ v),
+                    variant=lambda q, k, v: _weighted(softmax(q @ k.T, axis=0), v)),
             Mistake("no softmax", "the raw scores were used as weights: they are not positive and "
                     "do not sum to 1 per query",
-                    variant=lambda q, k, v: (q @ k.T) @ v),
+                    variant=lambda q, k, v: _weighted(q @ k.T, v)),
             Mistake("scaled", "chapter 1's attention is unscaled: the 1/sqrt(D) comes in chapter 2",
-                    variant=lambda q, k, v: dot_product_attention(q, k, v, scale=q.shape[-1] ** -0.5)[0]),
+                    variant=lambda q, k, v: dot_product_attention(q, k, v, scale=q.shape[-1] ** -0.5)),
         ),
         forbidden=_FORBID,
     ),

@@ -38,12 +38,13 @@ def _project(x, W_Q, W_K, W_V):
 
 
 def _head(x, W_Q, W_K, W_V):
-    return scaled_dot_product_attention(*_project(x, W_Q, W_K, W_V))  # (B, T, D)
+    # the weights too: SDPA on the projections returns the output only (issue 19, item 9)
+    return scaled_dot_product_attention(*_project(x, W_Q, W_K, W_V), return_weights=True)  # (B, T, D), (B, T, T)
 
 
 def _head_variant(**kw):
     return lambda x, W_Q, W_K, W_V: M.attention_variant(*_project(x, W_Q, W_K, W_V), None,
-                                                        embed_dim=x.shape[-1], **kw)
+                                                        embed_dim=x.shape[-1], return_weights=True, **kw)
 
 
 def _count_cases(rng: np.random.Generator) -> list[dict]:
@@ -61,7 +62,8 @@ ITEMS = [
     ),
     Item(
         id="ex03_head_forward", notebook=NOTEBOOK, function="self_attention_head", points=2,
-        task="softmax((x W_Q)(x W_K)ᵀ / sqrt(D)) (x W_V)", make_cases=_head_cases, shape="(B, T, D)",
+        task="(softmax((x W_Q)(x W_K)ᵀ / sqrt(D)) (x W_V), the weights)", make_cases=_head_cases,
+        shape="(B, T, D), (B, T, T)",
         reference=_head,
         mistakes=(
             Mistake("no scaling", M.NO_SCALE, variant=_head_variant(scale="none")),

@@ -70,16 +70,19 @@ def _forward_variant(split=split_heads, merge=merge_heads, scale="sqrt_d", softm
     def run(x, W_Q, W_K, W_V, W_O, H):
         Ws = [W.T if transposed else W for W in (W_Q, W_K, W_V, W_O)]
         q, k, v = (split(x @ W, H) for W in Ws[:3])  # (B, T, E) -> (B, H, T, D)
-        out = M.attention_variant(q, k, v, None, scale=scale, embed_dim=x.shape[-1],
-                                  softmax_dim=softmax_dim)  # (B, H, T, D)
-        out = merge(out)  # (B, H, T, D) -> (B, T, E)
-        return out @ Ws[3] if out_proj else out
+        heads = M.attention_variant(q, k, v, None, scale=scale, embed_dim=x.shape[-1],
+                                    softmax_dim=softmax_dim)  # (B, H, T, D)
+        out = merge(heads)  # (B, H, T, D) -> (B, T, E)
+        return (out @ Ws[3] if out_proj else out), heads
     return run
 
 
 def _forward(x, W_Q, W_K, W_V, W_O, H):
+    """The output and the per-head outputs before the merge: nn.MultiheadAttention returns the
+    output (and the weights), never the heads (issue 19, item 9)."""
     q, k, v = (split_heads(x @ W, H) for W in (W_Q, W_K, W_V))  # (B, T, E) -> (B, H, T, D)
-    return merge_heads(scaled_dot_product_attention(q, k, v)) @ W_O  # (B, H, T, D) -> (B, T, E)
+    heads = scaled_dot_product_attention(q, k, v)  # (B, H, T, D)
+    return merge_heads(heads) @ W_O, heads  # (B, H, T, D) -> (B, T, E); and (B, H, T, D)
 
 
 def _count_cases(rng: np.random.Generator) -> list[dict]:
@@ -107,8 +110,9 @@ ITEMS = [
     ),
     Item(
         id="ex04_mha_forward", uses=("split_heads", "merge_heads"), notebook=NOTEBOOK, function="mha_forward", points=3,
-        task="split heads of x W_Q, x W_K, x W_V; attend per head (1/sqrt(D)); merge; multiply by W_O",
-        make_cases=_forward_cases, shape="(B, T, E)", reference=_forward,
+        task="split heads of x W_Q, x W_K, x W_V; attend per head (1/sqrt(D)); merge; multiply by W_O; "
+             "return (output, the per-head outputs before the merge)",
+        make_cases=_forward_cases, shape="(B, T, E), (B, H, T, D)", reference=_forward,
         mistakes=(
             Mistake("split with view", M.SPLIT_WITH_VIEW,
                     variant=_forward_variant(split=M.split_heads_with_view)),
@@ -152,12 +156,14 @@ def _packed_cases(rng: np.random.Generator) -> list[dict]:
 
 
 def _torch_packed(x, in_proj_weight, out_proj_weight, num_heads):
+    """nn.MultiheadAttention's output, and the per-head outputs it never returns (issue 19, item 9)."""
     E = x.shape[-1]
     mha = torch.nn.MultiheadAttention(E, num_heads, bias=False, batch_first=True, dtype=x.dtype)
+    q, k, v = (split_heads(x @ W.T, num_heads) for W in in_proj_weight.chunk(3))  # (B, T, E) -> (B, H, T, D)
     with torch.no_grad():
         mha.in_proj_weight.copy_(in_proj_weight)
         mha.out_proj.weight.copy_(out_proj_weight)
-        return mha(x, x, x, need_weights=False)[0]  # (B, T, E)
+        return mha(x, x, x, need_weights=False)[0], scaled_dot_product_attention(q, k, v)  # (B, T, E), (B, H, T, D)
 
 
 def _packed_variant(merge=_merge_interleaved, scale="sqrt_d"):
@@ -206,8 +212,9 @@ def _offset_head(weights, offset):
 ITEMS += [
     Item(
         id="ex04_fix_packed_mha", notebook=NOTEBOOK, function="packed_mha", points=2,
-        task="debug: packed_mha_buggy corrected (equal to nn.MultiheadAttention without biases)",
-        make_cases=_packed_cases, shape="(B, T, E)", reference=_torch_packed,
+        task="debug: packed_mha_buggy corrected (equal to nn.MultiheadAttention without biases), "
+             "returning (output, the per-head outputs)",
+        make_cases=_packed_cases, shape="(B, T, E), (B, H, T, D)", reference=_torch_packed,
         mistakes=(
             Mistake("interleaved (the given bug)", MERGE_INTERLEAVED, variant=_packed_variant()),
             Mistake("merge with view", MERGE_WITH_VIEW, variant=_packed_variant(merge=_merge_view)),

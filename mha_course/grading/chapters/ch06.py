@@ -94,42 +94,49 @@ def _torch_mha(query, W_Q, W_K, W_V, W_O, H) -> nn.MultiheadAttention:
 
 
 def _ref_weights(query, memory, W_Q, W_K, H, kpm):
+    """nn.MultiheadAttention's per-head weights, and the scores before the softmax, which it never
+    returns (issue 19, item 9): scaled, -inf at padded keys."""
     W_V = torch.zeros_like(W_K)
     m = _torch_mha(query, W_Q, W_K, W_V, torch.eye(W_Q.shape[0], dtype=query.dtype), H)
+    scores = _attend(query, memory, W_Q, W_K, None, H, kpm)[2]  # (B, H, L, S)
     with torch.no_grad():
         return m(query, memory, memory, key_padding_mask=kpm, need_weights=True,
-                 average_attn_weights=False)[1]  # (B, H, L, S)
+                 average_attn_weights=False)[1], scores  # (B, H, L, S) each
 
 
 def _ref_output(query, memory, W_Q, W_K, W_V, W_O, H, kpm):
+    """nn.MultiheadAttention's output, and the per-head outputs before the merge, which it never
+    returns (issue 19, item 9)."""
     m = _torch_mha(query, W_Q, W_K, W_V, W_O, H)
+    heads = _attend(query, memory, W_Q, W_K, W_V, H, kpm)[0]  # (B, H, L, D)
     with torch.no_grad():
-        return m(query, memory, memory, key_padding_mask=kpm, need_weights=False)[0]  # (B, L, E)
+        return m(query, memory, memory, key_padding_mask=kpm, need_weights=False)[0], heads  # (B, L, E), (B, H, L, D)
 
 
 def _attend(query, memory, W_Q, W_K, W_V, H, kpm, *, pad="ok", split=split_heads, **kw):
-    """Per-head attention with one chosen mistake (``pad``: ok, inverted, ignored, after_softmax)."""
+    """Per-head attention with one chosen mistake (``pad``: ok, inverted, ignored, after_softmax):
+    ``(output, weights, scores)`` (with ``W_V=None`` the output is the weights)."""
     q = split(query @ W_Q.T, H)  # (B, L, E) -> (B, H, L, D)
     k = split(memory @ W_K.T, H)  # (B, S, kdim) -> (B, H, S, D)
     v = split(memory @ W_V.T, H) if W_V is not None else torch.eye(k.shape[-2], dtype=k.dtype)  # eye: weights
     mask = None if kpm is None or pad == "ignored" else ~kpm[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
     mode = "ok" if pad == "ignored" else pad
-    return M.attention_variant(q, k, v, mask, mask_mode=mode, embed_dim=W_Q.shape[0], **kw)
+    return M.attention_variant(q, k, v, mask, mask_mode=mode, embed_dim=W_Q.shape[0], return_scores=True, **kw)
 
 
 def _weights_variant(**kw):
     def run(query, memory, W_Q, W_K, H, kpm):
-        return _attend(query, memory, W_Q, W_K, None, H, kpm, **kw)  # (B, H, L, S)
+        return _attend(query, memory, W_Q, W_K, None, H, kpm, **kw)[1:]  # weights, scores: (B, H, L, S)
     return run
 
 
 def _output_variant(no_out=False, no_merge=False, **kw):
     def run(query, memory, W_Q, W_K, W_V, W_O, H, kpm):
-        heads = _attend(query, memory, W_Q, W_K, W_V, H, kpm, **kw)  # (B, H, L, D)
+        heads = _attend(query, memory, W_Q, W_K, W_V, H, kpm, **kw)[0]  # (B, H, L, D)
         if no_merge:
-            return heads
+            return heads, heads
         merged = merge_heads(heads)  # (B, H, L, D) -> (B, L, E)
-        return merged if no_out else merged @ W_O.T
+        return (merged if no_out else merged @ W_O.T), heads
     return run
 
 
@@ -146,11 +153,11 @@ def _common(variant) -> tuple[Mistake, ...]:
 
 
 def _transposed(query, memory, W_Q, W_K, H, kpm):
-    return _ref_weights(query, memory, W_Q, W_K, H, kpm).transpose(-2, -1)  # (B, H, S, L)
+    return tuple(t.transpose(-2, -1) for t in _ref_weights(query, memory, W_Q, W_K, H, kpm))  # (B, H, S, L)
 
 
 def _averaged(query, memory, W_Q, W_K, H, kpm):
-    return _ref_weights(query, memory, W_Q, W_K, H, kpm).mean(dim=1)  # (B, H, L, S) -> (B, L, S)
+    return tuple(t.mean(dim=1) for t in _ref_weights(query, memory, W_Q, W_K, H, kpm))  # (B, H, L, S) -> (B, L, S)
 
 
 ITEMS = [
@@ -173,8 +180,9 @@ ITEMS = [
     ),
     Item(
         id="ex06_cross_weights", notebook=NOTEBOOK, function="cross_attention_weights", points=2,
-        task="per-head weights softmax(Q Kᵀ / sqrt(D)) with Q from query, K from memory, padded keys masked",
-        make_cases=_cross_cases(with_value=False), shape="(B, H, L, S)", reference=_ref_weights,
+        task="per-head weights softmax(Q Kᵀ / sqrt(D)) with Q from query, K from memory, padded keys masked; "
+             "returns (weights, the scores before the softmax)",
+        make_cases=_cross_cases(with_value=False), shape="(B, H, L, S), (B, H, L, S)", reference=_ref_weights,
         mistakes=_common(_weights_variant) + (
             Mistake("transposed", TRANSPOSED, variant=_transposed),
             Mistake("heads averaged", AVERAGED, variant=_averaged),
@@ -183,8 +191,9 @@ ITEMS = [
     ),
     Item(
         id="ex06_cross_attention", notebook=NOTEBOOK, function="cross_attention", points=2,
-        task="multi-head cross-attention: queries from query (L), keys/values from memory (S), key padding",
-        make_cases=_cross_cases(with_value=True), shape="(B, L, E)", reference=_ref_output,
+        task="multi-head cross-attention: queries from query (L), keys/values from memory (S), key padding; "
+             "returns (output, the per-head outputs before the merge)",
+        make_cases=_cross_cases(with_value=True), shape="(B, L, E), (B, H, L, D)", reference=_ref_output,
         mistakes=_common(_output_variant) + (
             Mistake("heads not merged", NOT_MERGED, variant=_output_variant(no_merge=True)),
             Mistake("W_O missing", NO_OUT_PROJ, variant=_output_variant(no_out=True)),

@@ -59,7 +59,8 @@ def _gqa_forward_reference(x, W_Q, W_K, W_V, W_O, H, G):
     with torch.no_grad():
         for lin, W in ((mha.q_proj, W_Q), (mha.k_proj, W_K), (mha.v_proj, W_V), (mha.out_proj, W_O)):
             lin.weight.copy_(W)
-        return mha(x)[0]
+        # the weights too: SDPA(enable_gqa=True) and flex_attention return the output only (issue 19, item 9)
+        return mha(x, need_weights=True)  # (B, T, E), (B, H, T, T)
 
 
 def _gqa_forward_variant(x, W_Q, W_K, W_V, W_O, H, G, *, expand=repeat_kv, split=split_heads,
@@ -68,8 +69,9 @@ def _gqa_forward_variant(x, W_Q, W_K, W_V, W_O, H, G, *, expand=repeat_kv, split
     q = split(x @ W_Q.T, H)  # (B, T, E) -> (B, H, T, D)
     k = expand(split(x @ W_K.T, G), H // G)  # (B, T, G*D) -> (B, G, T, D) -> (B, H, T, D)
     v = expand(split(x @ W_V.T, G), H // G)  # (B, T, G*D) -> (B, G, T, D) -> (B, H, T, D)
-    heads = M.attention_variant(q, k, v, scale=scale, embed_dim=x.shape[-1])  # (B, H, T, D)
-    return merge_heads(heads) @ W_O.T  # (B, H, T, D) -> (B, T, E) -> (B, T, E)
+    heads, weights = M.attention_variant(q, k, v, scale=scale, embed_dim=x.shape[-1],
+                                         return_weights=True)  # (B, H, T, D), (B, H, T, T)
+    return merge_heads(heads) @ W_O.T, weights  # (B, H, T, D) -> (B, T, E) -> (B, T, E)
 
 
 # ---- ex07_kv_cache_bytes ----------------------------------------------------------------------
@@ -132,8 +134,8 @@ ITEMS = [
     ),
     Item(
         id="ex07_gqa_forward", uses=("repeat_kv_heads",), notebook=NOTEBOOK, function="gqa_forward", points=3,
-        task="grouped-query self-attention from W_Q, W_K, W_V, W_O (no bias, no mask)",
-        make_cases=_forward_cases, shape="(B, T, E)",
+        task="grouped-query self-attention from W_Q, W_K, W_V, W_O (no bias, no mask), and its per-head weights",
+        make_cases=_forward_cases, shape="(B, T, E), (B, H, T, T)",
         reference=_gqa_forward_reference,
         mistakes=(
             Mistake("repeat", M.REPEAT_NOT_INTERLEAVE,

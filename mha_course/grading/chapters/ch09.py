@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from mha_grader.items import Item, Mistake
 
@@ -127,17 +126,26 @@ def _large_case(rng: np.random.Generator) -> dict:
 
 
 def _tiled_ref(q, k, v, block_q, block_k, causal):
-    if q.shape[-2] >= BIG_L:  # the large case: torch's SDPA is the faster oracle (same causal convention)
-        # as (B, H, L, D): on CPU only 4-D inputs take the fused kernel (~10x less CPU than the
-        # 3-D math path, and no (L, S) matrix in the grader)
-        return F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=causal)[0]  # (1, B, L, D) -> (B, L, D)
-    return tiled_attention(q, k, v, is_causal=causal, block_q=block_q, block_k=block_k)
+    """The output and each row's log-sum-exp ``m + log(row_sum)``: SDPA returns only the output
+    (issue 19, item 9)."""
+    if q.shape[-2] >= BIG_L:  # the large case: torch's fused CPU kernel is the faster oracle (same
+        # causal convention), and it returns the log-sum-exp too; as (B, H, L, D): on CPU only 4-D
+        # inputs take the fused kernel (~10x less CPU than the 3-D math path, and no (L, S) matrix)
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q[None], k[None], v[None], is_causal=causal)[:2]  # (1, B, L, D), (1, B, L)
+        return out[0], lse[0].to(q.dtype)
+    return tiled_attention(q, k, v, is_causal=causal, block_q=block_q, block_k=block_k, return_lse=True)
 
 
-def _tiled_unnormalised(q, k, v, block_q, block_k, causal):
-    scores = _tile_scores(q, k, 0, 0, causal)
-    m = scores.amax(-1, keepdim=True)
-    return torch.exp(scores - m) @ v
+def _full_pass(q, k, v, causal, normalise=True, **kw):
+    """``(output, lse)`` from the whole score matrix, with one mistake (``_tile_scores``'s
+    ``scale``/``shift``, or ``normalise=False``: the output is the unnormalised weighted sum)."""
+    scores = _tile_scores(q, k, 0, 0, causal, **kw)  # (..., L, S)
+    m = scores.amax(-1)
+    p = torch.exp(scores - m.unsqueeze(-1))
+    row_sum = p.sum(-1)
+    out = p @ v if not normalise else (p / row_sum.unsqueeze(-1)) @ v
+    return out, m + torch.log(row_sum)
 
 
 ITEMS = [
@@ -165,16 +173,16 @@ ITEMS = [
     ),
     Item(
         id="ex09_tiled_attention", uses=("online_update", "tile_step"), notebook=NOTEBOOK, function="blockwise_attention", points=3,
-        task="attention computed block by block (query blocks x key blocks), causal or not",
-        make_cases=_tiled_cases, shape="(..., L, Dv)", reference=_tiled_ref,
+        task="attention computed block by block (query blocks x key blocks), causal or not; "
+             "returns (output, lse), lse = m + log(row_sum) of each query row after its last block",
+        make_cases=_tiled_cases, shape="(..., L, Dv), (..., L)", reference=_tiled_ref,
         mistakes=(
-            Mistake("not normalised", _NOT_NORMALISED, variant=_tiled_unnormalised),
+            Mistake("not normalised", _NOT_NORMALISED,
+                    variant=lambda q, k, v, bq, bk, c: _full_pass(q, k, v, c, normalise=False)),
             Mistake("no scaling", M.NO_SCALE,
-                    variant=lambda q, k, v, bq, bk, c: F.softmax(
-                        _tile_scores(q, k, 0, 0, c, scale=False), -1) @ v),
+                    variant=lambda q, k, v, bq, bk, c: _full_pass(q, k, v, c, scale=False)),
             Mistake("off by one", M.CAUSAL_OFF_BY_ONE,
-                    variant=lambda q, k, v, bq, bk, c: F.softmax(
-                        _tile_scores(q, k, 0, 0, c, shift=-1), -1) @ v),
+                    variant=lambda q, k, v, bq, bk, c: _full_pass(q, k, v, c, shift=-1)),
         ),
         forbidden=_FORBID_ATTENTION,
         memory_mb=MEMORY_MB,  # "never build the (L, S) matrix", enforced by the kernel (RLIMIT_AS)

@@ -8,6 +8,7 @@ def attention(query, key, value, attn_mask=None):
             scores = scores.masked_fill(attn_mask, float("-inf"))
         else:
             scores = scores + attn_mask
-    return torch.softmax(scores, dim=-1) @ value
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ value, weights
 '''}
 EXPECT = {"ex02_attention": ("wrong values", "mask inverted")}

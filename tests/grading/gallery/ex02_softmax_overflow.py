@@ -6,6 +6,7 @@ def attention(query, key, value, attn_mask=None):
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
     e = torch.exp(scores)
-    return e / e.sum(dim=-1, keepdim=True) @ value
+    weights = e / e.sum(dim=-1, keepdim=True)
+    return weights @ value, weights
 '''}
 EXPECT = {"ex02_attention": ("non-finite", "overflow")}

@@ -5,6 +5,7 @@ def attention(query, key, value, attn_mask=None):
     scores = scaled_scores(query, key)
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
-    return torch.softmax(scores, dim=-2) @ value
+    weights = torch.softmax(scores, dim=-2)
+    return weights @ value, weights
 '''}
 EXPECT = {"ex02_attention": ("wrong values", "wrong axis")}

@@ -6,6 +6,7 @@ def cross_attention(query, memory, W_Q, W_K, W_V, W_O, num_heads, key_padding_ma
     k = split_heads(memory @ W_K.T, num_heads)
     v = split_heads(memory @ W_V.T, num_heads)
     mask = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]
-    return merge_heads(scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    heads = scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return merge_heads(heads), heads
 '''}
 EXPECT = {"ex06_cross_attention": ('wrong values', 'W_O missing')}

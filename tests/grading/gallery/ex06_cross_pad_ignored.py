@@ -5,6 +5,7 @@ def cross_attention(query, memory, W_Q, W_K, W_V, W_O, num_heads, key_padding_ma
     q = split_heads(query @ W_Q.T, num_heads)
     k = split_heads(memory @ W_K.T, num_heads)
     v = split_heads(memory @ W_V.T, num_heads)
-    return merge_heads(scaled_dot_product_attention(q, k, v)) @ W_O.T
+    heads = scaled_dot_product_attention(q, k, v)
+    return merge_heads(heads) @ W_O.T, heads
 '''}
 EXPECT = {"ex06_cross_attention": ('wrong values', 'padding mask ignored')}

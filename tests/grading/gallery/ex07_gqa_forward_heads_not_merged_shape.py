@@ -8,7 +8,8 @@ def gqa_forward(x, W_Q, W_K, W_V, W_O, num_heads, num_kv_heads):
     q = (x @ W_Q.T).view(B, T, H, D).transpose(1, 2)
     k = repeat_kv_heads((x @ W_K.T).view(B, T, G, D).transpose(1, 2), H // G)
     v = repeat_kv_heads((x @ W_V.T).view(B, T, G, D).transpose(1, 2), H // G)
-    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(D), dim=-1) @ v
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(D), dim=-1)
+    return weights @ v, weights
 '''}
 EXPECT = {"ex07_gqa_forward": ("wrong shape", "expected shape (B, T, E) = (2, 5, 16), got (2, 4, 5, 4) "
                                               "— heads not merged")}

@@ -9,6 +9,6 @@ def gqa_forward(x, W_Q, W_K, W_V, W_O, num_heads, num_kv_heads):
     k = repeat_kv_heads((x @ W_K.T).view(B, T, G, D).transpose(1, 2), H // G)
     v = repeat_kv_heads((x @ W_V.T).view(B, T, G, D).transpose(1, 2), H // G)
     weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(E), dim=-1)
-    return (weights @ v).transpose(1, 2).reshape(B, T, E) @ W_O.T
+    return (weights @ v).transpose(1, 2).reshape(B, T, E) @ W_O.T, weights
 '''}
 EXPECT = {"ex07_gqa_forward": ("wrong values", "scaled by 1/sqrt(E)")}
