@@ -143,16 +143,16 @@ def _waste_variant(mode):
 
 
 # ---- ex16_serve: the capstone -------------------------------------------------------------------
-PARTIAL_HASHED = ("the partial last block was hashed and shared: only FULL blocks are hashed (a "
-                  "partly filled block is still being written, so two requests cannot share it)")
-NO_PARENT = ("a block hashed without its parent: hash((parent_hash, tokens)) chains the prefix, so "
-             "equal tokens after a different prefix (other keys and values) are not a hit")
-NOT_FREED = ("blocks not released when a request finishes: its reference counts must drop (a block "
-             "at 0 is free again and forgets its hash)")
-OLDEST = ("preempted the oldest running request: preemption takes the NEWEST (the last admitted; "
-          "it loses the least work and the oldest finishes first), as vLLM does")
-OVER_ADMITTED = ("more blocks in use than the pool holds: a request was admitted without enough free "
-                 "blocks (admit only when its new blocks, those not found by the prefix cache, fit)")
+PARTIAL_HASHED = ("the partial last block was hashed and shared: a partly filled block is still "
+                  "being written, so two requests cannot share it; only full blocks are hashed")
+NO_PARENT = ("a block hashed without its parent: equal tokens after a different prefix (other keys "
+             "and values) were taken for a hit; a block's hash names its whole prefix")
+NOT_FREED = ("blocks not released when a request finishes: their reference counts never drop, so "
+             "the pool fills up with finished requests")
+OLDEST = ("preempted the oldest running request: the victim is the NEWEST (the last admitted; it "
+          "loses the least work and the oldest finishes first), as in vLLM")
+OVER_ADMITTED = ("more blocks held than the pool has: a request was admitted while its new blocks "
+                 "(those the prefix cache did not find) outnumbered the free ones")
 
 
 def _pad(rows: list[list[int]]) -> np.ndarray:

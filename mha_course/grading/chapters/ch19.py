@@ -75,15 +75,13 @@ def _bytes_ref(B, H, T, D, P, element_size, steps_off=1, tensors=2):
 
 
 # ---- the capstone: the safe merge and one ring step ---------------------------------------------
-_NO_MAX = ("exp of a log-sum-exp (or of a score) without subtracting the maximum first: exp(100) "
-           "is inf in float32, and inf / inf is NaN; shift by m = max(lse_a, lse_b) (a block's "
-           "row maximum) before exp")
+_NO_MAX = ("exp of a log-sum-exp (or of a score) taken without the maximum subtracted first: "
+           "exp(100) is inf in float32, and inf / inf is NaN")
 _EMPTY_NAN = ("NaN from an empty partial: a block whose keys are all in the query's future has "
-              "lse = -inf and weight 0, but max(-inf, -inf) = -inf and -inf - (-inf) is NaN; shift "
-              "by 0 where the maximum is -inf, and give an empty row out = 0, lse = -inf")
-_LOCAL_OFFSET = ("causal mask from block-local indices: key j may be seen by query i when "
-                 "k_pos[j] <= q_pos[i], the GLOBAL positions (a block from another rank is not "
-                 "on the diagonal)")
+              "lse = -inf and a weight of 0, but with a maximum of -inf too, -inf - (-inf) is NaN")
+_LOCAL_OFFSET = ("causal mask from block-local indices (0 .. L-1 against 0 .. S-1): the mask is over "
+                 "the GLOBAL positions q_pos, k_pos, and a block from another rank is not on the "
+                 "diagonal")
 
 
 def _merge_cases(rng: np.random.Generator) -> list[dict]:

@@ -10,4 +10,4 @@ REPLACE = {"ex16_serve": edited("ex16", "ex16_serve", [
     ('                while not pool.free:',
      '                while pool.blocks_in_use >= num_blocks:'),
 ])}
-EXPECT = {"ex16_serve": ("wrong values", 'more blocks in use than the pool holds')}
+EXPECT = {"ex16_serve": ("wrong values", 'more blocks held than the pool has')}

@@ -9,5 +9,5 @@ def merge_safe(out_a, lse_a, out_b, lse_b):
     return out, torch.log(total)
 ''',
 }
-EXPECT = {"ex19_safe_merge": ("wrong values", "without subtracting the maximum"),
-          "ex19_ring_step": ("wrong values", "without subtracting the maximum")}
+EXPECT = {"ex19_safe_merge": ("wrong values", "without the maximum subtracted"),
+          "ex19_ring_step": ("wrong values", "without the maximum subtracted")}
