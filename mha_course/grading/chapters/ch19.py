@@ -1,4 +1,7 @@
-"""Chapter 19's graded items: the ring's schedule, the zig-zag layout, the bytes a rank sends."""
+"""Chapter 19's graded items: the ring's schedule, the zig-zag layout, the bytes a rank sends, and
+the capstone: the merge of two partials that is safe when one is empty (log-sum-exp -inf), and one
+ring step (a block's attention with its log-sum-exp, merged into the running state), driven over
+whole rings (causal, zig-zag, a ring that starts on a future block) against float64 attention."""
 
 from __future__ import annotations
 
@@ -8,13 +11,17 @@ import torch
 from mha_grader.items import Item, Mistake
 
 from ...ring import chunk_ids
+from ..forbidden import ATTENTION
 
 NOTEBOOK = "ex19_ring_attention"
 # Reviewed: every public function of the ring module (shard(arange(T)) gives the positions,
 # ring_attention logs the bytes it sends) and the runner that drives it.
 _FORBID = ("mha_course.ring.chunk_ids", "mha_course.ring.shard", "mha_course.ring.unshard",
            "mha_course.ring.work_per_rank", "mha_course.ring.ring_attention",
-           "mha_course.ring_run.run_ring")
+           "mha_course.ring_run.run_ring", *ATTENTION,
+           # the parent's references (the staged copy the child sees has them absent)
+           "mha_course.grading.chapters.ch19._full_attention",
+           "mha_course.grading.chapters.ch19._merge_ref", "mha_course.grading.chapters.ch19._step")
 _WRONG_DIRECTION = ("ring turned the wrong way: blocks move to rank + 1, so at step s rank r holds "
                     "the block that started on rank (r - s) mod P")
 _CONTIGUOUS = ("contiguous positions: zig-zag cuts T into 2P chunks and gives rank r chunks r "
@@ -66,6 +73,145 @@ def _bytes_ref(B, H, T, D, P, element_size, steps_off=1, tensors=2):
     return tensors * (P - steps_off) * B * H * (T // P) * D * element_size
 
 
+
+# ---- the capstone: the safe merge and one ring step ---------------------------------------------
+_NO_MAX = ("exp of a log-sum-exp (or of a score) taken without the maximum subtracted first: "
+           "exp(100) is inf in float32, and inf / inf is NaN")
+_EMPTY_NAN = ("NaN from an empty partial: a block whose keys are all in the query's future has "
+              "lse = -inf and a weight of 0, but with a maximum of -inf too, -inf - (-inf) is NaN")
+_LOCAL_OFFSET = ("causal mask from block-local indices (0 .. L-1 against 0 .. S-1): the mask is over "
+                 "the GLOBAL positions q_pos, k_pos, and a block from another rank is not on the "
+                 "diagonal")
+
+
+def _merge_cases(rng: np.random.Generator) -> list[dict]:
+    """Case 1: large finite log-sum-exps in float32 (exp overflows without the max), no empty
+    partial; then rows where one partial, the other or both are empty (lse -inf, out 0)."""
+    B, H, L, Dv = 2, 2, 6, 3
+    big = {"out_a": rng.normal(size=(B, H, L, Dv)).astype(np.float32),
+           "lse_a": rng.uniform(90, 300, size=(B, H, L)).astype(np.float32),
+           "out_b": rng.normal(size=(B, H, L, Dv)).astype(np.float32),
+           "lse_b": rng.uniform(90, 300, size=(B, H, L)).astype(np.float32)}
+    cases = [big]
+    for dtype in (np.float64, np.float32):
+        case = {"out_a": rng.normal(size=(B, H, L, Dv)), "lse_a": rng.normal(size=(B, H, L)) * 3,
+                "out_b": rng.normal(size=(B, H, L, Dv)), "lse_b": rng.normal(size=(B, H, L)) * 3}
+        empty_a, empty_b = rng.random((B, H, L)) < 0.4, rng.random((B, H, L)) < 0.4
+        empty_a[0, 0, :2] = empty_b[0, 0, 1:3] = True  # row 1: both empty, rows 0 and 2: one
+        for side, empty in (("a", empty_a), ("b", empty_b)):
+            case[f"lse_{side}"][empty] = -np.inf
+            case[f"out_{side}"][empty] = 0.0
+        cases.append({k: v.astype(dtype) for k, v in case.items()})
+    return cases
+
+
+def _merge_ref(out_a, lse_a, out_b, lse_b):
+    """In float64: weights exp(lse - m) with m = max shifted to 0 where both are empty."""
+    la, lb = lse_a.double(), lse_b.double()
+    m = torch.maximum(la, lb)
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    wa, wb = torch.exp(la - m), torch.exp(lb - m)  # (..., L)
+    total = wa + wb
+    out = (wa[..., None] * out_a.double() + wb[..., None] * out_b.double()) / torch.where(
+        total > 0, total, torch.ones_like(total))[..., None]
+    return out.to(out_a.dtype), (m + torch.log(total)).to(lse_a.dtype)
+
+
+def _nonfinite_where(big: bool):
+    """On the float32 large-lse case (``big``): any non-finite value; on a case with empty
+    partials: a NaN (an lse of -inf is right where both partials are empty)."""
+    def hit(got, case):
+        large = bool(np.isfinite(case["lse_a"]).all() and np.isfinite(case["lse_b"]).all())
+        bad = ~np.isfinite(got) if big else np.isnan(got)
+        return large == big and got.dtype.kind == "f" and bool(bad.any())
+    return hit
+
+
+def _ring_cases(rng: np.random.Generator) -> list[dict]:
+    """Whole rings: non-causal with large scores in float32 (first: no partial is empty there),
+    then causal contiguous, causal zig-zag, and a causal ring that starts one block late (rank 0
+    begins with a block wholly in its future: the running state and the partial both empty)."""
+    cases = []
+    for P, layout, causal, late, dtype, spread in (
+            (3, "contiguous", False, False, np.float32, 12.0), (4, "contiguous", True, False, np.float64, 1.0),
+            (int(rng.integers(2, 5)), "zigzag", True, False, np.float64, 1.0),
+            (3, "contiguous", True, True, np.float32, 1.0)):
+        n = 2 * P if layout == "zigzag" else P
+        c = int(rng.integers(1, 4))  # positions per chunk
+        T, B, H, D = n * c, 1, 2, int(rng.choice([4, 8]))
+        q, k, v = (rng.normal(size=(B, H, T, D)) * (spread if i < 2 else 1.0) for i in range(3))
+        chunks = [[r] if layout == "contiguous" else [r, 2 * P - 1 - r] for r in range(P)]
+        positions = np.array([np.concatenate([np.arange(i * c, (i + 1) * c) for i in ch]) for ch in chunks])
+        sources = np.array([[(r - s - late) % P for s in range(P)] for r in range(P)])
+        cases.append({"query": q.astype(dtype), "key": k.astype(dtype), "value": v.astype(dtype),
+                      "positions": positions, "sources": sources, "is_causal": causal})
+    return cases
+
+
+def drive_ring(fn, query, key, value, positions, sources, is_causal):
+    """Runs in the CHILD: every rank's ring, step by step, through the learner's ``ring_step``.
+
+    ``positions[r]`` are the sequence positions rank r holds, ``sources[r, s]`` the rank whose
+    key/value block it holds at step s. The running state starts empty (out 0, lse -inf).
+
+    Shape:
+        query, key: (B, H, T, D); value (B, H, T, Dv). Returns out (B, H, T, Dv), lse (B, H, T).
+    """
+    P, scale = positions.shape[0], 1.0 / float(query.shape[-1]) ** 0.5
+    out_all = query.new_zeros(*query.shape[:-1], value.shape[-1])
+    lse_all = query.new_zeros(query.shape[:-1])
+    for r in range(P):
+        qp = positions[r]
+        out = query.new_zeros(*query.shape[:-2], len(qp), value.shape[-1])  # (B, H, T/P, Dv)
+        lse = query.new_full((*query.shape[:-2], len(qp)), float("-inf"))  # (B, H, T/P)
+        for s in range(P):
+            kp = positions[int(sources[r, s])]
+            out, lse = fn(out, lse, query[..., qp, :], key[..., kp, :], value[..., kp, :],
+                          qp.clone(), kp.clone(), bool(is_causal), scale)
+        out_all[..., qp, :], lse_all[..., qp] = out, lse
+    return out_all, lse_all
+
+
+def _full_attention(query, key, value, positions, sources, is_causal):
+    """The oracle: float64 softmax attention over the whole sequence and its log-sum-exp."""
+    q, k, v = query.double(), key.double(), value.double()
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # (B, H, T, T)
+    if is_causal:
+        T = q.shape[-2]
+        scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    lse = torch.logsumexp(scores, -1)  # (B, H, T)
+    return (torch.exp(scores - lse[..., None]) @ v).to(query.dtype), lse.to(query.dtype)
+
+
+def _step(mode):
+    """A ring step computed the right way (``"ok"``) or with a wrong causal offset."""
+    def step(out, lse, q, k, v, q_pos, k_pos, is_causal, scale):
+        scores = (q @ k.transpose(-2, -1)) * scale  # (B, H, Lq, Lk)
+        if is_causal:
+            if mode == "local":
+                q_pos, k_pos = torch.arange(len(q_pos)), torch.arange(len(k_pos))
+            elif mode == "own block":
+                k_pos = q_pos
+            scores = scores.masked_fill(k_pos[None, :] > q_pos[:, None], float("-inf"))
+        m = scores.amax(-1, keepdim=True)
+        m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+        p = torch.exp(scores - m)
+        total = p.sum(-1, keepdim=True)
+        blk = (p @ v) / torch.where(total > 0, total, torch.ones_like(total))
+        return _merge_ref(out, lse, blk, (m + torch.log(total))[..., 0])
+    return step
+
+
+def _ring_variant(mode):
+    return lambda *case: drive_ring(_step(mode), *case)
+
+
+def _ring_nonfinite(big: bool):
+    def hit(got, case):
+        return (not case["is_causal"]) == big and got.dtype.kind == "f" and not np.isfinite(got).all()
+    return hit
+
+
 ITEMS = [
     Item(
         id="ex19_ring_source", notebook=NOTEBOOK, function="ring_source", points=1,
@@ -95,6 +241,31 @@ ITEMS = [
         mistakes=(
             Mistake("P steps", _ALL_STEPS, variant=lambda *a: _bytes_ref(*a, steps_off=0)),
             Mistake("only keys", _ONLY_K, variant=lambda *a: _bytes_ref(*a, tensors=1)),
+        ),
+        forbidden=_FORBID,
+    ),
+    Item(
+        id="ex19_safe_merge", notebook=NOTEBOOK, function="merge_safe", points=2,
+        task="merge two partials (out, lse) over disjoint keys, safe when one or both are empty "
+             "(lse = -inf: weight 0, no NaN) and on large lse (shift by the maximum before exp)",
+        make_cases=_merge_cases, shape="out (B, H, L, Dv), lse (B, H, L)", reference=_merge_ref,
+        mistakes=(
+            Mistake("no max", _NO_MAX, matches=_nonfinite_where(big=True)),
+            Mistake("empty partial", _EMPTY_NAN, matches=_nonfinite_where(big=False)),
+        ),
+        forbidden=_FORBID,
+    ),
+    Item(
+        id="ex19_ring_step", uses=("merge_safe",), notebook=NOTEBOOK, function="ring_step", points=3,
+        task="one ring step: this block's causal attention (global positions) with its log-sum-exp, "
+             "merged into the running (out, lse); driven over whole rings against float64 attention",
+        make_cases=_ring_cases, shape="out (B, H, T, Dv), lse (B, H, T)", reference=_full_attention,
+        driver="mha_course.grading.chapters.ch19:drive_ring", rtol=1e-3, atol=1e-4,
+        mistakes=(
+            Mistake("no max", _NO_MAX, matches=_ring_nonfinite(big=True)),
+            Mistake("empty partial", _EMPTY_NAN, matches=_ring_nonfinite(big=False)),
+            Mistake("wrong causal block offset", _LOCAL_OFFSET, variant=_ring_variant("local")),
+            Mistake("wrong causal block offset", _LOCAL_OFFSET, variant=_ring_variant("own block")),
         ),
         forbidden=_FORBID,
     ),
