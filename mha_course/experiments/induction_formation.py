@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from ..benchmark.stamp import environment_stamp
 from ..gpt.heads import induction_score, previous_token_score, repeated_random_tokens
 from ..tiny_lm import TinyCausalLM
+from .results_file import read_results
 
 SCHEMA = "mha-course-induction-formation/1"
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "results" / "ch13_induction.json"
@@ -201,11 +202,7 @@ def phase_change(curve: dict) -> dict:
 
 
 def load_results(path: Path = DEFAULT_OUT) -> dict:
-    data = json.loads(Path(path).read_text())
-    if data.get("schema") != SCHEMA:
-        raise ValueError(f"path: expected a results file with schema {SCHEMA!r}, got "
-                         f"{data.get('schema')!r} in {path}")
-    return data
+    return read_results(path, SCHEMA)
 
 
 def main(argv: list[str] | None = None) -> None:
