@@ -6,7 +6,8 @@ For each set of forbidden names (one per notebook) the parent writes a copy of t
 ``ForbiddenCall``. Re-exports and package code that bind the name get the stub too, because they
 import it from the edited module. No closure, ``importlib.reload``, frame walk or ``inspect`` can
 reach the real code: it is not in the sandbox. The engine (``mha_grader``) is staged once, without
-edits. Solutions, tests and the repository are never staged.
+edits. Solutions, tests, the repository and the course's grading policy
+(``mha_course/grading/``: items, references, mistakes; a stand-in takes its place) are never staged.
 
 Names outside the course package (``torch.nn.functional.scaled_dot_product_attention``...)
 cannot be removed from torch; the child tripwires them and the parent looks for them in the
@@ -147,6 +148,32 @@ def _copy(src: Path, dest: Path) -> None:
     shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
 
 
+# The course's grading policy (mha_course/grading/: every item's reference, generator and mistake)
+# computes the answers, so no sandbox sees it: the staged course holds this stand-in instead, with
+# the two names an exercise's cells call (check: grading happens outside; hint: not shown here).
+GRADING = "grading"
+_GRADING_STUB = {
+    "__init__.py": (
+        '"""Not the course\'s grading package: the grader\'s sandbox has no items, references or\n'
+        'mistakes. ``check`` does nothing here (the grader grades outside), ``hint`` prints a line;\n'
+        'any other name is refused."""\n\n\n'
+        "def check(*args, **kwargs):\n    return []\n\n\n"
+        "def hint(*args, **kwargs):\n    print('(hints are not shown while the grader runs this notebook)')\n\n\n"
+        "def __getattr__(name):\n"
+        "    raise __import__('mha_grader.errors', fromlist=['ForbiddenCall'])"
+        ".ForbiddenCall('mha_course.grading.' + name)\n"),
+    "hints.py": "from . import hint  # noqa: F401\n",
+}
+
+
+def _stub_grading(course: Path) -> None:
+    """Replace the staged ``mha_course/grading/`` by ``_GRADING_STUB``."""
+    shutil.rmtree(course / GRADING)
+    (course / GRADING).mkdir()
+    for name, text in _GRADING_STUB.items():
+        (course / GRADING / name).write_text(text, encoding="utf-8")
+
+
 def _precompile(root: Path) -> None:
     """Write the bytecode of every staged module now: the sandbox mounts the stage read-only, so
     each unit would otherwise compile every module it imports from source, every time."""
@@ -180,6 +207,7 @@ class Stager:
             master = Path(tempfile.mkdtemp(prefix=f"mha-master-{os.getpid()}-"))  # 0700; pid: space.sweep_stale
             atexit.register(shutil.rmtree, master, True)
             _copy(package_dir(COURSE), master / COURSE)
+            _stub_grading(master / COURSE)
             _precompile(master)
             self._master = master
         return self._master
@@ -210,7 +238,7 @@ class Stager:
             # every untouched module stays valid); only the edited modules are compiled again
             shutil.copytree(self._compiled_master() / COURSE, tmp / COURSE)
             by_file: dict[Path, list[tuple[str, list[str]]]] = {}
-            for name in sorted(names):
+            for name in sorted(n for n in names if not n.startswith(f"{COURSE}.{GRADING}.")):  # not staged
                 locate(name, tmp)  # raises if it names nothing
                 file, rest = _module_file(tmp, name.split("."))
                 by_file.setdefault(file, []).append((name, rest))
