@@ -254,6 +254,35 @@ def _check_saved(query, out, lse, d_out) -> None:
             raise ValueError(f"{name}: expected query's dtype {query.dtype}, got {t.dtype}")
 
 
+def launch_forward(kernel, query, key, value, is_causal=False, scale=None, block_q=64, block_k=64):
+    """Launch a forward kernel of the course's signature on (Q, K, V); returns (O, lse).
+
+    ``kernel(Q, K, V, Out, LSE, scale, L, S, D, H, G, IS_CAUSAL, BLOCK_M, BLOCK_N, BLOCK_D)``:
+    one program per (query block, batch·head), grid ``(cdiv(L, block_q), B * H)``; ``Out`` is
+    allocated like ``query``, ``LSE`` as float32 (B, H, L); ``BLOCK_D`` is D rounded up to a
+    power of 2 (at least 16, ``tl.dot``'s minimum). :func:`flash_forward` launches the course's
+    kernel with it; exercise 17 launches the learner's.
+
+    Shape:
+        query: (B, H, L, D); key, value: (B, G, S, D). Returns (B, H, L, D), (B, H, L).
+    """
+    _require_triton()
+    block_q, block_k = _blocks(block_q, block_k, None, None)
+    _check(query, key, value)
+    q, k, v = (t.contiguous() for t in (query, key, value))
+    B, H, L, D = q.shape
+    G, S = k.shape[1], k.shape[2]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    if S == 0 or L == 0:  # no key (or no query): zeros, as SDPA and the course; no launch
+        return torch.zeros_like(q), torch.full((B, H, L), float("-inf"), device=q.device)
+    out = torch.empty_like(q)
+    lse = torch.empty(B, H, L, device=q.device, dtype=torch.float32)
+    grid = (triton.cdiv(L, block_q), B * H)
+    kernel[grid](q, k, v, out, lse, scale, L, S, D, H, G, IS_CAUSAL=is_causal,
+                 BLOCK_M=block_q, BLOCK_N=block_k, BLOCK_D=_block_d(D), num_warps=_num_warps(D))
+    return out, lse
+
+
 def flash_forward(query, key, value, is_causal=False, scale=None, block_q=64, block_k=64, *,
                   block_m=None, block_n=None):
     """Run the forward kernel; returns (O, lse) with lse in float32.
@@ -266,20 +295,7 @@ def flash_forward(query, key, value, is_causal=False, scale=None, block_q=64, bl
     """
     _require_triton()
     block_q, block_k = _blocks(block_q, block_k, block_m, block_n)
-    _check(query, key, value)
-    q, k, v = (t.contiguous() for t in (query, key, value))
-    B, H, L, D = q.shape
-    G, S = k.shape[1], k.shape[2]
-    scale = 1.0 / math.sqrt(D) if scale is None else scale
-    if S == 0 or L == 0:  # no key (or no query): zeros, as SDPA and the course; no launch
-        return torch.zeros_like(q), torch.full((B, H, L), float("-inf"), device=q.device)
-    out = torch.empty_like(q)
-    lse = torch.empty(B, H, L, device=q.device, dtype=torch.float32)
-    grid = (triton.cdiv(L, block_q), B * H)
-    _fwd_kernel[grid](q, k, v, out, lse, scale, L, S, D, H, G, IS_CAUSAL=is_causal,
-                      BLOCK_M=block_q, BLOCK_N=block_k, BLOCK_D=_block_d(D),
-                      num_warps=_num_warps(D))
-    return out, lse
+    return launch_forward(_fwd_kernel, query, key, value, is_causal, scale, block_q, block_k)
 
 
 def flash_backward(query, key, value, out, lse, d_out, is_causal=False, scale=None,
