@@ -51,10 +51,10 @@ def make_cases(rng: np.random.Generator) -> list[dict]:
 
     r = lambda lo, hi: int(rng.integers(lo, hi + 1))  # noqa: E731
     square = r(18, 30)
-    return [case(1, 2, 2, r(17, 23), r(41, 47), 8, False, 16, 16),
+    return [case(1, 1, 1, r(17, 23), r(41, 47), 8, False, 16, 16),
             case(1, 4, 2, r(17, 23), r(33, 39), 16, True, 16, 16),
             case(2, 2, 1, r(35, 45), r(19, 25), 8, True, 32, 16),
-            case(2, 2, 2, square, square, 8, True, 16, 32)]
+            case(2, 1, 1, square, square, 8, True, 16, 32)]
 
 
 def reference(query, key, value, is_causal, block_q, block_k):
