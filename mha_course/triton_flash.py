@@ -250,11 +250,14 @@ def _check_saved(query, out, lse, d_out) -> None:
             raise ValueError(f"{name}: expected query's dtype {query.dtype}, got {t.dtype}")
 
 
-def triton_forward(query, key, value, is_causal=False, scale=None, block_q=64, block_k=64):
-    """Run the forward kernel; returns (O, lse) with lse in float32.
+def launch_forward(kernel, query, key, value, is_causal=False, scale=None, block_q=64, block_k=64):
+    """Launch a forward kernel of the course's signature on (Q, K, V); returns (O, lse).
 
-    ``block_q`` query rows per program (the kernel's BLOCK_M), ``block_k`` keys per step
-    (BLOCK_N).
+    ``kernel(Q, K, V, Out, LSE, scale, L, S, D, H, G, IS_CAUSAL, BLOCK_M, BLOCK_N, BLOCK_D)``:
+    one program per (query block, batch·head), grid ``(cdiv(L, block_q), B * H)``; ``Out`` is
+    allocated like ``query``, ``LSE`` as float32 (B, H, L); ``BLOCK_D`` is D rounded up to a
+    power of 2 (at least 16, ``tl.dot``'s minimum). :func:`triton_forward` launches the course's
+    kernel with it; exercise 17 launches the learner's.
 
     Shape:
         query: (B, H, L, D); key, value: (B, G, S, D). Returns (B, H, L, D), (B, H, L).
@@ -271,10 +274,23 @@ def triton_forward(query, key, value, is_causal=False, scale=None, block_q=64, b
     out = torch.empty_like(q)
     lse = torch.empty(B, H, L, device=q.device, dtype=torch.float32)
     grid = (triton.cdiv(L, block_q), B * H)
-    _fwd_kernel[grid](q, k, v, out, lse, scale, L, S, D, H, G, IS_CAUSAL=is_causal,
-                      BLOCK_M=block_q, BLOCK_N=block_k, BLOCK_D=_block_d(D),
-                      num_warps=_num_warps(D))
+    kernel[grid](q, k, v, out, lse, scale, L, S, D, H, G, IS_CAUSAL=is_causal,
+                 BLOCK_M=block_q, BLOCK_N=block_k, BLOCK_D=_block_d(D), num_warps=_num_warps(D))
     return out, lse
+
+
+def triton_forward(query, key, value, is_causal=False, scale=None, block_q=64, block_k=64):
+    """Run the forward kernel; returns (O, lse) with lse in float32.
+
+    ``block_q`` query rows per program (the kernel's BLOCK_M), ``block_k`` keys per step
+    (BLOCK_N).
+
+    Shape:
+        query: (B, H, L, D); key, value: (B, G, S, D). Returns (B, H, L, D), (B, H, L).
+    """
+    _require_triton()
+    block_q, block_k = _blocks(block_q, block_k)
+    return launch_forward(_fwd_kernel, query, key, value, is_causal, scale, block_q, block_k)
 
 
 def triton_backward(query, key, value, out, lse, d_out, is_causal=False, scale=None,

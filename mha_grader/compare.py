@@ -312,6 +312,9 @@ def _judge(item: Item, cases: list[Case], child: dict[str, Any], cell_lines: dic
         own = child.get("parent_message")
         if isinstance(own, str):
             msg = f"{msg}; {own}" if msg else own
+        lacking = item.missing()  # an optional extra that is not installed: say how to get it
+        if lacking:
+            msg = "; ".join(lacking) + (f" ({msg})" if msg else "")
         return ItemResult(item.id, item.function, 0.0, item.points, status, msg[:500])
     outputs = child.get("outputs") or []
     for i, case in enumerate(cases):

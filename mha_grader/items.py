@@ -7,6 +7,8 @@ reference and the mistake variants are computed here, never in the learner's pro
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,6 +81,9 @@ class Item:
             reference from the learner's outputs and that evidence.
         hidden: case keys the child never sees (sent as ``None``): what only the service needs,
             e.g. the seed of a model's weights or a device's kernel times.
+        requires: ``(module, how to install it)`` pairs: modules the item's code needs in the
+            child (an optional extra). When the item fails and one is not importable here (the
+            child runs this interpreter), its feedback leads with how to install it.
         uses: the functions of EARLIER items of the notebook that this item's function calls in
             the solution (ex01's ``attend`` uses ``softmax``), so that a failure there is named
             as the cause (``causes.py``). Grading derives it from the learner's own code where it
@@ -104,6 +109,15 @@ class Item:
     service: Callable[[Case], Any] | None = None
     hidden: Sequence[str] = field(default_factory=tuple)
     uses: Sequence[str] = field(default_factory=tuple)
+    requires: Sequence[tuple[str, str]] = field(default_factory=tuple)
+
+    def missing(self) -> list[str]:
+        """How to install each module of ``requires`` that cannot be imported here."""
+        def absent(mod: str) -> bool:
+            if mod in sys.modules:
+                return sys.modules[mod] is None  # blocked (``sys.modules[mod] = None``)
+            return importlib.util.find_spec(mod) is None
+        return [how for mod, how in self.requires if absent(mod)]
 
     def cases(self, seed: int | Any) -> list[Case]:
         """The cases for ``seed``: an int (public self-check seed, deterministic per item id and

@@ -135,7 +135,10 @@ def _progress(out: Path) -> str:
 
 def _env(home: str) -> dict[str, str]:
     env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
-           "MPLBACKEND": "Agg", "MPLCONFIGDIR": home, "MHA_GRADING_CHILD": "1"}
+           "MPLBACKEND": "Agg", "MPLCONFIGDIR": home, "MHA_GRADING_CHILD": "1",
+           # Triton kernels (ex17) run in Triton's CPU interpreter: set from the start, since a
+           # preload (torch.utils.flop_counter) or another notebook may import triton first.
+           "TRITON_INTERPRET": "1"}
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[var] = "1"
     return env

@@ -62,8 +62,17 @@ def _module_file(root: Path, parts: list[str]) -> tuple[Path, list[str]]:
     raise UnresolvedForbidden(f"{'.'.join(parts)}: no module of the course package defines it")
 
 
+def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """A module's statements, with those of its top-level ``if``/``else`` blocks (the course
+    defines its Triton kernels under ``if triton is not None:``, the optional extra)."""
+    out = []
+    for n in body:
+        out += _top_level(n.body + n.orelse) if isinstance(n, ast.If) else [n]
+    return out
+
+
 def _find_def(tree: ast.Module, names: list[str]) -> ast.stmt:
-    body, node = tree.body, None
+    body, node = _top_level(tree.body), None
     for k, name in enumerate(names):
         hits = [n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                 and n.name == name]

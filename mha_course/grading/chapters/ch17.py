@@ -1,4 +1,5 @@
-"""Chapter 17's graded items: the backward's D term, one tile of dQ, the log-sum-exp merge."""
+"""Chapter 17's graded items: the Triton forward kernel, the backward's D term, one tile of dQ,
+the log-sum-exp merge."""
 
 from __future__ import annotations
 
@@ -8,15 +9,22 @@ import torch
 from mha_grader.items import Item, Mistake
 
 from ...flash_backward import backward_d_term
-from ..forbidden import TILED
+from ...triton_flash import INSTALL_HINT
+from .. import mistakes as common
+from .. import triton_forward as fwd
+from ..forbidden import ATTENTION
 
 NOTEBOOK = "ex17_flash_attention_triton"
 # Reviewed: the package's backward passes answer dQ of a tile (pick ``out`` so that rowsum(dO * O)
 # is the given D), the online-softmax update merges two partials (one key of score lse_b, value
-# out_b). One list for the notebook, so its items share one unit in the sandbox.
+# out_b); the forward kernel: the course's own kernel, its launches, any attention (the
+# interpreter runs Python, so torch's SDPA too); ``launch_forward`` stays, the driver needs it.
+# One list for the notebook, so its items share one unit in the sandbox.
 _FORBID = ("mha_course.flash_backward.backward_d_term",
            "mha_course.flash_backward.flash_attention_backward",
-           "mha_course.triton_flash.triton_backward", *TILED)
+           "mha_course.triton_flash.triton_backward", "mha_course.triton_flash.triton_forward",
+           "mha_course.triton_flash._fwd_kernel", "mha_course.triton_flash.triton_flash_attention",
+           "mha_course.triton_flash.TritonFlashAttention", *ATTENTION)
 _D_NO_OUTPUT = "D summed dO alone: D_i = rowsum(dO_i * O_i), the product with the output O"
 _D_WRONG_AXIS = "summed over the query rows (dim -2): D has one number per row, sum over dim -1"
 _DQ_NO_D = "dS = P * dP without subtracting D: the softmax backward is dS = P * (dP - D)"
@@ -109,6 +117,31 @@ ITEMS = [
             Mistake("lse max", _MERGE_LSE_MAX,
                     variant=lambda oa, la, ob, lb: (_merge_ref(oa, la, ob, lb)[0],
                                                     torch.maximum(la, lb))),
+        ),
+        forbidden=_FORBID,
+    ),
+    Item(
+        id="ex17_triton_forward", notebook=NOTEBOOK, function="flash_fwd_kernel", points=5,
+        task="the FlashAttention-2 forward kernel in Triton: online softmax over key blocks, "
+             "O and the log-sum-exp, causal block skipping, GQA",
+        make_cases=fwd.make_cases, shape="(B, H, L, D), (B, H, L)", reference=fwd.reference,
+        driver="mha_course.grading.triton_forward:drive_forward_kernel",
+        requires=(("triton", INSTALL_HINT),),
+        mistakes=(
+            Mistake("accumulator not rescaled", fwd.NO_RESCALE, variant=fwd.variant(rescale_acc=False)),
+            Mistake("row sum not rescaled", fwd.SUM_NO_RESCALE, variant=fwd.variant(rescale_sum=False)),
+            Mistake("lse without the max", fwd.LSE_NO_MAX, variant=fwd.variant(lse_max=False)),
+            Mistake("not causal", fwd.NOT_CAUSAL, variant=fwd.variant(mask="none", stop="never")),
+            Mistake("no causal mask", fwd.CAUSAL_NO_MASK, variant=fwd.variant(mask="none")),
+            Mistake("off by one", common.CAUSAL_OFF_BY_ONE, variant=fwd.variant(mask="strict")),
+            Mistake("bottom-right", fwd.CAUSAL_BOTTOM_RIGHT,
+                    variant=fwd.variant(mask="bottom_right", stop="bottom_right")),
+            Mistake("diagonal block skipped", fwd.SKIP_DIAGONAL, variant=fwd.variant(stop="diagonal")),
+            Mistake("stop by BLOCK_N", fwd.SKIP_BY_BLOCK_N, variant=fwd.variant(stop="block_k")),
+            Mistake("skipped when not causal", fwd.SKIP_NOT_CAUSAL, variant=fwd.variant(stop="always")),
+            Mistake("kv heads interleaved", common.REPEAT_NOT_INTERLEAVE,
+                    variant=fwd.variant(kv="interleaved")),
+            Mistake("kv of batch 0", fwd.KV_NO_BATCH, variant=fwd.variant(kv="batch0")),
         ),
         forbidden=_FORBID,
     ),

@@ -1,0 +1,16 @@
+"""ex17: the course's own forward kernel called from the learner's (a device-function call)."""
+NOTEBOOK = "ex17"
+REPLACE = {"ex17_triton_forward": '''
+import triton
+import triton.language as tl
+
+import mha_course.triton_flash as course
+
+
+@triton.jit
+def flash_fwd_kernel(Q, K, V, Out, LSE, scale, L, S, D, H, G,
+                     IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BLOCK_D: tl.constexpr):
+    course._fwd_kernel(Q, K, V, Out, LSE, scale, L, S, D, H, G, IS_CAUSAL, BLOCK_M, BLOCK_N, BLOCK_D)
+'''}
+EXPECT = {"ex17_triton_forward": ("forbidden API", "_fwd_kernel")}
