@@ -103,7 +103,7 @@ def test_recipe_steps_reproduce_mha_course_train():
 def test_clipping_acts_in_every_training_case():
     """The "no clipping" mistake is visible only where the gradient norm exceeds grad_clip."""
     for case in T.ITEMS[0].cases(9):
-        model, tc = T._train_setup(*[case[k] for k in list(case)[:11]], case["xs"].shape[-1])
+        model, tc = T._train_setup(*[case[k] for k in list(case)[:12]], case["xs"].shape[-1])
         loss = torch.nn.functional.cross_entropy(model(torch.from_numpy(case["xs"][0])).flatten(0, 1),
                                                  torch.from_numpy(case["ys"][0]).flatten())
         loss.backward()

@@ -32,24 +32,27 @@ DECAY_ALL = ("decay on everything: the LayerNorm weights and the biases shrink b
 
 # ---- task 7: the training step --------------------------------------------------------------
 def _train_cases(rng: np.random.Generator) -> list[dict]:
-    def case(V, n_layer, H, D, warmup, decay, start, n, B, T):
+    def case(V, n_layer, H, D, warmup, max_iters, decay, start, n, B, T):
         return {"seed": int(rng.integers(2**31)), "vocab_size": V, "n_layer": n_layer,
                 "n_head": H, "n_embd": H * D, "learning_rate": float(rng.uniform(2e-3, 8e-3)),
                 "min_lr": float(rng.uniform(1e-4, 5e-4)), "warmup_iters": warmup,
-                "lr_decay_iters": decay, "grad_clip": float(rng.uniform(0.05, 0.3)),
+                "max_iters": max_iters, "lr_decay_iters": decay,
+                "grad_clip": float(rng.uniform(0.05, 0.3)),
                 "weight_decay": float(rng.uniform(0.05, 0.2)), "start": start,
                 "xs": rng.integers(0, V, size=(n, B, T)), "ys": rng.integers(0, V, size=(n, B, T))}
-    return [case(int(rng.integers(12, 30)), 2, 2, 8, 4, 9, 1, 6, 3, 8),  # warm-up, then cosine
-            case(int(rng.integers(12, 30)), 1, 4, 4, 2, 5, 1, 6, 2, 6)]  # ... and the floor min_lr
+    # steps 1..6: the warm-up, then the cosine (decaying to step 9, before max_iters = 12); and the
+    # recipe's default lr_decay_iters None (= max_iters = 5): its cosine, then the floor min_lr
+    return [case(int(rng.integers(12, 30)), 2, 2, 8, 4, 12, 9, 1, 6, 3, 8),
+            case(int(rng.integers(12, 30)), 1, 4, 4, 2, 5, None, 1, 6, 2, 6)]
 
 
 def _train_setup(seed, vocab_size, n_layer, n_head, n_embd, learning_rate, min_lr, warmup_iters,
-                 lr_decay_iters, grad_clip, weight_decay, block_size):
+                 max_iters, lr_decay_iters, grad_clip, weight_decay, block_size):
     model = course_gpt(seed, vocab_size, block_size, n_layer, n_head, n_head, n_embd, False).train()
-    tc = TrainConfig(batch_size=1, max_iters=int(lr_decay_iters), learning_rate=float(learning_rate),
+    tc = TrainConfig(batch_size=1, max_iters=int(max_iters), learning_rate=float(learning_rate),
                      min_lr=float(min_lr), warmup_iters=int(warmup_iters),
-                     lr_decay_iters=int(lr_decay_iters), weight_decay=float(weight_decay),
-                     grad_clip=float(grad_clip), dtype="float64")
+                     lr_decay_iters=None if lr_decay_iters is None else int(lr_decay_iters),
+                     weight_decay=float(weight_decay), grad_clip=float(grad_clip), dtype="float64")
     return model, tc
 
 
