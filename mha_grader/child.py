@@ -53,7 +53,7 @@ MAX_ELEMENTS = 20_000_000
 SEALED = "sealed.json"  # results folder -> its name while later units run (see _seal)
 DISK_FULL_FLAG = "disk_full"  # a unit filled its writable space (see _clear_after_unit)
 CONFINE_FAILED = 97  # exit code: a unit could not be confined (it ran no learner code)
-PRELOADABLE = frozenset({"matplotlib.pyplot", "torch.utils.flop_counter"})  # see runner._preload
+PRELOADABLE = frozenset({"matplotlib.pyplot", "torch.utils.flop_counter", "torch._dynamo"})  # see runner._preload
 
 
 class WrongType(Exception):

@@ -59,6 +59,24 @@ return len(calls)"""),
     ("ex13", "ex13_sampling_probs"): _fn("def sampling_probs(logits, temperature, top_k):", """
 from mha_course.gpt.generate import sampling_distribution
 return sampling_distribution(logits, temperature, top_k)"""),
+    ("ex13", "ex13_block"): _fn("def Block(config):", """
+from mha_course.gpt.model import Block as CourseBlock
+return CourseBlock(config)"""),
+    ("ex13", "ex13_train_steps"): _fn("def train_steps(model, tc, xs, ys, start):", """
+from mha_course.gpt.model import lm_loss
+from mha_course.gpt.train import learning_rate, make_optimizer
+opt, losses, lrs = make_optimizer(model, tc), [], []
+for i in range(xs.shape[0]):
+    lrs.append(learning_rate(start + i, tc))
+    for g in opt.param_groups:
+        g["lr"] = lrs[-1]
+    loss = lm_loss(model(xs[i]), ys[i])
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+    opt.step()
+    losses.append(loss.detach())
+return torch.stack(losses), torch.tensor(lrs, dtype=torch.float64)"""),
     ("ex14", "ex14_window_mask"): _fn("def window_mask(L, S, window, num_sink):",
                                       "return mha_course.sliding_window_mask(L, S, window=window, offset=S - L, num_sink=num_sink)"),
     ("ex14", "ex14_ring_slots"): _fn("def ring_slots(positions, window, num_sink):", """
@@ -128,7 +146,8 @@ return ch19._step("ok")(out, lse, query, key, value, q_pos, k_pos, is_causal, sc
 }
 
 CALLERS = {"ex01_softmax": {"ex01_attend"}, "ex07_repeat_kv": {"ex07_gqa_forward"},
-           "ex14_ring_slots": {"ex14_ring_write"}, "ex19_safe_merge": {"ex19_ring_step"}}
+           "ex14_ring_slots": {"ex14_ring_write"}, "ex19_safe_merge": {"ex19_ring_step"},
+           "ex13_block": {"ex13_gpt"}}
 
 
 def test_every_forbidden_name_resolves():
