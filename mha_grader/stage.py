@@ -175,12 +175,26 @@ _GRADING_STUB = {
 }
 
 
+# ... and the child's side of items (the drivers that call the learner's code, the proxies of the
+# grader's services, the seeded generators they use): none of them holds an answer.
+_GRADING_KEPT = ("drivers.py", "served_model.py", "served_device.py", "seeded.py")
+
+
+def _staged(name: str) -> bool:
+    """Is the module of this course name in a staged copy (all but most of ``grading/``)?"""
+    parts = name.split(".")
+    return parts[1] != GRADING or parts[2] + ".py" in _GRADING_KEPT
+
+
 def _stub_grading(course: Path) -> None:
-    """Replace the staged ``mha_course/grading/`` by ``_GRADING_STUB``."""
+    """Replace the staged ``mha_course/grading/`` by ``_GRADING_STUB`` and ``_GRADING_KEPT``."""
+    kept = {n: (course / GRADING / n).read_bytes() for n in _GRADING_KEPT}
     shutil.rmtree(course / GRADING)
     (course / GRADING).mkdir()
     for name, text in _GRADING_STUB.items():
         (course / GRADING / name).write_text(text, encoding="utf-8")
+    for name, data in kept.items():
+        (course / GRADING / name).write_bytes(data)
 
 
 def _precompile(root: Path) -> None:
@@ -247,7 +261,7 @@ class Stager:
             # every untouched module stays valid); only the edited modules are compiled again
             shutil.copytree(self._compiled_master() / COURSE, tmp / COURSE)
             by_file: dict[Path, list[tuple[str, list[str]]]] = {}
-            for name in sorted(n for n in names if not n.startswith(f"{COURSE}.{GRADING}.")):  # not staged
+            for name in sorted(n for n in names if _staged(n)):
                 locate(name, tmp)  # raises if it names nothing
                 file, rest = _module_file(tmp, name.split("."))
                 by_file.setdefault(file, []).append((name, rest))

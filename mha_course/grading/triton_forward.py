@@ -132,22 +132,3 @@ def variant(**switches):
     return lambda *args: blockwise(*args, **switches)
 
 
-def drive_forward_kernel(kernel, query, key, value, is_causal, block_q, block_k):
-    """Run in the sandbox: launch the learner's ``kernel`` with :func:`launch_forward`; on the
-    CPU that is Triton's interpreter (``TRITON_INTERPRET=1``, set by the exercise's first cell).
-
-    The interpreter wraps whatever the kernel raised in its ``InterpreterError``; the learner's
-    own exception (a ``NotImplementedError`` of the stub, a forbidden call, an ``IndexError`` at
-    a line of their cell) is raised instead, so the feedback names it and where it happened.
-    """
-    from ..triton_flash import interpreted, launch_forward
-
-    device = "cuda" if torch.cuda.is_available() and not interpreted() else "cpu"
-    args = [t.to(device) for t in (query, key, value)]
-    try:
-        out, lse = launch_forward(kernel, *args, bool(is_causal), None, int(block_q), int(block_k))
-    except Exception as e:
-        if type(e).__name__ == "InterpreterError" and e.__cause__ is not None:
-            raise e.__cause__ from None
-        raise
-    return out.cpu(), lse.cpu()

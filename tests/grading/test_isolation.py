@@ -321,6 +321,19 @@ def test_staged_package_lacks_the_forbidden_source():
     assert not list(course.rglob("*.ipynb")) and not (course / "solutions").exists()
 
 
+def test_the_staged_package_holds_no_grading_policy():
+    """No sandbox sees the course's items, references or mistakes (mha_course/grading/): only the
+    drivers, the services' proxies and the seeded generators, none of which holds an answer, and
+    a stand-in package whose check/hint do nothing and which refuses any other name. (Before, a
+    built-name import of mha_course.grading.chapters.ch19 called its references.)"""
+    from mha_grader.sandbox import stager
+    from mha_grader.stage import _GRADING_KEPT
+    grading = stager().course(set()) / "mha_course" / "grading"
+    assert sorted(p.name for p in grading.glob("*.py")) == sorted([*_GRADING_KEPT, "__init__.py", "hints.py"])
+    assert not (grading / "chapters").exists() and not list(grading.rglob("*.json"))
+    assert "ForbiddenCall" in (grading / "__init__.py").read_text()
+
+
 def test_unresolvable_forbidden_name_is_an_error():
     from mha_grader.stage import UnresolvedForbidden, check_forbidden
     check_forbidden(["mha_course.masks.causal_mask", "torch.nn.functional.scaled_dot_product_attention"])

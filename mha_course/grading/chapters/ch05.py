@@ -6,15 +6,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from mha_grader import channel
 from mha_grader.items import Item, Mistake
 
 from ...kv_cache import KVCache
 from ...masks import causal_mask
 from ...tiny_lm import TinyCausalLM, greedy_generate_reference
 from .. import mistakes as M
+from ..drivers import drive_generate  # noqa: F401 - the item's driver, for the tests
 from ..seeded import seeded
-from ..served_model import ModelService, RemoteModel
+from ..served_model import ModelService, RemoteModel  # noqa: F401 - RemoteModel: the tests
 
 NOTEBOOK = "ex05_causal_attention_kv_cache"
 
@@ -123,17 +123,6 @@ def serve_model(case: dict) -> ModelService:
     return ModelService(_build(case["seed"], case["num_layers"]), B, P, case["n_new"])
 
 
-def drive_generate(fn, seed, num_layers, prompt, n_new):
-    """Runs in the CHILD: call the learner with a proxy of the model the PARENT holds.
-
-    ``seed`` is hidden (``None`` here). The parent appends its own verdict on the tokens it was
-    fed (``ModelService.judged``): at most P + n_new per sequence, or the loop was the uncached
-    O(T²) one.
-    """
-    with torch.no_grad():
-        return fn(RemoteModel(channel.client()), prompt.clone(), int(n_new))
-
-
 def _generate_reference(seed, num_layers, prompt, n_new):
     return greedy_generate_reference(_build(seed, num_layers), prompt, n_new), torch.tensor(True)
 
@@ -190,7 +179,7 @@ ITEMS = [
         id="ex05_greedy_generate", notebook=NOTEBOOK, function="greedy_generate", points=2,
         task="greedy decoding with one KVCache per layer: prefill the prompt, then feed one token per step",
         make_cases=_generate_cases, shape="(B, P + n_new)", reference=_generate_reference,
-        driver="mha_course.grading.chapters.ch05:drive_generate", service=serve_model, hidden=("seed",),
+        driver="mha_course.grading.drivers:drive_generate", service=serve_model, hidden=("seed",),
         mistakes=(
             Mistake("whole sequence fed to the cache", "the whole sequence was fed while the caches "
                     "already hold its prefix, so its keys/values are appended twice: after the "

@@ -9,13 +9,12 @@ import statistics
 import numpy as np
 import torch
 
-from mha_grader import channel
 from mha_grader.items import Dtype, Item, Mistake
 
 from ...benchmark.flops import attention_flops, io_bytes
 from ...benchmark.timing import summarize
 from .. import mistakes as M
-from ..served_device import DeviceService, RemoteDevice
+from ..served_device import DeviceService
 
 NOTEBOOK = "ex08_gpu_timed_comparison"
 FIRST_CALL_EXTRA_MS = 500.0  # the simulated device's first call also pays this "set-up" cost
@@ -111,15 +110,6 @@ def serve_device(case: dict) -> DeviceService:
     """PARENT: the case's device, with per-student kernel times and a slow first launch."""
     return DeviceService(case["kernel_ms"], FIRST_CALL_EXTRA_MS, case["jitter"], case["seed"],
                          case["repeats"], case["warmup"])
-
-
-def drive_timer(fn, kernel_ms, jitter, seed, repeats, warmup):
-    """Runs in the CHILD: the learner times the grader's device through ``launch``, ``Event`` and
-    ``synchronize`` (its kernel times are hidden: ``None`` here). Returns the samples (n,); the
-    parent judges them against its own log (``DeviceService.judged``)."""
-    device = RemoteDevice(channel.client())
-    samples = fn(device.launch, device.Event, device.synchronize, int(repeats), int(warmup))
-    return torch.as_tensor(samples, dtype=torch.float64).reshape(-1)  # any shape -> (n,)
 
 
 def _timer_reference(kernel_ms, jitter, seed, repeats, warmup):
@@ -219,7 +209,7 @@ ITEMS = [
         task="time fn `repeats` times after `warmup` untimed calls, with an event pair around each "
              "call read after a synchronize; ms per call",
         make_cases=_timer_cases, shape="(6,) the grader's verdict on the samples",
-        reference=_timer_reference, driver="mha_course.grading.chapters.ch08:drive_timer",
+        reference=_timer_reference, driver="mha_course.grading.drivers:drive_timer",
         service=serve_device, hidden=("kernel_ms", "jitter", "seed"),
         dtype_must_match=False, rtol=0.0, atol=0.0,
         mistakes=(

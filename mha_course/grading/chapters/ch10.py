@@ -10,6 +10,7 @@ from mha_grader.items import Item, Mistake
 
 from ...mha import MultiHeadAttention
 from ...pruning import prune_heads
+from ..drivers import _grads_model, _sequence_loss
 
 NOTEBOOK = "ex10_head_pruning"
 _FORBID = ("mha_course.pruning.prune_heads", "mha_course.pruning.gradient_importance",
@@ -158,15 +159,6 @@ _GRADS_LAYOUT = "returned in the layout (layers, B, H), not one row per example 
 _GRADS_ABS = "the gradients lost their sign: |.| was taken here, not later in the importance"
 
 
-def _sequence_loss():
-    """The chapter's loss (``sequence_loss`` moves from ``tiny_transformer`` to ``tasks``)."""
-    try:
-        from ...tasks import sequence_loss
-    except ImportError:  # before the move
-        from ...tiny_transformer import sequence_loss
-    return sequence_loss
-
-
 def _grads_cases(rng: np.random.Generator) -> list[dict]:
     cases = []
     for B, T, layers, H, E in ((3, 5, 2, 2, 8), (4, 6, 3, 4, 16), (2, 4, 1, 3, 12)):
@@ -176,21 +168,6 @@ def _grads_cases(rng: np.random.Generator) -> list[dict]:
                       "num_heads": H, "embed_dim": E, "tokens": tokens,
                       "targets": np.ascontiguousarray(tokens[:, ::-1])})  # sequence reversal
     return cases
-
-
-def _grads_model(seed, vocab_size, num_layers, num_heads, embed_dim, max_len) -> torch.nn.Module:
-    """A float64 TinyTransformer initialised from ``seed`` (same weights in parent and child)."""
-    from ...tiny_transformer import TinyTransformer
-    from ..seeded import seeded
-    model = TinyTransformer(int(vocab_size), int(max_len), embed_dim=int(embed_dim),
-                            num_heads=int(num_heads), num_layers=int(num_layers))
-    return seeded(model, seed).double().eval()  # its own generator: threads cannot disturb it
-
-
-def drive_head_grads(fn, seed, vocab_size, num_layers, num_heads, embed_dim, tokens, targets):
-    """Child side: build the case's model and call ``fn(model, tokens, targets, loss_fn)``."""
-    model = _grads_model(seed, vocab_size, num_layers, num_heads, embed_dim, tokens.shape[1])
-    return fn(model, tokens.long(), targets.long(), _sequence_loss())
 
 
 def _grads_ref(seed, vocab_size, num_layers, num_heads, embed_dim, tokens, targets):
@@ -208,7 +185,7 @@ ITEMS.append(Item(
     id="ex10_head_mask_grads", notebook=NOTEBOOK, function="per_example_head_grads", points=2,
     task="per-example dL/dξ through a (layers, B, H) head mask: one forward, one backward, read ξ.grad",
     make_cases=_grads_cases, shape="(B, layers, H)", reference=_grads_ref,
-    driver="mha_course.grading.chapters.ch10:drive_head_grads",
+    driver="mha_course.grading.drivers:drive_head_grads",
     mistakes=(
         Mistake("mean loss", _GRADS_MEAN_LOSS, variant=lambda *a: _grads_ref(*a) / a[5].shape[0]),
         Mistake("one mask for the batch", _GRADS_SHARED_MASK,

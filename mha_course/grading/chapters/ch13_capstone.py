@@ -16,15 +16,21 @@ course modules'.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
 from mha_grader.items import Dtype, Item, Mistake
 
-from ...gpt.config import GPTConfig
 from .. import mistakes as M
+from ..drivers import (  # noqa: F401 - the model's names and states: the tests use them too
+    _block_config,
+    block_shapes,
+    course_gpt,
+    gpt_config,
+    gpt_shapes,
+    load_state,
+    seeded_state,
+)
 
 NOTEBOOK = "ex13_small_gpt"
 _MODEL = ("mha_course.gpt.model.Block", "mha_course.gpt.model.GPT", "mha_course.gpt.model.MLP",
@@ -46,72 +52,6 @@ NO_FINAL_LN = "no final LayerNorm: the read-out sees the residual stream without
 
 
 # ---- the state: the course's names and shapes, values drawn from a seed ---------------------
-def gpt_config(vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, bias) -> GPTConfig:
-    """The case's model config (learned positions, no dropout, tied read-out)."""
-    G = int(n_kv_head)
-    return GPTConfig(vocab_size=int(vocab_size), block_size=int(block_size), n_layer=int(n_layer),
-                     n_head=int(n_head), n_kv_head=None if G == int(n_head) else G,
-                     n_embd=int(n_embd), bias=bool(bias), dropout=0.0)
-
-
-def block_shapes(c: GPTConfig, prefix: str = "") -> dict[str, tuple[int, ...]]:
-    """``Block``'s state_dict names and shapes (E = n_embd, G·D the key/value width)."""
-    E, W, F4 = c.n_embd, c.kv_heads * c.head_dim, c.mlp_ratio * c.n_embd
-    linears = {"attn.q_proj": (E, E), "attn.k_proj": (W, E), "attn.v_proj": (W, E),
-               "attn.out_proj": (E, E), "mlp.fc": (F4, E), "mlp.proj": (E, F4)}
-    out: dict[str, tuple[int, ...]] = {}
-    for norm, layers in (("ln_1", ("attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.out_proj")),
-                         ("ln_2", ("mlp.fc", "mlp.proj"))):
-        out[prefix + norm + ".weight"] = (E,)
-        if c.bias:
-            out[prefix + norm + ".bias"] = (E,)
-        for name in layers:
-            out[prefix + name + ".weight"] = linears[name]
-            if c.bias:
-                out[prefix + name + ".bias"] = (linears[name][0],)
-    return out
-
-
-def gpt_shapes(c: GPTConfig) -> dict[str, tuple[int, ...]]:
-    """``GPT``'s state_dict names and shapes as a checkpoint stores them (no ``lm_head.weight``)."""
-    out = {"wte.weight": (c.vocab_size, c.n_embd), "wpe.weight": (c.block_size, c.n_embd)}
-    for i in range(c.n_layer):
-        out.update(block_shapes(c, f"blocks.{i}."))
-    out["ln_f.weight"] = (c.n_embd,)
-    if c.bias:
-        out["ln_f.bias"] = (c.n_embd,)
-    return out
-
-
-def seeded_state(shapes: dict[str, tuple[int, ...]], seed: int) -> dict[str, torch.Tensor]:
-    """float64 values from ``torch.Generator().manual_seed(seed)``, in ``shapes``' order:
-    matrices N(0, 1/in), LayerNorm weights 1 + N(0, 0.3²), biases N(0, 0.3²)."""
-    g = torch.Generator().manual_seed(int(seed) % 2**63)
-    out = {}
-    for name, shape in shapes.items():
-        r = torch.randn(shape, generator=g, dtype=torch.float64)
-        if len(shape) == 2:
-            out[name] = r / math.sqrt(shape[1])
-        else:
-            out[name] = (1.0 if name.endswith("weight") else 0.0) + 0.3 * r
-    return out
-
-
-def load_state(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> bool:
-    """Zero every parameter of ``module``, then copy ``state`` in by name. False (nothing loaded)
-    when its names/shapes differ from ``state``'s, apart from a tied ``lm_head.weight``."""
-    own = module.state_dict()
-    extra = set(own) - set(state) - {"lm_head.weight"}
-    if extra or any(k not in own or tuple(own[k].shape) != tuple(v.shape) for k, v in state.items()):
-        return False
-    with torch.no_grad():
-        for p in module.parameters():
-            p.zero_()
-        for k, v in state.items():
-            own[k].copy_(v)
-    return True
-
-
 # ---- task 5: the block ----------------------------------------------------------------------
 def _block_cases(rng: np.random.Generator) -> list[dict]:
     def case(H, G, D, bias, B, L, dtype):
@@ -120,21 +60,6 @@ def _block_cases(rng: np.random.Generator) -> list[dict]:
     return [case(4, 4, 32, False, 2, int(rng.integers(40, 65)), np.float64),  # chapter 13's block
             case(6, 2, 8, True, 3, int(rng.integers(5, 12)), np.float32),
             case(4, 1, 6, False, 1, int(rng.integers(6, 15)), np.float64)]
-
-
-def _block_config(n_head, n_kv_head, n_embd, bias, L) -> GPTConfig:
-    return gpt_config(2, L, 1, n_head, n_kv_head, n_embd, bias)
-
-
-def drive_block(cls, seed, n_head, n_kv_head, n_embd, bias, x):
-    """CHILD: build ``cls(config)``, load the case's state, return its output on ``x``."""
-    c = _block_config(n_head, n_kv_head, n_embd, bias, x.shape[1])
-    block = cls(c)
-    if not load_state(block, seeded_state(block_shapes(c), seed)):
-        return torch.empty(0)
-    block.to(x.dtype).eval()
-    with torch.no_grad():
-        return block(x)
 
 
 def _course_block(seed, n_head, n_kv_head, n_embd, bias, x):
@@ -202,27 +127,6 @@ def _model_cases(rng: np.random.Generator) -> list[dict]:
                  "float64")]
 
 
-def drive_model(cls, seed, vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, bias,
-                dtype, ids):
-    """CHILD: build ``cls(config)``, load the case's state (no lm_head.weight), return logits."""
-    c = gpt_config(vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, bias)
-    model = cls(c)
-    if not load_state(model, seeded_state(gpt_shapes(c), seed)):
-        return torch.empty(0)
-    model.to(dtype).eval()
-    with torch.no_grad():
-        return model(ids.long())
-
-
-def course_gpt(seed, vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, bias):
-    """The course's :class:`~mha_course.gpt.model.GPT` holding the case's state (float64)."""
-    from ...gpt.model import GPT
-    c = gpt_config(vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, bias)
-    model = GPT(c)
-    load_state(model, seeded_state(gpt_shapes(c), seed))
-    return model.double().eval()
-
-
 def gpt_variant(model, ids, *, positions=True, final_ln=True, **block_switches):
     """The GPT's forward with one chosen mistake (the defaults equal ``GPT.forward``).
 
@@ -259,14 +163,14 @@ ITEMS = [
         id="ex13_block", notebook=NOTEBOOK, function="Block", points=2,
         task="Block(config): x + attn(ln_1(x)) (causal), then x + mlp(ln_2(x)); the course's names",
         make_cases=_block_cases, shape="(B, L, E)", reference=_block_ref,
-        driver="mha_course.grading.chapters.ch13_capstone:drive_block",
+        driver="mha_course.grading.drivers:drive_block",
         mistakes=_BLOCK_MISTAKES, forbidden=_MODEL,
     ),
     Item(
         id="ex13_gpt", notebook=NOTEBOOK, function="SmallGPT", points=2,
         task="SmallGPT(config): wte + wpe, n_layer Blocks, ln_f, read-out tied to wte -> logits",
         make_cases=_model_cases, shape="(B, L, V)", reference=_model_ref,
-        driver="mha_course.grading.chapters.ch13_capstone:drive_model",
+        driver="mha_course.grading.drivers:drive_model",
         mistakes=_MODEL_MISTAKES, forbidden=_MODEL, uses=("Block",),
     ),
 ]

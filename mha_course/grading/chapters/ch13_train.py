@@ -14,7 +14,8 @@ import torch
 from mha_grader.items import Item, Mistake
 
 from ...gpt.config import TrainConfig
-from .ch13_capstone import NOTEBOOK, course_gpt
+from ..drivers import _train_setup
+from .ch13_capstone import NOTEBOOK
 
 _TRAIN = ("mha_course.gpt.train.learning_rate", "mha_course.gpt.train.make_optimizer",
           "mha_course.gpt.train.train")
@@ -45,23 +46,6 @@ def _train_cases(rng: np.random.Generator) -> list[dict]:
     # the cosine, then the floor min_lr (few steps: each is ~25 ms of grading, in both processes)
     return [case(int(rng.integers(12, 30)), 2, 2, 8, 4, 12, 9, 2, 4, 3, 8),
             case(int(rng.integers(12, 30)), 1, 4, 4, 2, 4, None, 1, 5, 2, 6)]
-
-
-def _train_setup(seed, vocab_size, n_layer, n_head, n_embd, learning_rate, min_lr, warmup_iters,
-                 max_iters, lr_decay_iters, grad_clip, weight_decay, block_size):
-    model = course_gpt(seed, vocab_size, block_size, n_layer, n_head, n_head, n_embd, False).train()
-    tc = TrainConfig(batch_size=1, max_iters=int(max_iters), learning_rate=float(learning_rate),
-                     min_lr=float(min_lr), warmup_iters=int(warmup_iters),
-                     lr_decay_iters=None if lr_decay_iters is None else int(lr_decay_iters),
-                     weight_decay=float(weight_decay), grad_clip=float(grad_clip), dtype="float64")
-    return model, tc
-
-
-def drive_train(fn, *case):
-    """CHILD: the course's GPT from the case's state; ``fn(model, tc, xs, ys, start)``."""
-    *setup, start, xs, ys = case
-    model, tc = _train_setup(*setup, xs.shape[-1])
-    return fn(model, tc, xs.long(), ys.long(), int(start))
 
 
 def schedule(step: int, tc: TrainConfig, kind: str = "recipe") -> float:
@@ -123,7 +107,7 @@ ITEMS = [
         task="steps start .. start+n-1 of the recipe: loss, backward, clip, AdamW at the schedule's "
              "rate -> (losses, lrs)",
         make_cases=_train_cases, shape="(n,), (n,)", reference=_train_ref,
-        driver="mha_course.grading.chapters.ch13_train:drive_train", dtype_must_match=False,
+        driver="mha_course.grading.drivers:drive_train", dtype_must_match=False,
         mistakes=(
             Mistake("warm-up off by one", WARMUP_OFF_BY_ONE,
                     variant=lambda *a: _train_ref(*a, lr_kind="warmup_off_by_one")),

@@ -125,7 +125,7 @@ ITEMS = [
         task="the FlashAttention-2 forward kernel in Triton: online softmax over key blocks, "
              "O and the log-sum-exp, causal block skipping, GQA",
         make_cases=fwd.make_cases, shape="(B, H, L, D), (B, H, L)", reference=fwd.reference,
-        driver="mha_course.grading.triton_forward:drive_forward_kernel",
+        driver="mha_course.grading.drivers:drive_forward_kernel",
         requires=(("triton", INSTALL_HINT),),
         mistakes=(
             Mistake("accumulator not rescaled", fwd.NO_RESCALE, variant=fwd.variant(rescale_acc=False)),

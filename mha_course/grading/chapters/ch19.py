@@ -11,6 +11,7 @@ import torch
 from mha_grader.items import Item, Mistake
 
 from ...ring import chunk_ids
+from ..drivers import drive_ring  # noqa: F401 - the item's driver, for the tests
 from ..forbidden import ATTENTION
 
 NOTEBOOK = "ex19_ring_attention"
@@ -148,30 +149,6 @@ def _ring_cases(rng: np.random.Generator) -> list[dict]:
     return cases
 
 
-def drive_ring(fn, query, key, value, positions, sources, is_causal):
-    """Runs in the CHILD: every rank's ring, step by step, through the learner's ``ring_step``.
-
-    ``positions[r]`` are the sequence positions rank r holds, ``sources[r, s]`` the rank whose
-    key/value block it holds at step s. The running state starts empty (out 0, lse -inf).
-
-    Shape:
-        query, key: (B, H, T, D); value (B, H, T, Dv). Returns out (B, H, T, Dv), lse (B, H, T).
-    """
-    P, scale = positions.shape[0], 1.0 / float(query.shape[-1]) ** 0.5
-    out_all = query.new_zeros(*query.shape[:-1], value.shape[-1])
-    lse_all = query.new_zeros(query.shape[:-1])
-    for r in range(P):
-        qp = positions[r]
-        out = query.new_zeros(*query.shape[:-2], len(qp), value.shape[-1])  # (B, H, T/P, Dv)
-        lse = query.new_full((*query.shape[:-2], len(qp)), float("-inf"))  # (B, H, T/P)
-        for s in range(P):
-            kp = positions[int(sources[r, s])]
-            out, lse = fn(out, lse, query[..., qp, :], key[..., kp, :], value[..., kp, :],
-                          qp.clone(), kp.clone(), bool(is_causal), scale)
-        out_all[..., qp, :], lse_all[..., qp] = out, lse
-    return out_all, lse_all
-
-
 def _full_attention(query, key, value, positions, sources, is_causal):
     """The oracle: float64 softmax attention over the whole sequence and its log-sum-exp."""
     q, k, v = query.double(), key.double(), value.double()
@@ -260,7 +237,7 @@ ITEMS = [
         task="one ring step: this block's causal attention (global positions) with its log-sum-exp, "
              "merged into the running (out, lse); driven over whole rings against float64 attention",
         make_cases=_ring_cases, shape="out (B, H, T, Dv), lse (B, H, T)", reference=_full_attention,
-        driver="mha_course.grading.chapters.ch19:drive_ring", rtol=1e-3, atol=1e-4,
+        driver="mha_course.grading.drivers:drive_ring", rtol=1e-3, atol=1e-4,
         mistakes=(
             Mistake("no max", _NO_MAX, matches=_ring_nonfinite(big=True)),
             Mistake("empty partial", _EMPTY_NAN, matches=_ring_nonfinite(big=False)),
