@@ -1,5 +1,6 @@
 """Chapter 12's graded items: RoPE in a given layout, a cached decoding step with RoPE (positions
-offset by the cache), the ALiBi bias, and the sinusoidal encoding."""
+offset by the cache), the ALiBi bias, the sinusoidal encoding, and a debugging item: a checkpoint
+exported in the other RoPE layout (``_layout_bug.py``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from mha_grader.items import Item, Mistake
 from ...masks import causal_mask
 from ...positions import alibi_bias, alibi_slopes, sinusoidal_positions
 from ...rope import apply_rope, rotate_pairs
+from . import _layout_bug as LB
 from .ch05 import NO_CHUNK_MASK
 
 NOTEBOOK = "ex12_positions"
@@ -209,5 +211,22 @@ ITEMS = [
                     variant=_sin_exponent),
         ),
         forbidden=_FORBID,
+    ),
+    Item(
+        # Its own unit (no forbidden names): the driver builds the course's MultiHeadAttention,
+        # and the converter is the chapter's tool for the fix. The grade is the fixed model's
+        # output on per-student weights and inputs.
+        id="ex12_layout_bug", notebook=NOTEBOOK, function="fix_checkpoint", points=2,
+        task="return a state dict with which the 'half' RoPE model reproduces the exporter's outputs",
+        make_cases=LB.cases, shape="(B, L, E)", reference=LB.reference,
+        driver="mha_course.grading.chapters._layout_bug:drive_fix",
+        mistakes=(
+            Mistake("checkpoint unchanged", LB.LEFT_AS_IS, variant=LB.variant(names=())),
+            Mistake("v instead of k", LB.V_NOT_K, variant=LB.variant(names=("q_proj", "v_proj"))),
+            Mistake("only the queries", LB.ONLY_Q, variant=LB.variant(names=("q_proj",))),
+            Mistake("inverse permutation", LB.INVERSE, variant=LB.variant(to="interleaved")),
+            Mistake("columns, not rows", LB.COLUMNS, variant=LB.variant(columns=True)),
+            Mistake("biases left", LB.BIASES, variant=LB.variant(biases=False)),
+        ),
     ),
 ]
