@@ -4,7 +4,8 @@ corrected state dict; the grade is the fixed model's output on per-student weigh
 
 The driver (child side) builds the exporter from the case's seed, hands the learner its state dict,
 loads what comes back into a ``rope="half"`` model (strictly: same keys, same shapes) and runs it.
-The reference (parent side) is the exporter's own output. Mistake variants convert the wrong
+The driver returns that output and the q/k weights the model loaded; the reference (parent side)
+is the exporter's own output and its q/k weights converted by the chapter's converter. Mistake variants convert the wrong
 tensors (v instead of k, q only), in the wrong direction, along the wrong axis, or not the biases.
 """
 
@@ -39,17 +40,20 @@ def _exporter(seed, embed_dim, num_heads, num_kv_heads) -> MultiHeadAttention:
     return seeded(m, seed).eval()
 
 
-def _run_half(state: dict, embed_dim, num_heads, num_kv_heads, x: torch.Tensor) -> torch.Tensor:
-    """Load ``state`` into the 'half' model (strict) and run causal self-attention on x.
+def _run_half(state: dict, embed_dim, num_heads, num_kv_heads, x: torch.Tensor) -> tuple:
+    """Load ``state`` into the 'half' model (strict) and run causal self-attention on x; also
+    return the q/k weights it loaded, so that the parent judges the fix itself, not only a forward
+    pass that runs in the learner's process (which could patch the model's RoPE).
 
     Shape:
-        x: (B, L, E). Returns (B, L, E).
+        x: (B, L, E). Returns (B, L, E), W_Q (H * D, E), W_K (G * D, E).
     """
     m = MultiHeadAttention(int(embed_dim), int(num_heads), num_kv_heads=int(num_kv_heads),
                            rope="half", dtype=torch.float64).eval()
     m.load_state_dict(state)
     with torch.no_grad():
-        return m(x, x, x, is_causal=True, need_weights=False)[0]
+        y = m(x, x, x, is_causal=True, need_weights=False)[0]
+    return y, m.q_proj.weight.detach().clone(), m.k_proj.weight.detach().clone()
 
 
 def drive_fix(fn, seed, embed_dim, num_heads, num_kv_heads, x):
@@ -64,10 +68,14 @@ def drive_fix(fn, seed, embed_dim, num_heads, num_kv_heads, x):
 
 
 def reference(seed, embed_dim, num_heads, num_kv_heads, x):
-    """The exporter's own output on x: what the fixed model must reproduce."""
+    """The exporter's own output on x (what the fixed model must reproduce), and the q/k weights
+    converted to 'half' by the chapter's converter."""
+    ex = _exporter(seed, embed_dim, num_heads, num_kv_heads)
+    H, G, D = int(num_heads), int(num_kv_heads), int(embed_dim) // int(num_heads)
     with torch.no_grad():
-        return _exporter(seed, embed_dim, num_heads, num_kv_heads)(x, x, x, is_causal=True,
-                                                                   need_weights=False)[0]
+        y = ex(x, x, x, is_causal=True, need_weights=False)[0]
+        return (y, convert_rope_layout(ex.q_proj.weight, H, D, to="half"),
+                convert_rope_layout(ex.k_proj.weight, G, D, to="half"))
 
 
 def variant(names=("q_proj", "k_proj"), to="half", columns=False, biases=True):
