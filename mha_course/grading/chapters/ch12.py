@@ -1,5 +1,6 @@
 """Chapter 12's graded items: RoPE in a given layout, a cached decoding step with RoPE (positions
-offset by the cache), the ALiBi bias, and the sinusoidal encoding."""
+offset by the cache), the ALiBi bias, the sinusoidal encoding, and a debugging item: a checkpoint
+exported in the other RoPE layout (``_layout_bug.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from mha_grader.items import Item, Mistake
 
 from ...masks import causal_mask
 from ...positions import alibi_bias, alibi_slopes, sinusoidal_positions
-from ...rope import apply_rope, rotate_pairs
+from ...rope import apply_rope, rope_angles, rotate_pairs
+from . import _layout_bug as LB
 from .ch05 import NO_CHUNK_MASK
 
 NOTEBOOK = "ex12_positions"
@@ -39,6 +41,9 @@ ALIBI_SLOPES = ("slopes 2^(-8h/H) for heads h = 1 .. H (the first head's slope i
                 "not 1)")
 ALIBI_NO_OFFSET = ("query i sits at position (S - L) + i when L < S (the last L positions, as "
                    "with a KV cache); the distance to key j is |S - L + i - j|")
+TABLES_HALF_ORDER = ("the rotated x is right, but the cos/sin tables are in the 'half' feature order "
+                     "[c_0 .. c_{D/2-1}, c_0 .. c_{D/2-1}] for an interleaved x, whose feature 2i + 1 "
+                     "belongs to pair i")
 SIN_COS_SWAPPED = "sin in the even features (2i), cos in the odd ones (2i + 1)"
 SIN_COS_HALVES = ("all sines then all cosines: the task's features are interleaved")
 
@@ -61,15 +66,38 @@ def _rope_cases(rng: np.random.Generator) -> list[dict]:
     ]
 
 
-def _rope_variant(flip_layout=False, sign=1.0, exponent=2.0):
+def _in_layout(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """A per-pair table (L, D/2) as a per-feature one (L, D): feature f gets its pair's value.
+    'half': [t_0 .. t_{D/2-1}, t_0 .. t_{D/2-1}]; 'interleaved': [t_0, t_0, t_1, t_1, ...]."""
+    if layout == "half":
+        return torch.cat([t, t], dim=-1)  # (L, D/2) + (L, D/2) -> (L, D)
+    return t.repeat_interleave(2, dim=-1)  # (L, D/2) -> (L, D)
+
+
+def _rope_variant(flip_layout=False, sign=1.0, exponent=2.0, tables=True):
+    """The rotated x and (``tables``) its cos/sin as (L, D) tables in the layout used; the
+    defaults give the right answer (the reference is ``apply_rope`` and ``_in_layout``)."""
     def run(x, positions, layout):
         if flip_layout:
             layout = "interleaved" if layout == "half" else "half"
         D = x.shape[-1]
         theta = 10000.0 ** (-exponent * torch.arange(D // 2, dtype=torch.float64) / D)  # (D/2,)
         angles = sign * positions.double()[:, None] * theta  # (L, 1) * (D/2,) -> (L, D/2)
-        return rotate_pairs(x, angles.cos().to(x.dtype), angles.sin().to(x.dtype), layout)
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        out = rotate_pairs(x, cos, sin, layout)
+        return (out, _in_layout(cos, layout), _in_layout(sin, layout)) if tables else out
     return run
+
+
+def _rope_reference(x, positions, layout):
+    cos, sin = rope_angles(positions, x.shape[-1], dtype=x.dtype)  # (L, D/2) each
+    return apply_rope(x, positions, layout=layout), _in_layout(cos, layout), _in_layout(sin, layout)
+
+
+def _tables_half_order(x, positions, layout):
+    out, _, _ = _rope_reference(x, positions, layout)
+    _, cos, sin = _rope_reference(x, positions, "half")
+    return out, cos, sin
 
 
 # ---- ex12_rope_decode_step --------------------------------------------------------------------
@@ -95,7 +123,7 @@ def _step_variant(offset=True, rotate_keys=True, rotate_cache=False, rotate_valu
     def run(q_new, k_new, v_new, k_cache, v_cache):
         S_old, L = k_cache.shape[-2], q_new.shape[-2]
         pos = torch.arange(S_old, S_old + L) if offset else torch.arange(L)  # (L,)
-        rotate = _rope_variant(sign=sign)  # the learner's rope from task 1, right or reversed
+        rotate = _rope_variant(sign=sign, tables=False)  # task 1's rope (its rotated x)
         q = rotate(q_new, pos, "half")
         k = rotate(k_new, pos, "half") if rotate_keys else k_new
         v = rotate(v_new, pos, "half") if rotate_values else v_new
@@ -152,10 +180,17 @@ def _sin_exponent(P, E):
 ITEMS = [
     Item(
         id="ex12_rope", notebook=NOTEBOOK, function="rope", points=2,
-        task="rotate each feature pair of x by position · θ_i, θ_i = 10000^(-2i/D), in the given layout",
+        # Also graded: cos and sin as (L, D) tables in x's own layout. transformers'
+        # apply_rotary_pos_emb rotates the 'half' layout given such tables; a rope built on it
+        # (its tables in 'half' order, a permutation around it for 'interleaved') earned this
+        # item before (tests/grading/test_rope_library.py) and now loses it.
+        task="rotate each feature pair of x by position · θ_i, θ_i = 10000^(-2i/D), in the given "
+             "layout; also return cos and sin as (L, D) tables in that layout",
         make_cases=_rope_cases, shape="(..., L, D)",
-        reference=lambda x, p, layout: apply_rope(x, p, layout=layout),
+        reference=_rope_reference,
         mistakes=(
+            # first: its tables equal the wrong layout's, its rotated x does not
+            Mistake("tables in the 'half' order", TABLES_HALF_ORDER, variant=_tables_half_order),
             Mistake("wrong layout", WRONG_LAYOUT, variant=_rope_variant(flip_layout=True)),
             Mistake("wrong direction", WRONG_DIRECTION, variant=_rope_variant(sign=-1.0)),
             Mistake("wrong layout, wrong direction", f"{WRONG_LAYOUT}; and {WRONG_DIRECTION}",
@@ -209,5 +244,22 @@ ITEMS = [
                     variant=_sin_exponent),
         ),
         forbidden=_FORBID,
+    ),
+    Item(
+        # Its own unit (no forbidden names): the driver builds the course's MultiHeadAttention,
+        # and the converter is the chapter's tool for the fix. The grade is the fixed model's
+        # output on per-student weights and inputs.
+        id="ex12_layout_bug", notebook=NOTEBOOK, function="fix_checkpoint", points=2,
+        task="return a state dict with which the 'half' RoPE model reproduces the exporter's outputs",
+        make_cases=LB.cases, shape="(B, L, E)", reference=LB.reference,
+        driver="mha_course.grading.chapters._layout_bug:drive_fix",
+        mistakes=(
+            Mistake("checkpoint unchanged", LB.LEFT_AS_IS, variant=LB.variant(names=())),
+            Mistake("v instead of k", LB.V_NOT_K, variant=LB.variant(names=("q_proj", "v_proj"))),
+            Mistake("only the queries", LB.ONLY_Q, variant=LB.variant(names=("q_proj",))),
+            Mistake("inverse permutation", LB.INVERSE, variant=LB.variant(to="interleaved")),
+            Mistake("columns, not rows", LB.COLUMNS, variant=LB.variant(columns=True)),
+            Mistake("biases left", LB.BIASES, variant=LB.variant(biases=False)),
+        ),
     ),
 ]

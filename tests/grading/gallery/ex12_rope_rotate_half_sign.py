@@ -10,9 +10,11 @@ def rope(x, positions, layout):
     if layout == "half":
         a, b = x[..., : D // 2], x[..., D // 2:]
         rotated = torch.cat([b, -a], dim=-1)
-        return x * torch.cat([cos, cos], dim=-1) + rotated * torch.cat([sin, sin], dim=-1)
+        c, s = torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
+        return x * c + rotated * s, c, s
     a, b = x[..., 0::2], x[..., 1::2]
-    return torch.stack([a * cos + b * sin, -a * sin + b * cos], dim=-1).flatten(-2)
+    out = torch.stack([a * cos + b * sin, -a * sin + b * cos], dim=-1).flatten(-2)
+    return out, cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)
 '''}
 EXPECT = {"ex12_rope": ("wrong values", "wrong direction"),
           "ex12_rope_decode_step": ("wrong values", "wrong direction")}

@@ -7,6 +7,7 @@ def rope(x, positions, layout):
     angles = positions.double()[:, None] * theta
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     a, b = x[..., : D // 2], x[..., D // 2:]
-    return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+    out = torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+    return out, torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
 '''}
 EXPECT = {"ex12_rope": ("wrong values", "wrong layout: rotated the wrong pairs")}
