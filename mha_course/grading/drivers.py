@@ -17,6 +17,8 @@ import torch
 from mha_grader import channel
 
 from ..gpt.config import GPTConfig, TrainConfig
+from ..mha import MultiHeadAttention
+from .seeded import seeded
 from .served_device import RemoteDevice
 from .served_model import RemoteModel
 
@@ -227,3 +229,37 @@ def drive_forward_kernel(kernel, query, key, value, is_causal, block_q, block_k)
             raise e.__cause__ from None
         raise
     return out.cpu(), lse.cpu()
+
+
+def _exporter(seed, embed_dim, num_heads, num_kv_heads) -> MultiHeadAttention:
+    """The model the checkpoint came from: float64, RoPE "interleaved", weights from ``seed``."""
+    m = MultiHeadAttention(int(embed_dim), int(num_heads), num_kv_heads=int(num_kv_heads),
+                           rope="interleaved", dtype=torch.float64)
+    return seeded(m, seed).eval()
+
+
+def _run_half(state: dict, embed_dim, num_heads, num_kv_heads, x: torch.Tensor) -> tuple:
+    """Load ``state`` into the 'half' model (strict) and run causal self-attention on x; also
+    return the q/k weights it loaded, so that the parent judges the fix itself, not only a forward
+    pass that runs in the learner's process (which could patch the model's RoPE).
+
+    Shape:
+        x: (B, L, E). Returns (B, L, E), W_Q (H * D, E), W_K (G * D, E).
+    """
+    m = MultiHeadAttention(int(embed_dim), int(num_heads), num_kv_heads=int(num_kv_heads),
+                           rope="half", dtype=torch.float64).eval()
+    m.load_state_dict(state)
+    with torch.no_grad():
+        y = m(x, x, x, is_causal=True, need_weights=False)[0]
+    return y, m.q_proj.weight.detach().clone(), m.k_proj.weight.detach().clone()
+
+
+def drive_fix(fn, seed, embed_dim, num_heads, num_kv_heads, x):
+    """Child side: ``fn(state_dict, num_heads, num_kv_heads)`` -> the state dict the model loads."""
+    exported = {k: v.clone() for k, v in _exporter(seed, embed_dim, num_heads, num_kv_heads)
+                .state_dict().items()}
+    fixed = fn(exported, int(num_heads), int(num_kv_heads))
+    if not isinstance(fixed, dict):
+        raise TypeError(f"fix_checkpoint: expected a state dict (dict of name -> tensor), got "
+                        f"{type(fixed).__name__}")
+    return _run_half(fixed, embed_dim, num_heads, num_kv_heads, x)

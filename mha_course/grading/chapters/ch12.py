@@ -252,7 +252,7 @@ ITEMS = [
         id="ex12_layout_bug", notebook=NOTEBOOK, function="fix_checkpoint", points=2,
         task="return a state dict with which the 'half' RoPE model reproduces the exporter's outputs",
         make_cases=LB.cases, shape="(B, L, E)", reference=LB.reference,
-        driver="mha_course.grading.chapters._layout_bug:drive_fix",
+        driver="mha_course.grading.drivers:drive_fix",
         mistakes=(
             Mistake("checkpoint unchanged", LB.LEFT_AS_IS, variant=LB.variant(names=())),
             Mistake("v instead of k", LB.V_NOT_K, variant=LB.variant(names=("q_proj", "v_proj"))),
