@@ -420,6 +420,10 @@ TRITON = {
         lambda: tf.triton_flash_attention(q4, q4, q4, block_k=True), ["block_k", "True"]),
     "triton_flash.triton_forward: value of another D": (
         lambda: tf.triton_forward(q4, q4, t(1, 2, 8, 8, dtype=f32)), ["value", "(1, 2, 8, 16)", "(1, 2, 8, 8)"]),
+    "triton_flash.launch_forward: value of another D": (
+        lambda: tf.launch_forward(None, q4, q4, t(1, 2, 8, 8, dtype=f32)), ["value", "(1, 2, 8, 16)", "(1, 2, 8, 8)"]),
+    "triton_flash.launch_forward: block_k not a power of 2": (
+        lambda: tf.launch_forward(None, q4, q4, q4, block_k=24), ["block_k", "power of 2", "24"]),
     "triton_flash.triton_backward: lse of the wrong shape": (tfb(lse=torch.zeros(1, 2, 7)),
                                                             ["lse", "(B, H, L)", "(1, 2, 8)", "(1, 2, 7)"]),
     "triton_flash.triton_backward: lse float64": (tfb(lse=lse4.double()), ["lse", "float32", "torch.float64"]),
