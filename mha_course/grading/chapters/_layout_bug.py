@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ...rope import convert_rope_layout
-from ..drivers import _exporter, _run_half  # noqa: F401 - drive_fix runs in the child (drivers.py)
+from ..drivers import _exporter, _run_half  # drive_fix runs in the child (drivers.py)
 
 # Symptoms, not fixes (feedback is shown before any hint).
 LEFT_AS_IS = ("the outputs equal those of the checkpoint loaded as it came: the model still reads "

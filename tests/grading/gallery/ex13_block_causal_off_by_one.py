@@ -1,43 +1,9 @@
 """ex13: a hand-made causal mask whose diagonal is one too high (each query sees the next token)."""
+from gallery_edits import edited
+
 NOTEBOOK = "ex13"
-REPLACE = {"ex13_block": '''
-class MLP(nn.Module):
-    """Linear(E, 4E) -> GELU -> Linear(4E, E), named fc and proj.
-
-    Shape:
-        x: (B, L, E). Returns (B, L, E).
-    """
-
-    def __init__(self, config: GPTConfig) -> None:
-        super().__init__()
-        width = config.mlp_ratio * config.n_embd
-        self.fc = nn.Linear(config.n_embd, width, bias=config.bias)
-        self.proj = nn.Linear(width, config.n_embd, bias=config.bias)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(F.gelu(self.fc(x)))  # (B, L, E) -> (B, L, 4E) -> (B, L, E)
-
-
-class Block(nn.Module):
-    """Pre-norm decoder block: x + attn(ln_1(x)) (causal), then x + mlp(ln_2(x)).
-
-    Shape:
-        x: (B, L, E). Returns (B, L, E).
-    """
-
-    def __init__(self, config: GPTConfig) -> None:
-        super().__init__()
-        E = config.n_embd
-        self.ln_1 = nn.LayerNorm(E, bias=config.bias)
-        self.attn = MultiHeadAttention(E, config.n_head, num_kv_heads=config.n_kv_head,
-                                       bias=config.bias)
-        self.ln_2 = nn.LayerNorm(E, bias=config.bias)
-        self.mlp = MLP(config)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        L = x.shape[1]
-        a, _ = self.attn(self.ln_1(x), attn_mask=torch.ones(L, L, dtype=torch.bool).tril(1))
-        x = x + a
-        return x + self.mlp(self.ln_2(x))
-'''}
 EXPECT = {'ex13_block': ('wrong values', 'off by one'), 'ex13_gpt': ('wrong values', 'Block')}
+REPLACE = {'ex13_block': edited("ex13", 'ex13_block', [
+    ('        a, _ = self.attn(self.ln_1(x), is_causal=True)  # (B, L, E)',
+     '        L = x.shape[1]\n        a, _ = self.attn(self.ln_1(x), attn_mask=torch.ones(L, L, dtype=torch.bool).tril(1))'),
+])}
