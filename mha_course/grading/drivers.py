@@ -241,8 +241,15 @@ def drive_dq_kernel(kernel, query, key, value, out, lse, d_out, is_causal, block
 
 def _launch(launcher, kernel, tensors, is_causal, block_q, block_k):
     """``launcher(kernel, *tensors, is_causal, None, block_q, block_k)`` on the kernels' device
-    (the CPU under the interpreter), re-raising the learner's exception from the wrapper."""
+    (the CPU under the interpreter), re-raising the learner's exception from the wrapper. The
+    kernel must be a ``@triton.jit`` function: any object with ``[grid]`` would be launched, so
+    a torch function dressed as one (its ``__getitem__`` returning it) is refused here."""
+    from triton.runtime.jit import KernelInterface
+
     from ..triton_flash import interpreted
+
+    if not isinstance(kernel, KernelInterface):
+        raise TypeError(f"expected a @triton.jit kernel, got {type(kernel).__name__}")
 
     device = "cuda" if torch.cuda.is_available() and not interpreted() else "cpu"
     args = [t.to(device) for t in tensors]
