@@ -1,5 +1,5 @@
-"""Chapter 17's graded items: the Triton forward kernel, the backward's D term, one tile of dQ,
-the log-sum-exp merge."""
+"""Chapter 17's graded items: the backward's D term, one tile of dQ, the log-sum-exp merge, the
+Triton forward kernel, and (optional, its own 3 points) the Triton dQ kernel."""
 
 from __future__ import annotations
 
