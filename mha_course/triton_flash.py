@@ -295,7 +295,8 @@ def triton_forward(query, key, value, is_causal=False, scale=None, block_q=64, b
 
 def triton_backward(query, key, value, out, lse, d_out, is_causal=False, scale=None,
                     block_q=None, block_k=None, *, dkdv_blocks=None):
-    """Run the two backward kernels; D = rowsum(dO ∘ O) is one torch line before them.
+    """Run the two backward kernels (dQ through :func:`~mha_course.triton_dq.launch_dq`); D =
+    rowsum(dO ∘ O) is one torch line before each.
 
     (The Triton launch; :mod:`mha_course.flash_backward` is the PyTorch version it follows.)
     ``block_q``/``block_k`` are the dQ kernel's tile, ``dkdv_blocks`` the dK/dV kernel's
@@ -323,12 +324,13 @@ def triton_backward(query, key, value, out, lse, d_out, is_causal=False, scale=N
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     if S == 0 or L == 0:  # nothing attended: every gradient is zero; no launch
         return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    from .triton_dq import launch_dq  # it imports this module's checks
+
     lse = lse.contiguous()
+    dq = launch_dq(_bwd_dq_kernel, q, k, v, o, lse, do, is_causal, scale, dq_q, dq_k)
     delta = (do.float() * o.float()).sum(-1)  # (B, H, L, D) -> (B, H, L): the D term
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
     common = dict(IS_CAUSAL=is_causal, BLOCK_D=_block_d(D), num_warps=_num_warps(D))
-    _bwd_dq_kernel[(triton.cdiv(L, dq_q), B * H)](
-        q, k, v, do, lse, delta, dq, scale, L, S, D, H, G, BLOCK_M=dq_q, BLOCK_N=dq_k, **common)
     _bwd_dkdv_kernel[(triton.cdiv(S, kv_k), B * G)](
         q, k, v, do, lse, delta, dk, dv, scale, L, S, D, H, G, BLOCK_M=kv_q, BLOCK_N=kv_k, **common)
     return dq, dk, dv

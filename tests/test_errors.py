@@ -187,6 +187,7 @@ from mha_course import flex_masks as fm  # noqa: E402
 from mha_course import positions as pos  # noqa: E402
 from mha_course import pruning as pr  # noqa: E402
 from mha_course import ring, ring_run, rope, tiled  # noqa: E402
+from mha_course import triton_dq as tdq  # noqa: E402
 from mha_course import triton_flash as tf  # noqa: E402
 from mha_course import window as win  # noqa: E402
 from mha_course.gpt import GPT, GPTConfig  # noqa: E402
@@ -430,6 +431,13 @@ TRITON = {
     "triton_flash.triton_backward: d_out of another L": (tfb(d_out=t(1, 2, 4, 16, dtype=f32)),
                                                         ["d_out", "(B, H, L, D)", "(1, 2, 8, 16)", "(1, 2, 4, 16)"]),
     "triton_flash.triton_backward: out of another dtype": (tfb(out=q4.double()), ["out", "torch.float32", "torch.float64"]),
+    "triton_dq.launch_dq: lse float64": (
+        lambda: tdq.launch_dq(None, q4, q4, q4, q4, lse4.double(), q4), ["lse", "float32", "torch.float64"]),
+    "triton_dq.launch_dq: block_q not a power of 2": (
+        lambda: tdq.launch_dq(None, q4, q4, q4, q4, lse4, q4, block_q=24), ["block_q", "power of 2", "24"]),
+    "triton_dq.launch_dq: d_out of another L": (
+        lambda: tdq.launch_dq(None, q4, q4, q4, q4, lse4, t(1, 2, 4, 16, dtype=f32)),
+        ["d_out", "(B, H, L, D)", "(1, 2, 8, 16)", "(1, 2, 4, 16)"]),
     "triton_flash.backward_blocks: zero head size": (lambda: tf.backward_blocks(0), ["D", "positive int", "0"]),
     "triton_flash.triton_backward: dK/dV tile not a power of 2": (
         lambda: tf.triton_backward(q4, q4, q4, q4, lse4, q4, dkdv_blocks=(16, 48)), ["dkdv_blocks[1]", "48"]),
@@ -459,11 +467,13 @@ NOT_IN_TABLE = {
     "flex_masks.compiler_available": "no arguments",
     "triton_flash.triton_available": "no arguments", "triton_flash.interpreted": "no arguments",
     "triton_flash.TritonFlashAttention": "autograd Function behind triton_flash_attention",
+    "triton_dq.undefined_lanes_are_nan": "no arguments (a context manager)",
     "flash_backward.FlashAttentionFunction": "autograd Function behind flash_attention",
     "window.SlidingWindowCache": "a cache class: the caches' table",
 }
 MODULES = {"rope": rope, "positions": pos, "tiled": tiled, "flash_backward": fb, "flex_masks": fm,
-           "ring": ring, "ring_run": ring_run, "window": win, "pruning": pr, "triton_flash": tf}
+           "ring": ring, "ring_run": ring_run, "window": win, "pruning": pr, "triton_flash": tf,
+           "triton_dq": tdq}
 
 
 def test_the_table_covers_every_public_function_of_parts_ii_to_iv():

@@ -218,17 +218,47 @@ def drive_forward_kernel(kernel, query, key, value, is_causal, block_q, block_k)
     own exception (a ``NotImplementedError`` of the stub, a forbidden call, an ``IndexError`` at
     a line of their cell) is raised instead, so the feedback names it and where it happened.
     """
-    from ..triton_flash import interpreted, launch_forward
+    from ..triton_flash import launch_forward
+
+    out, lse = _launch(launch_forward, kernel, (query, key, value), is_causal, block_q, block_k)
+    return out.cpu(), lse.cpu()
+
+
+def drive_dq_kernel(kernel, query, key, value, out, lse, d_out, is_causal, block_q, block_k):
+    """Run in the sandbox: launch the learner's dQ ``kernel`` with :func:`launch_dq` on the
+    forward's saved O and lse (D = rowsum(dO ∘ O) is the launcher's); the learner's own
+    exception is raised out of the interpreter's wrapper, as in :func:`drive_forward_kernel`.
+
+    Shape:
+        query, out, d_out: (B, H, L, D); key, value: (B, G, S, D); lse: (B, H, L).
+        Returns dQ (B, H, L, D).
+    """
+    from ..triton_dq import launch_dq
+
+    return _launch(launch_dq, kernel, (query, key, value, out, lse, d_out), is_causal, block_q,
+                   block_k).cpu()
+
+
+def _launch(launcher, kernel, tensors, is_causal, block_q, block_k):
+    """``launcher(kernel, *tensors, is_causal, None, block_q, block_k)`` on the kernels' device
+    (the CPU under the interpreter), re-raising the learner's exception from the wrapper. The
+    kernel must be a ``@triton.jit`` function: any object with ``[grid]`` would be launched, so
+    a torch function dressed as one (its ``__getitem__`` returning it) is refused here."""
+    from triton.runtime.jit import KernelInterface
+
+    from ..triton_flash import interpreted
+
+    if not isinstance(kernel, KernelInterface):
+        raise TypeError(f"expected a @triton.jit kernel, got {type(kernel).__name__}")
 
     device = "cuda" if torch.cuda.is_available() and not interpreted() else "cpu"
-    args = [t.to(device) for t in (query, key, value)]
+    args = [t.to(device) for t in tensors]
     try:
-        out, lse = launch_forward(kernel, *args, bool(is_causal), None, int(block_q), int(block_k))
+        return launcher(kernel, *args, bool(is_causal), None, int(block_q), int(block_k))
     except Exception as e:
         if type(e).__name__ == "InterpreterError" and e.__cause__ is not None:
             raise e.__cause__ from None
         raise
-    return out.cpu(), lse.cpu()
 
 
 def _exporter(seed, embed_dim, num_heads, num_kv_heads) -> MultiHeadAttention:

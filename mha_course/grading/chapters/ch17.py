@@ -1,5 +1,5 @@
-"""Chapter 17's graded items: the Triton forward kernel, the backward's D term, one tile of dQ,
-the log-sum-exp merge."""
+"""Chapter 17's graded items: the backward's D term, one tile of dQ, the log-sum-exp merge, the
+Triton forward kernel, and (optional, its own 3 points) the Triton dQ kernel."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from mha_grader.items import Item, Mistake
 from ...flash_backward import backward_d_term
 from ...triton_flash import INSTALL_HINT
 from .. import mistakes as common
+from .. import triton_dq_kernel as dqk
 from .. import triton_forward as fwd
 from ..forbidden import ATTENTION
 
@@ -18,11 +19,13 @@ NOTEBOOK = "ex17_flash_attention_triton"
 # Reviewed: the package's backward passes answer dQ of a tile (pick ``out`` so that rowsum(dO * O)
 # is the given D), the online-softmax update merges two partials (one key of score lse_b, value
 # out_b); the forward kernel: the course's own kernel, its launches, any attention (the
-# interpreter runs Python, so torch's SDPA too); ``launch_forward`` stays, the driver needs it.
+# interpreter runs Python, so torch's SDPA too); ``launch_forward`` stays, the driver needs it;
+# the dQ kernel: the course's ``_bwd_dq_kernel`` and the backward passes (``launch_dq`` stays).
 # One list for the notebook, so its items share one unit in the sandbox.
 _FORBID = ("mha_course.flash_backward.backward_d_term",
            "mha_course.flash_backward.flash_attention_backward",
            "mha_course.triton_flash.triton_backward", "mha_course.triton_flash.triton_forward",
+           "mha_course.triton_flash._bwd_dq_kernel",
            "mha_course.triton_flash._fwd_kernel", "mha_course.triton_flash.triton_flash_attention",
            "mha_course.triton_flash.TritonFlashAttention", *ATTENTION)
 _D_NO_OUTPUT = "D summed dO alone: D_i = rowsum(dO_i * O_i), the product with the output O"
@@ -142,6 +145,30 @@ ITEMS = [
             Mistake("kv heads interleaved", common.REPEAT_NOT_INTERLEAVE,
                     variant=fwd.variant(kv="interleaved")),
             Mistake("kv of batch 0", fwd.KV_NO_BATCH, variant=fwd.variant(kv="batch0")),
+        ),
+        forbidden=_FORBID,
+    ),    Item(
+        id="ex17_triton_dq", notebook=NOTEBOOK, function="flash_dq_kernel", points=3,
+        task="(optional) the FlashAttention-2 dQ kernel in Triton: P recomputed from the lse, "
+             "dS = P * (dP - D), dQ = scale * dS K over the key blocks a query block sees, GQA",
+        make_cases=dqk.make_cases, shape="(B, H, L, D)", reference=dqk.reference,
+        driver="mha_course.grading.drivers:drive_dq_kernel",
+        requires=(("triton", INSTALL_HINT),),
+        mistakes=(
+            Mistake("P without the scale", dqk.P_NO_SCALE, variant=dqk.variant(scale_p=False)),
+            Mistake("dQ not scaled", dqk.DQ_NO_SCALE, variant=dqk.variant(scale_dq=False)),
+            Mistake("P without the lse", dqk.P_NO_LSE, variant=dqk.variant(use_lse=False)),
+            Mistake("no D", dqk.NO_D, variant=dqk.variant(d_term="none")),
+            Mistake("dS sign", dqk.D_SIGN, variant=dqk.variant(d_term="reversed")),
+            Mistake("not causal", dqk.NOT_CAUSAL, variant=dqk.variant(mask="none", stop="never")),
+            Mistake("no causal mask", dqk.NO_CAUSAL_MASK, variant=dqk.variant(mask="none")),
+            Mistake("off by one", common.CAUSAL_OFF_BY_ONE, variant=dqk.variant(mask="strict")),
+            Mistake("diagonal block skipped", dqk.SKIP_DIAGONAL, variant=dqk.variant(stop="diagonal")),
+            Mistake("kv heads interleaved", common.REPEAT_NOT_INTERLEAVE,
+                    variant=dqk.variant(kv="interleaved")),
+            Mistake("kv of batch 0", dqk.KV_NO_BATCH, variant=dqk.variant(kv="batch0")),
+            Mistake("masked loads without other", dqk.UNDEFINED_LANES, matches=dqk.has_nan,
+                    status="non-finite"),
         ),
         forbidden=_FORBID,
     ),
