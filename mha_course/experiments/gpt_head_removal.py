@@ -44,15 +44,31 @@ from ..gpt.corpus import (
 from ..gpt.data import step_generator, training_batch, validation_windows, windows
 from ..gpt.model import lm_loss
 from ..gpt.train import make_optimizer
-from ..pruning import gradient_importance
+from ..pruning import gradient_importance, mask_from_heads
 from ._common import run_main, write_result
-from .gpt_pruning import head_order, mask_after
 
 SCHEMA = "mha-course-gpt-head-removal/1"
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "results" / "ch13_head_removal.json"
 MODELS = {"MHA": "ch13_mha.pt", "GQA": "ch13_gqa.pt", "MQA": "ch13_mqa.pt",
           "MHA->GQA uptrained": "ch13_mha_to_gqa.pt"}
+
+
+def head_order(importance: torch.Tensor) -> list[tuple[int, int]]:
+    """(layer, head) pairs, least important first (ties: lower index first).
+
+    Shape: importance (n_layer, H) -> n_layer * H pairs.
+    """
+    H = importance.shape[1]
+    return [(i // H, i % H) for i in torch.argsort(importance.flatten(), stable=True).tolist()]
+
+
+def mask_after(order: list[tuple[int, int]], k: int, n_layer: int, H: int) -> torch.Tensor:
+    """(n_layer, H) head mask with the first ``k`` heads of ``order`` switched off."""
+    heads: dict[int, list[int]] = {}
+    for layer, h in order[:k]:
+        heads.setdefault(layer, []).append(h)
+    return mask_from_heads(heads, n_layer, H)
 
 
 @torch.no_grad()

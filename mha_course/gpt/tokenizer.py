@@ -1,7 +1,8 @@
 """Chapter 13: a character-level tokenizer — one token per character, a fixed vocabulary.
 
 Character level keeps the model small and the unit of the loss plain: nats per character.
-The vocabulary (the sorted set of characters of the training corpus) is stored in every
+The vocabulary (the sorted set of characters of the whole corpus, training and validation files:
+``CharTokenizer.from_text(corpus.text)`` in ``train.py``) is stored in every
 checkpoint, so a checkpoint always decodes its own ids.
 """
 
