@@ -111,6 +111,18 @@ def variants(S: int, args, device, dtype) -> dict[str, tuple]:
     return out
 
 
+def check_output(name: str, got: torch.Tensor, want: torch.Tensor) -> None:
+    """``got`` equals ``want`` to its dtype's rounding. In 16 bits a variant that adds in another
+    order (the per-head path, a mask over the pool's span) differs by an ulp of the largest
+    values, so the absolute tolerance is 1 % of the largest |want| (torch's default, 1e-5, is
+    below one bfloat16 ulp of these outputs: the check failed every 16-bit run, on CPU or GPU)."""
+    if got.element_size() >= 4:
+        torch.testing.assert_close(got, want, msg=lambda m: f"{name}: {m}")
+    else:
+        torch.testing.assert_close(got.float(), want.float(), rtol=1.6e-2,
+                                   atol=1e-2 * want.float().abs().max().item(), msg=lambda m: f"{name}: {m}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--S", type=int, nargs="+", default=[512, 2048, 8192], help="context lengths")
@@ -154,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                 rel = ((got.float() - ref.float()).norm() / ref.float().norm()).item()
                 assert rel < 0.05, (name, rel)
             if want is not None:
-                torch.testing.assert_close(got, want)
+                check_output(name, got, want)
         res = time_interleaved({n: v[0] for n, v in vs.items()}, device, rounds=args.rounds,
                                threads=threads, min_block_s=0.02 if device.type == "cpu" else 0.0)
         base_ms, base_b = res[MHA]["ms_median"], vs[MHA][1]
