@@ -44,7 +44,8 @@ def read_path(tables: Sequence[Sequence[int]]) -> str:
     """
     if not isinstance(tables, (list, tuple)) or not all(
             isinstance(t, (list, tuple)) and all(isinstance(n, int) for n in t) for t in tables):
-        raise ValueError(f"tables: expected a list of block tables (lists of block numbers), got {tables!r:.80}")
+        raise ValueError(f"tables: expected a list of block tables (lists of block numbers), "
+                         f"got {tables!r:.80}")
     if all(first_of_run(t) is not None for t in tables):
         return "views"
     if len(tables) > SPAN_MAX_SEQUENCES or not all(tables):
@@ -54,8 +55,8 @@ def read_path(tables: Sequence[Sequence[int]]) -> str:
 
 
 def _span_attention(query: torch.Tensor, key_heads: torch.Tensor, value_heads: torch.Tensor,
-                   tables: Sequence[Sequence[int]], lengths: Sequence[int],
-                   scale: float | None = None) -> torch.Tensor:
+                    tables: Sequence[Sequence[int]], lengths: Sequence[int],
+                    scale: float | None = None) -> torch.Tensor:
     """Causal attention of each sequence's last L tokens, all B sequences in ONE SDPA call: the
     batch's queries attend to every token of the span of blocks ``lo .. hi - 1`` their tables lie
     in (a view of the pool: about the bytes a dense cache of the batch holds), and a mask keeps
@@ -104,8 +105,8 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, seq_ids: Sequence[
       weighted sum of the value rows its table points at, formed where they lie
       (``F.embedding_bag`` with ``per_sample_weights``: a weighted sum of the rows an index picks).
     ``path`` forces one (None: :func:`read_path`'s choice; ``"views"`` and ``"gather"`` are one
-    per-(sequence, head) read: a run of blocks as a view, other blocks gathered). ``benchmarks/kv_cache_decode.py`` times the first two against the dense
-    cache;
+    per-(sequence, head) read: a run of blocks as a view, other blocks gathered).
+    ``benchmarks/kv_cache_decode.py`` times the first two against the dense cache,
     ``benchmarks/paged_read.py`` the ways of reading interleaved blocks that were tried.
 
     Shape:

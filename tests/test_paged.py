@@ -42,8 +42,8 @@ def fill(cache, seq_id, S, chunks=(1,)):
 @settings(max_examples=40, deadline=None)
 @given(lengths=st.lists(st.integers(1, 23), min_size=1, max_size=4),
        block_size=st.sampled_from([1, 2, 3, 4, 8]), chunk=st.integers(1, 5),
-       seed=st.integers(0, 2**16))
-def test_table_gather_and_attention_equal_contiguous(lengths, block_size, chunk, seed):
+       interleave=st.booleans(), seed=st.integers(0, 2**16))
+def test_table_gather_and_attention_equal_contiguous(lengths, block_size, chunk, interleave, seed):
     torch.manual_seed(seed)
     blocks = sum(-(-n // block_size) for n in lengths)
     pool = BlockPool((blocks + 1) * block_size, block_size, G, D, dtype=f64)
@@ -51,7 +51,14 @@ def test_table_gather_and_attention_equal_contiguous(lengths, block_size, chunk,
     dense = {}
     for s, n in enumerate(lengths):
         cache.add(s, n)
-        dense[s] = fill(cache, s, n, (chunk,))
+        if interleave:  # the sequences grow a chunk each in turn (below)
+            dense[s] = (torch.randn(G, n, D, dtype=f64), torch.randn(G, n, D, dtype=f64))
+        else:
+            dense[s] = fill(cache, s, n, (chunk,))
+    for start in range(0, max(lengths), chunk) if interleave else ():
+        for s, n in enumerate(lengths):
+            if start < n:
+                cache.append(s, dense[s][0][:, start:start + chunk], dense[s][1][:, start:start + chunk])
     assert pool.blocks_in_use == blocks
     for s in dense:  # logical position p lives in block table[p // bs] at offset p % bs
         k, v = cache.gather(s)
