@@ -22,7 +22,8 @@ class BlockPool:
     ``key_heads``/``value_heads`` (G, N, bs, D), which is how the pool is laid out in memory: the
     blocks of one key/value head sit next to each other, so a sequence whose blocks were handed out
     in order reads, head by head, as ONE contiguous (S, D) tensor, exactly as a dense cache holds
-    it (:func:`mha_course.paged_attention` uses that view and gathers only otherwise).
+    it (:func:`mha_course.paged_attention` uses that view; interleaved blocks it reads as one masked
+    span of the pool, or gathers).
 
     Shape:
         key, value: (N, G, bs, D); key_heads, value_heads: (G, N, bs, D); N = num_tokens / bs.

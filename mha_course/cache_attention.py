@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 import torch
 
-Loader = Callable[[int, int], tuple[torch.Tensor, ...]]
+Values = torch.Tensor | Callable[[torch.Tensor], torch.Tensor]
+Loader = Callable[[int, int], tuple]
 
 
 def attention_by_head(query: torch.Tensor, load: Loader, *, num_kv_heads: int,
@@ -27,7 +28,9 @@ def attention_by_head(query: torch.Tensor, load: Loader, *, num_kv_heads: int,
     ``j <= S_b - L + l`` (with L = 1, a decode step, every key).
 
     Args:
-        load: ``load(b, g)`` -> key (S_b, D), value (S_b, Dv) of sequence b, key/value head g;
+        load: ``load(b, g)`` -> key (S_b, D), value (S_b, Dv) of sequence b, key/value head g
+            (the value may instead be a function ``weights (S_b, rL) -> (rL, Dv)`` that forms the
+            weighted sums of values it reads in place, as the paged cache's does);
             or, for a quantized cache, the codes as floats and their per-token scales: key codes,
             value codes, key scale (S_b, 1), value scale (S_b, 1). A key scale multiplies that
             key's scores (``q · (s c) = s (q · c)``), a value scale that value's weight, so the
@@ -57,6 +60,9 @@ def attention_by_head(query: torch.Tensor, load: Loader, *, num_kv_heads: int,
             weights = torch.softmax(scores, dim=0)  # over the S keys, per query row
             if scales:
                 weights.mul_(scales[1])  # (S, rL) * (S, 1): each value's scale
-            outs.append(weights.transpose(0, 1) @ v)  # (rL, S) @ (S, Dv) -> (rL, Dv)
+            if callable(v):  # the loader sums its values where they lie
+                outs.append(v(weights))  # (S, rL) -> (rL, Dv)
+            else:
+                outs.append(weights.transpose(0, 1) @ v)  # (rL, S) @ (S, Dv) -> (rL, Dv)
     out = torch.stack(outs).view(B, G, r * L, -1)  # B*G x (rL, Dv) -> (B, G, H/G * L, Dv)
     return out.reshape(B, H, L, -1)  # -> (B, H, L, Dv)

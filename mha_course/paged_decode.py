@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 
 import torch
+import torch.nn.functional as F
 
 from ._checks import check_rank, check_tensor, shape_str
 from .cache_attention import attention_by_head
@@ -26,19 +27,87 @@ def first_of_run(table: Sequence[int]) -> int | None:
     return first if list(table) == list(range(first, first + len(table))) else None
 
 
-def paged_attention(query: torch.Tensor, cache: PagedKVCache, seq_ids: Sequence[Hashable],
+PATHS = ("views", "masked span", "gather")
+SPAN_SLACK = 2  # the masked span reads at most this many times the batch's own blocks
+SPAN_MAX_SEQUENCES = 8  # ... and computes B times the dot products: a small batch only
+
+
+def read_path(tables: Sequence[Sequence[int]]) -> str:
+    """How :func:`paged_attention` reads a batch whose block tables are ``tables``:
+
+    - ``"views"``: every sequence's blocks are one run ``t, t + 1, ...``: each (sequence, head)
+      is a view of the pool, nothing copied;
+    - ``"masked span"``: blocks interleaved (as decoding a batch grows them), the batch small
+      (B <= SPAN_MAX_SEQUENCES) and its blocks filling most of the span of the pool they lie in
+      (span <= SPAN_SLACK x the blocks they hold): :func:`_span_attention`, one attention call;
+    - ``"gather"``: otherwise, per (sequence, head): its keys gathered, its values summed in place.
+    """
+    if not isinstance(tables, (list, tuple)) or not all(
+            isinstance(t, (list, tuple)) and all(isinstance(n, int) for n in t) for t in tables):
+        raise ValueError(f"tables: expected a list of block tables (lists of block numbers), "
+                         f"got {tables!r:.80}")
+    if all(first_of_run(t) is not None for t in tables):
+        return "views"
+    if len(tables) > SPAN_MAX_SEQUENCES or not all(tables):
+        return "gather"
+    span = max(max(t) for t in tables) - min(min(t) for t in tables) + 1
+    return "masked span" if span <= SPAN_SLACK * sum(len(t) for t in tables) else "gather"
+
+
+def _span_attention(query: torch.Tensor, key_heads: torch.Tensor, value_heads: torch.Tensor,
+                    tables: Sequence[Sequence[int]], lengths: Sequence[int],
                     scale: float | None = None) -> torch.Tensor:
+    """Causal attention of each sequence's last L tokens, all B sequences in ONE SDPA call: the
+    batch's queries attend to every token of the span of blocks ``lo .. hi - 1`` their tables lie
+    in (a view of the pool: about the bytes a dense cache of the batch holds), and a mask keeps
+    query ``l`` of sequence ``b`` to b's own tokens at positions ``<= S_b - L + l``. FlexAttention's
+    paged attention reads a pool through a block mask the same way; SDPA does not skip the masked
+    tiles, so this computes B times the dot products of a per-sequence read: cheap beside the
+    bytes for a small batch on a CPU, not for a large one (hence :func:`read_path`'s limits).
+
+    Shape:
+        query: (B, H, L, D); key_heads, value_heads: (G, N, bs, D); tables[b]: ceil(S_b / bs)
+        blocks. Returns (B, H, L, D).
+    """
+    B, H, L, D = query.shape
+    G, bs = key_heads.shape[0], key_heads.shape[2]
+    dev = query.device
+    lo, hi = min(min(t) for t in tables), max(max(t) for t in tables) + 1
+    span = (hi - lo) * bs  # tokens in the span
+    # pos[b, j]: the position span token j holds in sequence b; span (after every query) if not b's
+    pos = torch.full((B, span), span, dtype=torch.long, device=dev)
+    for b, (table, S) in enumerate(zip(tables, lengths)):
+        first_row = (torch.tensor(table, device=dev)[:, None] - lo) * bs  # (M, 1) each block's place
+        pos[b, (first_row + torch.arange(bs, device=dev)).reshape(-1)[:S]] = torch.arange(S, device=dev)
+    last = torch.tensor(lengths, device=dev)[:, None] - L + torch.arange(L, device=dev)  # (B, L)
+    mask = pos[:, None, :] <= last[:, :, None]  # (B, 1, span) <= (B, L, 1) -> (B, L, span)
+    k = key_heads[:, lo:hi].reshape(1, G, span, D)  # (G, hi - lo, bs, D) -> (1, G, span, D), a view
+    v = value_heads[:, lo:hi].reshape(1, G, span, D)
+    q = query.transpose(0, 1).reshape(1, H, B * L, D)  # (B, H, L, D) -> (H, B, L, D) -> (1, H, BL, D)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.reshape(B * L, span), scale=scale,
+                                         enable_gqa=H != G)  # (1, H, BL, D)
+    return out.reshape(H, B, L, D).transpose(0, 1)  # (1, H, BL, D) -> (H, B, L, D) -> (B, H, L, D)
+
+
+def paged_attention(query: torch.Tensor, cache: PagedKVCache, seq_ids: Sequence[Hashable],
+                    scale: float | None = None, path: str | None = None) -> torch.Tensor:
     """Causal attention of each sequence's last L tokens (already appended) to its keys,
     read from the pool through the block tables — one call for sequences of different lengths.
 
-    Each sequence and key/value head is read on its own (:func:`mha_course.cache_attention.
-    attention_by_head`), from the pool's head-major layout ``key_heads`` (G, N, bs, D):
-    - its blocks one run ``t, t + 1, ..., t + M - 1``: ``key_heads[g, t:t + M]`` (M, bs, D) IS its
-      (S, D) keys, a view — nothing copied, the same bytes read as from a dense cache;
-    - otherwise (blocks interleaved with other sequences', as decoding a batch makes them): one
-      ``index_select`` of its M blocks into a buffer reused by every (sequence, head), a few MiB
-      used while they are in the CPU's cache.
-    ``benchmarks/kv_cache_decode.py`` times both against the dense cache.
+    The pool is laid out head-major, ``key_heads`` (G, N, bs, D); :func:`read_path` picks how:
+    - ``views``: a sequence's blocks one run ``t, ..., t + M - 1``: ``key_heads[g, t:t + M]``
+      (M, bs, D) IS its (S, D) keys, a view — each sequence and key/value head read on its own
+      (:func:`mha_course.cache_attention.attention_by_head`), the same bytes as a dense cache;
+    - ``masked span``: blocks interleaved (decoding a batch grows it a block per sequence in
+      turn), a small batch: :func:`_span_attention`, one attention over the span of the pool;
+    - ``gather``: otherwise, per (sequence, head), the keys by one ``index_select`` of its M blocks
+      into a buffer reused by every (sequence, head); the values never copied: each query's
+      weighted sum of the value rows its table points at, formed where they lie
+      (``F.embedding_bag`` with ``per_sample_weights``: a weighted sum of the rows an index picks).
+    ``path`` forces one (None: :func:`read_path`'s choice; ``"views"`` and ``"gather"`` are one
+    per-(sequence, head) read: a run of blocks as a view, other blocks gathered).
+    ``benchmarks/kv_cache_decode.py`` times the first two against the dense cache,
+    ``benchmarks/paged_read.py`` the ways of reading interleaved blocks that were tried.
 
     Shape:
         query: (B, H, L, D), B = len(seq_ids). Returns (B, H, L, D).
@@ -56,28 +125,41 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, seq_ids: Sequence[
     if any(n < L for n in lengths):
         raise ValueError(f"query: expected each sequence to hold at least L = {L} tokens (append this "
                          f"step's keys first), got lengths {lengths}")
+    if path not in (None, *PATHS):
+        raise ValueError(f"path: expected None (read_path's choice) or one of {PATHS}, got {path!r}")
+    path = read_path(tables) if path is None else path
+    if path == "masked span" and not all(tables):
+        raise ValueError("path: 'masked span' needs every sequence to hold a block; got an empty table")
+    if path == "masked span":
+        return _span_attention(query, pool.key_heads, pool.value_heads, tables, lengths, scale=scale)
     firsts = [first_of_run(t) for t in tables]
-    index = [None if f is not None else torch.tensor(t, dtype=torch.long, device=pool.key.device)
+    dev = pool.key.device
+    index = [None if f is not None else torch.tensor(t, dtype=torch.long, device=dev)
              for f, t in zip(firsts, tables)]
-
     N, bs = pool.num_blocks, pool.block_size
+    # the pool rows of sequence b's S_b tokens, in order: block n holds rows n * bs ... n * bs + bs - 1
+    rows = [None if i is None else (i[:, None] * bs + torch.arange(bs, device=dev)).reshape(-1)[:S]
+            for i, S in zip(index, lengths)]  # (M, 1) * bs + (bs,) -> (M, bs) -> (S_b,)
     k_heads, v_heads = pool.key_heads, pool.value_heads  # (G, N, bs, D)
-    # (G, N, bs, D) -> (G, N, bs * D): a block of one head is one row, for index_select
-    k_rows, v_rows = k_heads.view(G, N, bs * D), v_heads.view(G, N, bs * D)
+    k_rows = k_heads.view(G, N, bs * D)  # (G, N, bs, D) -> (G, N, bs * D): a block of one head a row
+    v_tokens = v_heads.view(G, N * bs, D)  # (G, N, bs, D) -> (G, N * bs, D): a token of one head a row
     most = max((len(t) for t, i in zip(tables, index) if i is not None), default=0)
     k_buf = k_heads.new_empty(most, bs * D)  # reused by every gathered (sequence, head)
-    v_buf = torch.empty_like(k_buf)
-    grad = torch.is_grad_enabled() and (k_heads.requires_grad or v_heads.requires_grad)
+    grad = torch.is_grad_enabled() and k_heads.requires_grad  # autograd allows no out=
 
-    def load(b: int, g: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def load(b: int, g: int) -> tuple:
         M, S, first = len(tables[b]), lengths[b], firsts[b]
         if first is not None:  # head g's blocks t..t+M-1: (M, bs, D) -> (M * bs, D), a view
             return (k_heads[g, first:first + M].view(-1, D)[:S],
                     v_heads[g, first:first + M].view(-1, D)[:S])
         # head g (N, bs * D) -> its M blocks (M, bs * D) -> (M * bs, D) -> its S positions
-        k, v = (torch.index_select(rows[g], 0, index[b], **({} if grad else {"out": buf[:M]}))
-                for rows, buf in ((k_rows, k_buf), (v_rows, v_buf)))  # autograd allows no out=
-        return k.view(-1, D)[:S], v.view(-1, D)[:S]
+        k = torch.index_select(k_rows[g], 0, index[b], **({} if grad else {"out": k_buf[:M]}))
+
+        def weighted_values(weights: torch.Tensor) -> torch.Tensor:  # (S, n) -> (n, D)
+            n = weights.shape[1]  # query rows: bag i sums row_j * weights[j, i] over b's S rows
+            return F.embedding_bag(rows[b].repeat(n), v_tokens[g], torch.arange(0, n * S, S, device=dev),
+                                   mode="sum", per_sample_weights=weights.transpose(0, 1).reshape(-1))
+        return k.view(-1, D)[:S], weighted_values
 
     return attention_by_head(query, load, num_kv_heads=G, scale=scale)
 

@@ -23,7 +23,7 @@ from mha_course import (
     scaled_dot_product_attention,
     slots_needed,
 )
-from mha_course.paged_decode import first_of_run
+from mha_course.paged_decode import SPAN_MAX_SEQUENCES, first_of_run, read_path
 
 G, D = 2, 4
 f64 = torch.float64
@@ -42,8 +42,8 @@ def fill(cache, seq_id, S, chunks=(1,)):
 @settings(max_examples=40, deadline=None)
 @given(lengths=st.lists(st.integers(1, 23), min_size=1, max_size=4),
        block_size=st.sampled_from([1, 2, 3, 4, 8]), chunk=st.integers(1, 5),
-       seed=st.integers(0, 2**16))
-def test_table_gather_and_attention_equal_contiguous(lengths, block_size, chunk, seed):
+       interleave=st.booleans(), seed=st.integers(0, 2**16))
+def test_table_gather_and_attention_equal_contiguous(lengths, block_size, chunk, interleave, seed):
     torch.manual_seed(seed)
     blocks = sum(-(-n // block_size) for n in lengths)
     pool = BlockPool((blocks + 1) * block_size, block_size, G, D, dtype=f64)
@@ -51,7 +51,14 @@ def test_table_gather_and_attention_equal_contiguous(lengths, block_size, chunk,
     dense = {}
     for s, n in enumerate(lengths):
         cache.add(s, n)
-        dense[s] = fill(cache, s, n, (chunk,))
+        if interleave:  # the sequences grow a chunk each in turn (below)
+            dense[s] = (torch.randn(G, n, D, dtype=f64), torch.randn(G, n, D, dtype=f64))
+        else:
+            dense[s] = fill(cache, s, n, (chunk,))
+    for start in range(0, max(lengths), chunk) if interleave else ():
+        for s, n in enumerate(lengths):
+            if start < n:
+                cache.append(s, dense[s][0][:, start:start + chunk], dense[s][1][:, start:start + chunk])
     assert pool.blocks_in_use == blocks
     for s in dense:  # logical position p lives in block table[p // bs] at offset p % bs
         k, v = cache.gather(s)
@@ -89,29 +96,46 @@ def test_paged_forward_prompt_then_decode_equals_kv_cache(Gkv, rope):
                          rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("interleave", [False, True], ids=["blocks in order, read as a view",
-                                                          "blocks interleaved, gathered"])
-def test_paged_attention_over_a_run_of_blocks_and_over_interleaved_blocks(interleave):
+@pytest.mark.parametrize("layout, path", [("in order", "views"), ("interleaved", "masked span"),
+                                          ("interleaved, far apart", "gather")])
+@pytest.mark.parametrize("H", [2, 4], ids=["MHA", "GQA"])
+def test_paged_attention_reads_each_layout_by_its_path(layout, path, H):
+    """Each of read_path's ways (views; one masked SDPA over the span; keys gathered and values
+    summed in place by embedding_bag) gives dense attention (float64), MHA and GQA, L = 2."""
     torch.manual_seed(3)
-    bs, lengths, L = 4, [10, 7], 2
-    cache = PagedKVCache(BlockPool(32, bs, G, D, dtype=f64))
+    bs, lengths, L = 4, [10, 7, 13], 2
+    cache = PagedKVCache(BlockPool(256, bs, G, D, dtype=f64))
     dense = [(torch.randn(G, n, D, dtype=f64), torch.randn(G, n, D, dtype=f64)) for n in lengths]
     for s, n in enumerate(lengths):
         cache.add(s, n)
-    writes = [(s, p) for s in range(2) for p in range(0, lengths[s], bs)]  # each sequence whole
-    if interleave:  # a block each in turn, as batched decoding makes them
+    if layout == "interleaved, far apart":  # another sequence's 9 blocks between each pair of ours
+        cache.add("other", 9 * 11 * bs)
+    writes = [(s, p) for s in range(3) for p in range(0, lengths[s], bs)]  # each sequence whole
+    if layout != "in order":  # a block each in turn, as batched decoding makes them
         writes.sort(key=lambda w: (w[1], w[0]))
     for s, p in writes:
         cache.append(s, dense[s][0][:, p:p + bs], dense[s][1][:, p:p + bs])
-    firsts = [first_of_run(cache.tables[s]) for s in range(2)]
-    assert (firsts == [None, None]) if interleave else (firsts == [0, 3])
-    q = torch.randn(2, 4, L, D, dtype=f64)  # H = 4 over G = 2, the last L = 2 positions
-    got = paged_attention(q, cache, [0, 1])
-    for s, (k, v) in enumerate(dense):
-        S = lengths[s]
-        mask = torch.arange(S)[None, :] <= torch.arange(S - L, S)[:, None]  # (L, S) causal
-        want = scaled_dot_product_attention(q[s:s + 1], k[None], v[None], attn_mask=mask, enable_gqa=True)
-        assert_close(got[s:s + 1], want, rtol=1e-12, atol=1e-12)
+        if layout == "interleaved, far apart" and s == 2:
+            cache.append("other", *(torch.zeros(G, 9 * bs, D, dtype=f64),) * 2)
+    assert read_path([cache.tables[s] for s in range(3)]) == path
+    q = torch.randn(3, H, L, D, dtype=f64)  # the last L = 2 positions
+    for forced in (None, "gather") + (("masked span",) if path == "masked span" else ()):
+        got = paged_attention(q, cache, [0, 1, 2], path=forced)
+        for s, (k, v) in enumerate(dense):
+            S = lengths[s]
+            mask = torch.arange(S)[None, :] <= torch.arange(S - L, S)[:, None]  # (L, S) causal
+            want = scaled_dot_product_attention(q[s:s + 1], k[None], v[None], attn_mask=mask, enable_gqa=True)
+            assert_close(got[s:s + 1], want, rtol=1e-12, atol=1e-12)
+
+
+def test_read_path():
+    assert read_path([[3, 4, 5], [0, 1]]) == "views"
+    assert read_path([[0, 2, 4], [1, 3, 5]]) == "masked span"  # span 6 blocks, 6 held
+    assert read_path([[0, 20], [1, 21]]) == "gather"  # span 22 blocks, 4 held
+    assert read_path([[0, 2]] + [[1]] * SPAN_MAX_SEQUENCES) == "gather"  # too many sequences
+    assert read_path([[0, 2], []]) == "gather"  # a sequence that holds nothing yet
+    with pytest.raises(ValueError, match="tables"):
+        read_path([3, 4])  # one table, not a list of tables
 
 
 def test_first_of_run():
@@ -187,6 +211,11 @@ def test_bad_inputs_raise():
         paged_attention(torch.zeros(2, G, 1, D), cache, ["a"])
     with pytest.raises(ValueError, match="already exists"):
         cache.add("a", 3)
+    with pytest.raises(ValueError, match="path: expected None"):
+        paged_attention(torch.zeros(1, G, 0, D), cache, ["a"], path="fast")
+    cache.add("empty", 3)
+    with pytest.raises(ValueError, match="path: 'masked span' needs"):
+        paged_attention(torch.zeros(1, G, 0, D), cache, ["empty"], path="masked span")
 
 
 def test_pool_exhaustion_is_an_error():

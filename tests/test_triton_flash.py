@@ -33,16 +33,16 @@ def _reference(q, k, v, d_out, is_causal):
     return (out, *torch.autograd.grad(out, (q, k, v), d_out))
 
 
-def _kernel(q, k, v, d_out, is_causal, dtype, block_m, block_n):
+def _kernel(q, k, v, d_out, is_causal, dtype, block_q, block_k):
     q, k, v = (t.to(DEVICE, dtype).requires_grad_() for t in (q, k, v))
-    blocks = (block_m, block_n)  # the same ragged tiles for the forward and both backward kernels
-    out = tf.triton_flash_attention(q, k, v, is_causal=is_causal, block_q=block_m, block_k=block_n,
+    blocks = (block_q, block_k)  # the same ragged tiles for the forward and both backward kernels
+    out = tf.triton_flash_attention(q, k, v, is_causal=is_causal, block_q=block_q, block_k=block_k,
                                     backward=(blocks, blocks))
     grads = torch.autograd.grad(out, (q, k, v), d_out.to(DEVICE, dtype))
     return tuple(t.detach().cpu().double() for t in (out, *grads))
 
 
-# (B, H, G, L, S, D, block_m, block_n): ragged L and S (not multiples of the blocks), L < S and
+# (B, H, G, L, S, D, block_q, block_k): ragged L and S (not multiples of the blocks), L < S and
 # L > S, a head size that is not a power of 2 (padded to 16 lanes), MHA, GQA and MQA.
 SHAPES = [
     (1, 2, 2, 37, 37, 8, 16, 16),
@@ -56,9 +56,9 @@ SHAPES = [
 @pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "B{}H{}G{}L{}S{}D{}bm{}bn{}".format(*s))
 def test_float32_forward_and_gradients(shape, is_causal):
-    *dims, block_m, block_n = shape
+    *dims, block_q, block_k = shape
     q, k, v, d_out = _case(*dims)
-    got = _kernel(q, k, v, d_out, is_causal, torch.float32, block_m, block_n)
+    got = _kernel(q, k, v, d_out, is_causal, torch.float32, block_q, block_k)
     for name, g, want in zip(("out", "dq", "dk", "dv"), got, _reference(q, k, v, d_out, is_causal)):
         torch.testing.assert_close(g, want, atol=F32_TOL, rtol=F32_TOL, msg=lambda m, n=name: f"{n}: {m}")
 

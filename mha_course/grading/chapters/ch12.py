@@ -251,7 +251,7 @@ ITEMS = [
         # output on per-student weights and inputs.
         id="ex12_layout_bug", notebook=NOTEBOOK, function="fix_checkpoint", points=2,
         task="return a state dict with which the 'half' RoPE model reproduces the exporter's outputs",
-        make_cases=LB.cases, shape="(B, L, E)", reference=LB.reference,
+        make_cases=LB.cases, shape="(B, T, E)", reference=LB.reference,
         driver="mha_course.grading.drivers:drive_fix",
         mistakes=(
             Mistake("checkpoint unchanged", LB.LEFT_AS_IS, variant=LB.variant(names=())),

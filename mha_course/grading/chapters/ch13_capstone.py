@@ -162,14 +162,14 @@ ITEMS = [
     Item(
         id="ex13_block", notebook=NOTEBOOK, function="Block", points=2,
         task="Block(config): x + attn(ln_1(x)) (causal), then x + mlp(ln_2(x)); the course's names",
-        make_cases=_block_cases, shape="(B, L, E)", reference=_block_ref,
+        make_cases=_block_cases, shape="(B, T, E)", reference=_block_ref,
         driver="mha_course.grading.drivers:drive_block",
         mistakes=_BLOCK_MISTAKES, forbidden=_MODEL,
     ),
     Item(
         id="ex13_gpt", notebook=NOTEBOOK, function="SmallGPT", points=2,
         task="SmallGPT(config): wte + wpe, n_layer Blocks, ln_f, read-out tied to wte -> logits",
-        make_cases=_model_cases, shape="(B, L, V)", reference=_model_ref,
+        make_cases=_model_cases, shape="(B, T, V)", reference=_model_ref,
         driver="mha_course.grading.drivers:drive_model",
         mistakes=_MODEL_MISTAKES, forbidden=_MODEL, uses=("Block",),
     ),
