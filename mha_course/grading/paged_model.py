@@ -22,6 +22,7 @@ import torch
 from ..block_pool import BlockPool
 
 VOCAB, EMBED, HEADS, KV_HEADS, MAX_LEN = 256, 16, 4, 2, 64
+ATTN_GAIN = 4.0  # so that what a token attends to moves its next token (tests/grading/test_paged_model.py)
 
 
 class PagedToyLM:
@@ -42,6 +43,7 @@ class PagedToyLM:
         self.wte, self.wpe = rand(VOCAB, E), rand(MAX_LEN, E, scale=0.5)
         self.w_q, self.w_o = rand(E, E, scale=E ** -0.5), rand(E, E, scale=E ** -0.5)
         self.w_k, self.w_v = rand(KV_HEADS * D, E, scale=E ** -0.5), rand(KV_HEADS * D, E, scale=E ** -0.5)
+        self.w_u = rand(VOCAB, E, scale=E ** -0.5)  # the read-out (untied: no bias to repeat the last token)
         self.block_size, self.vocab_size = int(block_size), VOCAB
         self.pool = BlockPool(int(num_blocks) * self.block_size, self.block_size, KV_HEADS, D,
                               dtype=torch.float64)
@@ -67,6 +69,8 @@ class PagedToyLM:
         """
         tokens = [int(t) for t in tokens] if isinstance(tokens, torch.Tensor) else list(tokens)
         table = [int(b) for b in table] if isinstance(table, torch.Tensor) else list(table)
+        if isinstance(start, torch.Tensor) and start.dim() == 0 and not start.is_floating_point():
+            start = int(start)  # a 0-d integer tensor (written[i] kept as a tensor) is a position too
         self._check(tokens, table, start)
         n, bs, D = len(tokens), self.block_size, EMBED // HEADS
         x = self.wte[torch.tensor(tokens)] + self.wpe[start:start + n]  # (n, E)
@@ -79,7 +83,7 @@ class PagedToyLM:
         return self._read_out(x[-1], self.pool.key[rows, :, cols], self.pool.value[rows, :, cols])
 
     def _read_out(self, x: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-        """One query's attention over (S, G, D) keys/values, the residual and the tied read-out.
+        """One query's attention over (S, G, D) keys/values, the residual and the read-out.
 
         Shape:
             x: (E,). Returns (V,).
@@ -92,7 +96,7 @@ class PagedToyLM:
         w = (s - s.amax(dim=-1, keepdim=True)).exp()  # by hand: torch.softmax's thread pool costs
         w = w / w.sum(dim=-1, keepdim=True)  # ~20 ms per call on a loaded machine, this ~0.1 ms
         out = torch.einsum("hs,shd->hd", w, v).reshape(EMBED)  # (H, D) -> (E,)
-        return self.wte @ (x + self.w_o @ out)
+        return self.w_u @ (x + ATTN_GAIN * (self.w_o @ out))  # the attention output weighs as much as the token
 
     def __call__(self, tokens: list, table: list, start: int) -> int:
         logits = self.logits(tokens, table, start).tolist()  # (V,) as floats
