@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
 
-from .feedback import relative_band, render_child
+from .feedback import prediction_note, relative_band, render_child
 from .items import Case, Dtype, Item, Mistake
 
 # Statuses (the ``status`` word of a result; Gradescope gets passed/failed plus this in the output).
@@ -251,7 +251,9 @@ def judge(item: Item, cases: list[Case], child: dict[str, Any],
     with _JUDGE_LOCK:
         result = _judge(item, cases, child, cell_lines)
         if public and result.status == WRONG_VALUES and exact_answer(item):
-            result.message = _values_shown(item, cases, child.get("outputs") or [], result.message)
+            verdict, *note = result.message.split(PREDICTION_SEP, 1)  # a prediction stays recorded
+            result.message = _values_shown(item, cases, child.get("outputs") or [], verdict)
+            result.message += "".join(PREDICTION_SEP + n for n in note)
         return result
 
 
@@ -317,6 +319,8 @@ def _judge(item: Item, cases: list[Case], child: dict[str, Any], cell_lines: dic
             msg = "; ".join(lacking) + (f" ({msg})" if msg else "")
         return ItemResult(item.id, item.function, 0.0, item.points, status, msg[:500])
     outputs = child.get("outputs") or []
+    if item.prediction is not None:  # the last output of each case is the ungraded prediction
+        return _with_prediction(item, cases, outputs, cell_lines)
     for i, case in enumerate(cases):
         refs = as_arrays(item.reference(*to_framework(item, case)))
         got = outputs[i] if i < len(outputs) else []
@@ -333,3 +337,22 @@ def _judge(item: Item, cases: list[Case], child: dict[str, Any], cell_lines: dic
                                   name + verdict[1] + where)
     return ItemResult(item.id, item.function, float(item.points), item.points, PASSED,
                       f"all {len(cases)} cases match")
+
+
+PREDICTION_SEP = "; your prediction"  # how the note starts (feedback.prediction_note), after the verdict
+
+
+def _with_prediction(item: Item, cases: list[Case], outputs: list, cell_lines: dict[int, int] | None
+                     ) -> ItemResult:
+    """Judge the graded outputs without the last one of each case (the prediction), then add the
+    prediction to the message, rendered by the parent (``feedback.prediction_note``)."""
+    n = len(as_arrays(item.reference(*to_framework(item, cases[0])))) if cases else 0
+    if any(len(got) != n + 1 for got in outputs[:len(cases)]) or len(outputs) < len(cases):
+        return ItemResult(item.id, item.function, 0.0, item.points, WRONG_TYPE,
+                          f"expected {n + 1} outputs per case: the {n} measured and your prediction")
+    graded = [got[:n] for got in outputs]
+    result = _judge(replace(item, prediction=None), cases, {"status": "ok", "outputs": graded}, cell_lines)
+    predicted = [got[n] for got in outputs]
+    measured = [item.prediction(got) for got in graded] if result.passed else None
+    result.message = f"{result.message}; {prediction_note(predicted, measured)}"
+    return result

@@ -121,3 +121,49 @@ def relative_band(err: float) -> str:
         if err < edge:
             return text
     return "100 % or more"
+
+
+# ---- an ungraded prediction ("predict, then measure" items, ``Item.prediction``) ---------------
+MAX_PREDICTED = 6  # values of the prediction shown; the rest are counted
+AGREE = 0.10  # a predicted value "agrees" with the measurement within 10 %
+
+
+def _number(v: float) -> str:
+    """One predicted value in at most 6 characters, written by the parent from a float."""
+    if v != v or v in (float("inf"), float("-inf")):
+        return "not a number"
+    if abs(v) >= 1e4:
+        return ">=1e4" if v > 0 else "<=-1e4"
+    if 0 < abs(v) < 1e-3:
+        return "~0"
+    return f"{v:.2g}"
+
+
+def prediction_note(predicted: list[Any], measured: list[Any] | None = None) -> str:
+    """The learner's prediction, in the parent's words: ``predicted`` holds the child's arrays
+    (one per case, already checked by the protocol: plain numbers of a known dtype), of which
+    only the first case's first values are shown, each rendered from a float (no text of the
+    child's reaches the feedback); ``measured`` (the same quantity from the learner's measurement,
+    given only when that measurement passed) adds how many predicted values agree with it.
+    """
+    import numpy as np
+
+    first = np.asarray(predicted[0], dtype=np.float64).reshape(-1) if predicted else np.zeros(0)
+    if first.size == 0:
+        return "your prediction: none recorded"
+    shown = ", ".join(_number(float(v)) for v in first[:MAX_PREDICTED])
+    more = f" (+{first.size - MAX_PREDICTED} more)" if first.size > MAX_PREDICTED else ""
+    note = f"your prediction (ungraded, case 1 of {len(predicted)}): {shown}{more}"
+    if measured is None:
+        return note
+    agree = total = 0
+    for p, m in zip(predicted, measured):
+        p, m = np.asarray(p, dtype=np.float64).reshape(-1), np.asarray(m, dtype=np.float64).reshape(-1)
+        if p.shape != m.shape:
+            return f"{note}; it has {p.size} value(s) where the measurement has {m.size}"
+        with np.errstate(invalid="ignore", over="ignore"):
+            agree += int(np.sum(np.abs(p - m) <= AGREE * np.abs(m)))
+        total += m.size
+    seen = ", ".join(_number(float(v)) for v in np.asarray(measured[0], dtype=np.float64).reshape(-1)[:MAX_PREDICTED])
+    return (f"{note}; your measurement: {seen}; {agree} of {total} predicted values within "
+            f"{AGREE:.0%} of it")

@@ -84,6 +84,12 @@ class Item:
         requires: ``(module, how to install it)`` pairs: modules the item's code needs in the
             child (an optional extra). When the item fails and one is not importable here (the
             child runs this interpreter), its feedback leads with how to install it.
+        prediction: for a "predict, then measure" item whose prediction is recorded, not graded:
+            the learner's function returns the graded outputs FOLLOWED BY one more, its
+            prediction (numbers). Only the outputs before it are compared with the reference;
+            the parent writes the prediction into the feedback in its own words
+            (``feedback.prediction_note``). The callable turns a case's graded outputs (once
+            they match) into the quantity predicted, e.g. bytes -> ratios to the first.
         uses: the functions of EARLIER items of the notebook that this item's function calls in
             the solution (ex01's ``attend`` uses ``softmax``), so that a failure there is named
             as the cause (``causes.py``). Grading derives it from the learner's own code where it
@@ -109,6 +115,7 @@ class Item:
     service: Callable[[Case], Any] | None = None
     hidden: Sequence[str] = field(default_factory=tuple)
     uses: Sequence[str] = field(default_factory=tuple)
+    prediction: Callable[[list[np.ndarray]], np.ndarray] | None = None
     requires: Sequence[tuple[str, str]] = field(default_factory=tuple)
 
     def missing(self) -> list[str]:

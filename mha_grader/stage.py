@@ -177,7 +177,7 @@ _GRADING_STUB = {
 
 # ... and the child's side of items (the drivers that call the learner's code, the proxies of the
 # grader's services, the seeded generators they use): none of them holds an answer.
-_GRADING_KEPT = ("drivers.py", "served_model.py", "served_device.py", "seeded.py")
+_GRADING_KEPT = ("drivers.py", "served_model.py", "served_device.py", "seeded.py", "paged_model.py")
 
 
 def _staged(name: str) -> bool:

@@ -186,6 +186,39 @@ def drive_train(fn, *case):
     return fn(model, tc, xs.long(), ys.long(), int(start))
 
 
+def ablation_models(n_layer, heads, kv_heads, latent, n_embd, dtype, block_size) -> list:
+    """The course's GPTs of an ablation, one per row: ``heads[i]`` query heads at width
+    ``n_embd``, ``kv_heads[i]`` key/value heads (0: MLA with a latent of ``latent[i]``). Their
+    weights do not matter to what is measured (the cache's bytes), so they are the default ones."""
+    from ..gpt.model import GPT
+    models = []
+    for H, G, C in zip(heads.tolist(), kv_heads.tolist(), latent.tolist()):
+        c = GPTConfig(vocab_size=ABLATION_VOCAB, block_size=int(block_size), n_layer=int(n_layer),
+                      n_head=H, n_kv_head=None if G in (0, H) else G, n_embd=int(n_embd),
+                      attention="mla" if G == 0 else "mha", kv_latent_dim=C if G == 0 else None)
+        models.append(GPT(c).to(dtype).eval())
+    return models
+
+
+ABLATION_VOCAB = 50
+
+
+def drive_ablation(fn, n_layer, heads, kv_heads, latent, n_embd, dtype, ids):
+    """CHILD: the ablation's models; ``fn(models, ids)`` -> (measured (n,), predicted (n,))."""
+    models = ablation_models(n_layer, heads, kv_heads, latent, n_embd, dtype, ids.shape[1])
+    with torch.no_grad():
+        return fn(models, ids.long())
+
+
+def drive_serve(fn, seed, prompts, arrivals, max_new, block_size, num_blocks, num_steps, outputs):
+    """CHILD: ex16's model (seeded, its keys/values in a pool of ``num_blocks`` blocks) and the
+    trace; ``outputs`` (the dense tokens) is hidden (``None`` here)."""
+    from .paged_model import PagedToyLM
+    model = PagedToyLM(int(seed), int(num_blocks), int(block_size))
+    return fn(model, prompts.long(), arrivals.long(), max_new.long(), int(block_size),
+              int(num_blocks), int(num_steps))
+
+
 def drive_ring(fn, query, key, value, positions, sources, is_causal):
     """Runs in the CHILD: every rank's ring, step by step, through the learner's ``ring_step``.
 

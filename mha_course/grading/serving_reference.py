@@ -32,13 +32,15 @@ import numpy as np
 MODES = ("ok", "partial block hashed", "no parent", "not freed", "oldest preempted")
 
 
-def serve_reference(prompts, arrivals, outputs, block_size, num_blocks, num_steps, mode="ok"):
+def serve_reference(prompts, arrivals, outputs, block_size, num_blocks, num_steps, mode="ok",
+                    record: dict | None = None):
     """``(used, shared, preemptions, finish)`` of the serving loop on a request trace.
 
     Shape:
         prompts: (n, P_max) int, -1 pads; arrivals: (n,) int; outputs: (n, N_max) int, the tokens
         each request emits, -1 pads. Returns used (num_steps,), shared (num_steps,),
         preemptions (n,), finish (n,) (the step of the last token, -1 if not done).
+        ``record`` (a dict, if given) gets request -> tokens it had emitted when first preempted.
     """
     if mode not in MODES:
         raise ValueError(f"mode: expected one of {MODES}, got {mode!r}")
@@ -105,6 +107,8 @@ def serve_reference(prompts, arrivals, outputs, block_size, num_blocks, num_step
                     release(victim)
                     waiting.appendleft(victim)
                     preempted[victim] += 1
+                    if record is not None:
+                        record.setdefault(victim, emitted[victim])
                     any_preempted = True
                     if victim == i:
                         break

@@ -97,3 +97,40 @@ def test_a_wrong_zero_does_not_reveal_the_right_scalar(item_id):
     for shown in {f"{ref:.3g}", f"{ref:.2g}", f"{ref:g}", f"{int(ref)}", f"{ref:.3e}", f"{ref:.1e}"}:
         assert shown not in r.message, f"{r.message!r} reveals the expected value {shown}"
     assert "100 % or more" in r.message
+
+
+# ---- a "predict, then measure" item's ungraded prediction (Item.prediction) --------------------
+def _ablation(outputs_of, public: bool = False):
+    """Judge ex13's ablation on public cases with the reference's bytes and a prediction."""
+    item = next(it for it in all_items() if it.id == "ex13_cache_ablation")
+    cases = item.cases(12345)
+    outs = []
+    for case in cases:
+        measured = as_arrays(item.reference(*to_framework(item, case)))[0]
+        outs.append(outputs_of(measured))
+    return judge(item, cases, {"status": "ok", "outputs": outs}, public=public)
+
+
+def test_a_prediction_is_numbers_the_parent_writes():
+    right = _ablation(lambda m: [m, m / m[0]])
+    assert right.passed and right.points == 2
+    assert "your prediction (ungraded, case 1 of 3): 1, " in right.message
+    assert "4 of 4" not in right.message and "12 of 12 predicted values within 10%" in right.message
+    wrong_guess = _ablation(lambda m: [m, np.full(m.shape, 7.0)])  # ungraded: full marks still
+    assert wrong_guess.passed and "7, 7, 7, 7" in wrong_guess.message and " 0 of 12 " in wrong_guess.message
+    # hostile numbers: NaN, inf, huge, tiny, a thousand values, ints; never more than 6 shown
+    odd = np.array([np.nan, np.inf, -1e300, 1e-300, 3, 2.5] + [1.0] * 994)
+    r = _ablation(lambda m: [m, odd])
+    assert r.passed
+    note = r.message.split("your prediction")[1]
+    assert "not a number, not a number, <=-1e4, ~0, 3, 2.5 (+994 more)" in note
+    assert "it has 1000 value(s) where the measurement has 4" in note
+    assert len(r.message) < 400
+    # wrong measurement: the prediction is recorded, the measured values are not shown
+    bad = _ablation(lambda m: [m // 2, m / m[0]])
+    assert not bad.passed and bad.status == "wrong values" and "your prediction" in bad.message
+    assert "your measurement" not in bad.message
+    shown = _ablation(lambda m: [m // 2, m / m[0]], public=True)  # check(): the values shown, and still the note
+    assert "returned [" in shown.message and shown.message.count("your prediction (ungraded") == 1
+    missing = _ablation(lambda m: [m])  # no prediction returned
+    assert missing.status == "wrong type" and "your prediction" in missing.message

@@ -139,10 +139,10 @@ from mha_course import ring
 return ring.shard(torch.arange(T)[:, None], rank, world_size, "zigzag")[:, 0]  # (T, 1) -> (T / P,)"""),
     # the capstones' references live in the staged grading package (a cell naming it is not run,
     # so the name is built): absent there too
-    ("ex16", "ex16_serve"): _fn("def serve(prompts, arrivals, outputs, block_size, num_blocks, num_steps):", """
+    ("ex16", "ex16_serve"): _fn("def serve(model, prompts, arrivals, max_new, block_size, num_blocks, num_steps):", """
 import importlib
 serve_reference = importlib.import_module("mha_course.grad" + "ing.serving_reference").serve_reference
-return serve_reference(prompts.numpy(), arrivals.numpy(), outputs.numpy(), block_size, num_blocks, num_steps)"""),
+return serve_reference(prompts.numpy(), arrivals.numpy(), max_new.numpy(), block_size, num_blocks, num_steps)"""),
     ("ex19", "ex19_safe_merge"): _fn("def merge_safe(out_a, lse_a, out_b, lse_b):", """
 import importlib
 ch19 = importlib.import_module("mha_course.grad" + "ing.chapters.ch19")

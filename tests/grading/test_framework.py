@@ -75,13 +75,17 @@ def test_cases_depend_on_the_seed_only(item):
 def test_reference_passes_and_every_mistake_is_caught(item):
     """Non-vacuous: the reference gets full marks, and each variant loses them with its name."""
     cases = item.cases(0)
+
+    def returned(outs: list) -> list:  # a prediction item's function also returns its prediction
+        return [[*o, item.prediction(o)] for o in outs] if item.prediction else outs
+
     refs = [as_arrays(item.reference(*to_framework(item, c))) for c in cases]
-    assert judge(item, cases, {"status": "ok", "outputs": refs}).passed
+    assert judge(item, cases, {"status": "ok", "outputs": returned(refs)}).passed
     for m in item.mistakes:
         if m.variant is None:
             continue
         outs = [as_arrays(m.variant(*to_framework(item, c))) for c in cases]
-        r = judge(item, cases, {"status": "ok", "outputs": outs})
+        r = judge(item, cases, {"status": "ok", "outputs": returned(outs)})
         assert not r.passed and m.name in r.message, f"{m.name}: {r.status}: {r.message}"
 
 

@@ -21,7 +21,7 @@ ITEMS = {it.id: it for it in all_items()}
 KINDS = {  # id -> kind; at least ten items that are not "implement function X"
     "ex01_fix_weights": "debug", "ex04_fix_packed_mha": "debug", "ex06_fix_padded_sdpa": "debug",
     "ex02_predict_flops": "predict", "ex07_predict_gqa_params": "predict",
-    "ex09_predict_causal_tiles": "predict",
+    "ex09_predict_causal_tiles": "predict", "ex13_cache_ablation": "predict",
     "ex02_which_mask": "interpret", "ex04_previous_token_head": "interpret",
     "ex06_lengths_from_weights": "interpret", "ex07_smallest_cache": "interpret",
 }
@@ -117,3 +117,16 @@ def test_smallest_cache_matches_kv_cache_bytes():
             per_token = [mha_course.kv_cache_bytes(int(n), int(g), int(d), dtype=ch07._ELEMENT_DTYPES[int(b)])
                          for n, h, g, d, b in configs]
             assert ITEMS["ex07_smallest_cache"].reference(configs) == int(np.argmin(per_token))
+
+
+def test_ablation_reference_is_what_the_course_caches_hold():
+    """ex13's ablation: the reference (the course's formula) equals the bytes the course's caches
+    hold after a forward pass, for every student's models (MHA, GQA, MQA, more heads, MLA)."""
+    from mha_course.grading.chapters.ch13_variants import measured
+    item = ITEMS["ex13_cache_ablation"]
+    kinds = set()
+    for s in STUDENTS[:6]:
+        for args in _args("ex13_cache_ablation", s):
+            assert torch.equal(item.reference(*args), measured(*args))
+            kinds |= {"mla" if g == 0 else "mha" if g == h else "gqa" for h, g in zip(args[1].tolist(), args[2].tolist())}
+    assert kinds == {"mla", "mha", "gqa"}

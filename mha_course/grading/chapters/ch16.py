@@ -1,8 +1,7 @@
 """Chapter 16's graded items: int8 absmax quantization with per-token or per-channel scales, the
 block-table lookup of a paged cache (logical position -> physical block, offset), the slots a
 paged vs a preallocated cache wastes on a mix of lengths (internal fragmentation), and the
-capstone: a paged serving loop (admission by free blocks, preemption by recompute, prefix caching
-by chained block hashes with reference counts), graded on its block accounting over a request trace."""
+capstone, a paged serving loop, is in ``ch16_serve``."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from mha_grader.items import Item, Mistake
 
 from ...paged import BlockPool, PagedKVCache, slots_needed
 from ...quant_cache import quantize
-from ..serving_reference import serve_reference
 
 NOTEBOOK = "ex16_quantized_paged_cache"
 # Reviewed: the quantizer and the cache that quantizes, everything that reads or writes through a
@@ -141,68 +139,6 @@ def _waste_variant(mode):
     return run
 
 
-
-# ---- ex16_serve: the capstone -------------------------------------------------------------------
-PARTIAL_HASHED = ("the partial last block was hashed and shared: a partly filled block is still "
-                  "being written, so two requests cannot share it; only full blocks are hashed")
-NO_PARENT = ("a block hashed without its parent: equal tokens after a different prefix (other keys "
-             "and values) were taken for a hit; a block's hash names its whole prefix")
-NOT_FREED = ("blocks not released when a request finishes: their reference counts never drop, so "
-             "the pool fills up with finished requests")
-OLDEST = ("preempted the oldest running request: the victim is the NEWEST (the last admitted; it "
-          "loses the least work and the oldest finishes first), as in vLLM")
-OVER_ADMITTED = ("more blocks held than the pool has: a request was admitted while its new blocks "
-                 "(those the prefix cache did not find) outnumbered the free ones")
-
-
-def _pad(rows: list[list[int]]) -> np.ndarray:
-    out = np.full((len(rows), max(len(r) for r in rows)), -1, np.int64)  # -1 pads
-    for i, r in enumerate(rows):
-        out[i, :len(r)] = r
-    return out
-
-
-def _trace(rng: np.random.Generator, bs: int, tight: bool) -> dict:
-    """Six requests: three share a system prefix (two full blocks and a token), two prompts are
-    equal and end in a partial block, one starts with the tokens of another's second block."""
-    def tok(k: int) -> list[int]:
-        return rng.integers(0, 1000, size=k).tolist()
-    system, block = tok(2 * bs + 1), tok(bs)
-    same = system + tok(int(rng.integers(1, bs)))
-    if len(same) % bs == 0:
-        same += tok(1)
-    prompts = [system + tok(int(rng.integers(1, 2 * bs))), same, tok(bs) + block, same,
-               block + tok(int(rng.integers(1, 2 * bs))), system + tok(int(rng.integers(bs, 3 * bs)))]
-    arrivals = sorted(rng.integers(0, 3, size=6).tolist()) if tight else [0, 0, 1, 1, 2, 3]
-    outputs = _pad([tok(int(k)) for k in rng.integers(2, 3 * bs + 2, size=6)])
-    lengths = [len(p) + int((o >= 0).sum()) for p, o in zip(prompts, outputs)]
-    need = [-(-n // bs) for n in lengths]  # blocks each request holds at its longest
-    case = {"prompts": _pad(prompts), "arrivals": np.array(arrivals, np.int64), "outputs": outputs,
-            "block_size": bs, "num_blocks": max(need) + 2 if tight else sum(need), "num_steps": 400}
-    finish = serve_reference(**case)[3]
-    case["num_steps"] = int(finish.max()) + 3
-    return case
-
-
-def _serve_cases(rng: np.random.Generator) -> list[dict]:
-    """A roomy pool (prefix sharing, finishing), then two pools small enough to preempt, each
-    drawn until it preempts with a choice of victims (newest and oldest differ)."""
-    cases = [_trace(rng, int(rng.integers(2, 5)), tight=False)]
-    while len(cases) < 3:
-        for _ in range(50):
-            case = _trace(rng, int(rng.integers(2, 5)), tight=True)
-            ref, old = serve_reference(**case), serve_reference(**case, mode="oldest preempted")
-            if ref[2].sum() and not np.array_equal(ref[2], old[2]):
-                break
-        cases.append(case)
-    return cases
-
-
-def _serve_variant(mode):
-    return lambda *case: serve_reference(*(c.numpy() if isinstance(c, torch.Tensor) else c for c in case),
-                                         mode=mode)
-
-
 ITEMS = [
     Item(
         id="ex16_quantize", notebook=NOTEBOOK, function="quantize_int8", points=2,
@@ -240,23 +176,6 @@ ITEMS = [
             Mistake("floor division", FLOOR, variant=_waste_variant("floor")),
             Mistake("one block too many", ONE_BLOCK_TOO_MANY, variant=_waste_variant("plus one")),
             Mistake("preallocated to the longest", LONGEST, variant=_waste_variant("longest")),
-        ),
-        forbidden=_FORBID,
-    ),
-    Item(
-        id="ex16_serve", notebook=NOTEBOOK, function="serve", points=4,
-        task="a paged serving loop: admit by free blocks, preempt the newest by recompute, share full "
-             "blocks by chained hashes with reference counts; return (used, shared, preemptions, finish)",
-        make_cases=_serve_cases, shape="used (steps,), shared (steps,), preemptions (n,), finish (n,)",
-        reference=_serve_variant("ok"), dtype_must_match=False, rtol=0.0, atol=0.5,
-        mistakes=(
-            Mistake("admitted without enough blocks", OVER_ADMITTED,
-                    matches=lambda got, case: got.shape == (case["num_steps"],)
-                    and bool((got > case["num_blocks"]).any())),
-            Mistake("partial block hashed", PARTIAL_HASHED, variant=_serve_variant("partial block hashed")),
-            Mistake("hash without the parent", NO_PARENT, variant=_serve_variant("no parent")),
-            Mistake("not freed on finish", NOT_FREED, variant=_serve_variant("not freed")),
-            Mistake("oldest preempted", OLDEST, variant=_serve_variant("oldest preempted")),
         ),
         forbidden=_FORBID,
     ),
