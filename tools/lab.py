@@ -4,7 +4,9 @@
 
 - The Lab's root is the repository root (not ``notebooks/``), so the file browser shows
   ``exercises/`` next to the lectures and the start page's links to ``../exercises/`` open.
-- It opens ``notebooks/00_start_here.ipynb``.
+- It opens ``notebooks/00_start_here.ipynb``, and the address it prints (the one to paste when no
+  browser opens: a remote machine, a container) is that page's, not ``/lab``'s, which would show
+  only the Launcher.
 - The folder of this Python (the venv's ``bin/``, ``Scripts\\`` on Windows) goes first on the
   ``PATH`` of the Lab, so its terminals and ``!``-lines in notebooks find ``mha-course`` without an
   activated environment; terminals run a plain (non-login) shell, which keeps that ``PATH``
@@ -37,6 +39,7 @@ def command(root: Path = ROOT, extra: Sequence[str] = ()) -> list[str]:
     """The ``jupyter lab`` command line, for the course at ``root``."""
     as_root = getattr(os, "geteuid", lambda: 1)() == 0  # containers run as root
     return [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root}",
+            f"--LabApp.default_url=/lab/tree/{START}",  # the printed address and `/` open the start page
             f"--ServerApp.terminado_settings={{'shell_command': {shell()!r}}}",
             *(["--allow-root"] if as_root else []), *extra, str(root / START)]
 
@@ -52,7 +55,8 @@ def environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     print(f"JupyterLab on {ROOT} (lectures in notebooks/, exercises in exercises/). If no browser "
-          f"opens, paste the http://127.0.0.1:8888/lab?token=... address printed below.", flush=True)
+          f"opens, paste the http://127.0.0.1:8888/lab/tree/{START}?token=... address printed below "
+          "(it opens the start page).", flush=True)
     try:
         return subprocess.call(command(ROOT, argv), cwd=ROOT, env=environment())
     except KeyboardInterrupt:

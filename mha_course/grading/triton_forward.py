@@ -36,6 +36,8 @@ SKIP_BY_BLOCK_N = ("the causal loop stops at start_m + BLOCK_N: the query block'
                    "start_m + BLOCK_M - 1, so loop up to min(S, start_m + BLOCK_M)")
 SKIP_NOT_CAUSAL = ("key blocks skipped without IS_CAUSAL: only a causal kernel may stop at the "
                    "query block; a non-causal one visits all S keys")
+RAGGED_KEYS = ("the last key block's columns >= S are not masked: they load as 0 (other=0.0), so "
+               "each gets score 0 and a weight exp(0 - m) in every row, as if it were a key")
 KV_NO_BATCH = ("every batch read the key/value heads of batch 0: the kv index is "
                "b * G + h // (H // G), with b = bh // H")
 
@@ -75,7 +77,8 @@ def reference(query, key, value, is_causal, block_q, block_k):
 
 
 def blockwise(query, key, value, is_causal, block_q, block_k, *, rescale_acc=True,
-              rescale_sum=True, lse_max=True, mask="top_left", stop="causal", kv="contiguous"):
+              rescale_sum=True, lse_max=True, mask="top_left", stop="causal", kv="contiguous",
+              ragged="masked"):
     """The FlashAttention-2 forward loop in float64, as the kernel runs it (one query block at
     a time, key blocks of ``block_k`` from 0 up to the stop), with one step switchable to a
     known mistake; the defaults give the reference (a test checks it).
@@ -84,7 +87,9 @@ def blockwise(query, key, value, is_causal, block_q, block_k, *, rescale_acc=Tru
     (min(S, start_m + block_q) when causal, else S), "diagonal" (start_m), "block_k" (start_m
     + block_k), "bottom_right" (shifted by S - L), "always" (the causal stop even when not
     causal), "never" (S); ``kv``:
-    "contiguous", "interleaved" (h % G), "batch0".
+    "contiguous", "interleaved" (h % G), "batch0"; ``ragged``: "masked" (key columns past S
+    get -inf) or "zeros" (the last key block runs to a multiple of ``block_k``, its columns past
+    S loaded as zero keys and values and not masked).
 
     Shape:
         query: (B, H, L, D); key, value: (B, G, S, D). Returns (B, H, L, D), (B, H, L).
@@ -95,6 +100,10 @@ def blockwise(query, key, value, is_causal, block_q, block_k, *, rescale_acc=Tru
     k, v = key.double()[:, heads], value.double()[:, heads]  # (B, G, S, D) -> (B, H, S, D)
     if kv == "batch0":
         k, v = k[:1].expand_as(k), v[:1].expand_as(v)
+    width = S
+    if ragged == "zeros":  # (B, H, S, D) -> (B, H, S + pad, D), the pad rows zero
+        width = -(-S // block_k) * block_k
+        k, v = (torch.nn.functional.pad(t, (0, 0, 0, width - S)) for t in (k, v))
     q = query.double()
     out = torch.empty(B, H, L, D, dtype=torch.float64)
     lse = torch.empty(B, H, L, dtype=torch.float64)
@@ -109,7 +118,7 @@ def blockwise(query, key, value, is_causal, block_q, block_k, *, rescale_acc=Tru
         row_sum = torch.zeros(B, H, len(rows), dtype=torch.float64)
         acc = torch.zeros(B, H, len(rows), D, dtype=torch.float64)
         for n0 in range(0, hi, block_k):
-            cols = torch.arange(n0, min(S, n0 + block_k))
+            cols = torch.arange(n0, min(width, n0 + block_k))
             s = (q[:, :, rows] @ k[:, :, cols].transpose(-2, -1)) / math.sqrt(D)  # (B, H, r, c)
             if is_causal and mask != "none":
                 keep = {"top_left": cols[None, :] <= rows[:, None],

@@ -1,6 +1,6 @@
 """The learner's first steps, in the Lab exactly as ``make lab`` starts it (tools/lab.py):
-the start page -> a click on an exercise link -> the exercise opens -> its check runs, in the
-notebook (the "Check your work" cell) and in a Lab terminal (the command the notebook prints).
+the Lab's address -> the start page -> a click on an exercise link -> the exercise opens -> its
+check runs, in the notebook (the "Check your work" cell) and in a Lab terminal (the command the notebook prints).
 
 Before tools/lab.py, ``make lab`` made ``notebooks/`` the Lab's root: the exercise links on the
 start page answered 404 and ``mha-course`` was not on the terminal's PATH. Selected with
@@ -38,7 +38,12 @@ def _text_matches(page, selector: str, pattern: str, timeout: float = 120_000) -
 
 
 def _walk(page, lab: LabServer) -> None:
-    page.goto(f"{lab.url}/lab/tree/notebooks/{START}?reset&token={lab.token}")
+    # The Lab's own address (`/`, what its printed address leads to: tools/lab.py's default_url),
+    # not a hand-made one: it must open the start page (it opened the Launcher before).
+    page.goto(f"{lab.url}/?token={lab.token}")
+    page.wait_for_function(
+        "name => [...document.querySelectorAll('.lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel')]"
+        ".some(t => t.textContent === name)", arg=START, timeout=120_000)
     link = page.locator(f'{PANEL} .jp-MarkdownOutput a[href*="{EXERCISE}"]').first
     link.wait_for(timeout=120_000)
     link.click()  # the exercise link in the start page's course map

@@ -47,6 +47,9 @@ NAMES = ("parameter names or shapes differ from the course's GPT (the state_dict
          "the task): the grader could not load its weights into your module")
 UNTIED = ("untied read-out: the logits are all 0 — the state (like a shipped checkpoint) holds "
           "no lm_head.weight, and your read-out is a matrix of its own, not the embedding wte")
+TANH_GELU = ("tanh GELU: the MLP uses GELU's tanh approximation (GPT-2's gelu_new, "
+             "approximate='tanh'); the course's MLP, like nn.GELU() and F.gelu by default, uses the "
+             "exact GELU")
 NO_POSITIONS = "no position embeddings: wpe's rows are never added to the token embeddings"
 NO_FINAL_LN = "no final LayerNorm: the read-out sees the residual stream without ln_f"
 
@@ -70,9 +73,10 @@ def _course_block(seed, n_head, n_kv_head, n_embd, bias, x):
     return block.to(x.dtype).eval()
 
 
-def block_variant(block, x, *, post_norm=False, residual=(True, True), mask="causal"):
+def block_variant(block, x, *, post_norm=False, residual=(True, True), mask="causal", gelu="none"):
     """The block's forward with one chosen mistake (the defaults equal ``Block.forward``).
-    ``mask``: ``"causal"``, ``"none"`` or a shift of the causal diagonal (±1).
+    ``mask``: ``"causal"``, ``"none"`` or a shift of the causal diagonal (±1); ``gelu``: the
+    MLP's GELU, ``"none"`` (exact) or ``"tanh"`` (the approximation).
 
     Shape:
         x: (B, L, E). Returns (B, L, E).
@@ -83,12 +87,14 @@ def block_variant(block, x, *, post_norm=False, residual=(True, True), mask="cau
         if mask == "none":
             return block.attn(h)[0]
         return block.attn(h, attn_mask=M.causal_mask_variant(h.shape[1], h.shape[1], shift=mask))[0]
+    def mlp(h):  # (B, L, E) -> (B, L, mlp_ratio * E) -> (B, L, E)
+        return block.mlp.proj(torch.nn.functional.gelu(block.mlp.fc(h), approximate=gelu))
     if post_norm:
         x = block.ln_1(x + attn(x))
-        return block.ln_2(x + block.mlp(x))
+        return block.ln_2(x + mlp(x))
     a = attn(block.ln_1(x))
     x = x + a if residual[0] else a
-    m = block.mlp(block.ln_2(x))
+    m = mlp(block.ln_2(x))
     return x + m if residual[1] else m
 
 
@@ -111,6 +117,7 @@ _BLOCK_MISTAKES = (
     Mistake("no causal mask", NO_CAUSAL, variant=lambda *a: _block_ref(*a, mask="none")),
     Mistake("off by one", M.CAUSAL_OFF_BY_ONE, variant=lambda *a: _block_ref(*a, mask=1)),
     Mistake("off by one", M.CAUSAL_OFF_BY_ONE, variant=lambda *a: _block_ref(*a, mask=-1)),
+    Mistake("tanh GELU", TANH_GELU, variant=lambda *a: _block_ref(*a, gelu="tanh")),
 )
 
 
@@ -155,6 +162,7 @@ _MODEL_MISTAKES = (
     Mistake("no final LayerNorm", NO_FINAL_LN, variant=lambda *a: _model_ref(*a, final_ln=False)),
     Mistake("post-norm", POST_NORM, variant=lambda *a: _model_ref(*a, post_norm=True)),
     Mistake("no causal mask", NO_CAUSAL, variant=lambda *a: _model_ref(*a, mask="none")),
+    Mistake("tanh GELU", TANH_GELU, variant=lambda *a: _model_ref(*a, gelu="tanh")),
 )
 
 

@@ -145,6 +145,7 @@ ITEMS = [
             Mistake("kv heads interleaved", common.REPEAT_NOT_INTERLEAVE,
                     variant=fwd.variant(kv="interleaved")),
             Mistake("kv of batch 0", fwd.KV_NO_BATCH, variant=fwd.variant(kv="batch0")),
+            Mistake("ragged keys kept", fwd.RAGGED_KEYS, variant=fwd.variant(ragged="zeros")),
         ),
         forbidden=_FORBID,
     ),    Item(
