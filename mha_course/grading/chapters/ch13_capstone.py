@@ -57,9 +57,9 @@ NO_FINAL_LN = "no final LayerNorm: the read-out sees the residual stream without
 # ---- the state: the course's names and shapes, values drawn from a seed ---------------------
 # ---- task 5: the block ----------------------------------------------------------------------
 def _block_cases(rng: np.random.Generator) -> list[dict]:
-    def case(H, G, D, bias, B, L, dtype):
+    def case(H, G, D, bias, B, T, dtype):
         return {"seed": int(rng.integers(2**31)), "n_head": H, "n_kv_head": G, "n_embd": H * D,
-                "bias": bias, "x": rng.normal(size=(B, L, H * D)).astype(dtype)}
+                "bias": bias, "x": rng.normal(size=(B, T, H * D)).astype(dtype)}
     return [case(4, 4, 32, False, 2, int(rng.integers(40, 65)), np.float64),  # chapter 13's block
             case(6, 2, 8, True, 3, int(rng.integers(5, 12)), np.float32),
             case(4, 1, 6, False, 1, int(rng.integers(6, 15)), np.float64)]
@@ -79,7 +79,7 @@ def block_variant(block, x, *, post_norm=False, residual=(True, True), mask="cau
     MLP's GELU, ``"none"`` (exact) or ``"tanh"`` (the approximation).
 
     Shape:
-        x: (B, L, E). Returns (B, L, E).
+        x: (B, T, E). Returns (B, T, E).
     """
     def attn(h):
         if mask == "causal":
@@ -87,7 +87,7 @@ def block_variant(block, x, *, post_norm=False, residual=(True, True), mask="cau
         if mask == "none":
             return block.attn(h)[0]
         return block.attn(h, attn_mask=M.causal_mask_variant(h.shape[1], h.shape[1], shift=mask))[0]
-    def mlp(h):  # (B, L, E) -> (B, L, mlp_ratio * E) -> (B, L, E)
+    def mlp(h):  # (B, T, E) -> (B, T, mlp_ratio * E) -> (B, T, E)
         return block.mlp.proj(torch.nn.functional.gelu(block.mlp.fc(h), approximate=gelu))
     if post_norm:
         x = block.ln_1(x + attn(x))
@@ -138,14 +138,14 @@ def gpt_variant(model, ids, *, positions=True, final_ln=True, **block_switches):
     """The GPT's forward with one chosen mistake (the defaults equal ``GPT.forward``).
 
     Shape:
-        ids: (B, L). Returns logits (B, L, V).
+        ids: (B, T). Returns logits (B, T, V).
     """
-    x = model.wte(ids)  # (B, L) -> (B, L, E)
+    x = model.wte(ids)  # (B, T) -> (B, T, E)
     if positions:
-        x = x + model.wpe.weight[:ids.shape[1]]  # (B, L, E) + (L, E)
+        x = x + model.wpe.weight[:ids.shape[1]]  # (B, T, E) + (T, E)
     for block in model.blocks:
         x = block_variant(block, x, **block_switches)
-    return model.lm_head(model.ln_f(x) if final_ln else x)  # (B, L, E) -> (B, L, V)
+    return model.lm_head(model.ln_f(x) if final_ln else x)  # (B, T, E) -> (B, T, V)
 
 
 def _model_ref(*case, **switches):

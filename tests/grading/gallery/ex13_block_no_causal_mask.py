@@ -4,6 +4,6 @@ from gallery_edits import edited
 NOTEBOOK = "ex13"
 EXPECT = {'ex13_block': ('wrong values', 'no causal mask'), 'ex13_gpt': ('wrong values', 'no causal mask')}
 REPLACE = {'ex13_block': edited("ex13", 'ex13_block', [
-    ('        a, _ = self.attn(self.ln_1(x), is_causal=True)  # (B, L, E)',
-     '        a, _ = self.attn(self.ln_1(x), is_causal=False)  # (B, L, E)'),
+    ('        a, _ = self.attn(self.ln_1(x), is_causal=True)  # (B, T, E)',
+     '        a, _ = self.attn(self.ln_1(x), is_causal=False)  # (B, T, E)'),
 ])}

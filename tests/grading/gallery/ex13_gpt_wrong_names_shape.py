@@ -8,6 +8,6 @@ REPLACE = {'ex13_gpt': edited("ex13", 'ex13_gpt', [
      '        self.tok_emb = nn.Embedding(config.vocab_size, E)'),
     ('        self.lm_head.weight = self.wte.weight  # tied: one (V, E) matrix',
      '        self.lm_head.weight = self.tok_emb.weight  # tied: one (V, E) matrix'),
-    ('        x = self.wte(ids) + self.wpe.weight[:ids.shape[1]]  # (B, L, E) + (L, E)',
-     '        x = self.tok_emb(ids) + self.wpe.weight[:ids.shape[1]]  # (B, L, E) + (L, E)'),
+    ('        x = self.wte(ids) + self.wpe.weight[:ids.shape[1]]  # (B, T, E) + (T, E)',
+     '        x = self.tok_emb(ids) + self.wpe.weight[:ids.shape[1]]  # (B, T, E) + (T, E)'),
 ])}
