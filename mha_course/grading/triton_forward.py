@@ -40,33 +40,60 @@ RAGGED_KEYS = ("the last key block's columns >= S are not masked: they load as 0
                "each gets score 0 and a weight exp(0 - m) in every row, as if it were a key")
 KV_NO_BATCH = ("every batch read the key/value heads of batch 0: the kv index is "
                "b * G + h // (H // G), with b = bh // H")
+NO_SKIP = ("key blocks past the query block were loaded: the causal case's keys that no query "
+           "row can see hold NaN here, and the output came back NaN (a masked score gives a "
+           "weight 0, but 0 * NaN in P V is NaN)")
+
+
+def unread_from(L: int, S: int, block_q: int, block_k: int) -> int:
+    """The first key a causal launch of :func:`~mha_course.triton_flash.launch_forward` never
+    loads when its kernel skips the blocks no row sees: the last program (start_m = (cdiv(L,
+    block_q) - 1) * block_q) loops start_n over range(0, hi, block_k) with hi = min(S, start_m +
+    block_q), so its loads stop at cdiv(hi, block_k) * block_k; no other program reads further."""
+    hi_last = min(S, -(-L // block_q) * block_q)
+    return -(-hi_last // block_k) * block_k
 
 
 def make_cases(rng: np.random.Generator) -> list[dict]:
     """Ragged L and S (never multiples of the block), causal with L < S, L > S and L = S, GQA
-    and MQA, block_q above, below and equal to block_k. Tiny, so the interpreter is quick."""
-    def case(B, H, G, L, S, D, causal, bq, bk):
+    and MQA, block_q above, below and equal to block_k. Tiny, so the interpreter is quick.
+
+    In the last case (causal, L < S by more than a block), the keys and values from
+    :func:`unread_from` on are NaN: no query row sees them (row i sees keys j <= i < L) and a
+    kernel that skips the blocks past its query block never loads them, so its output is
+    unchanged; one that loads every block and only masks gets NaN through P V (:data:`NO_SKIP`)."""
+    def case(B, H, G, L, S, D, causal, bq, bk, unseen_nan=False):
         q = rng.normal(size=(B, H, L, D)).astype(np.float32)
         k, v = (rng.normal(size=(B, G, S, D)).astype(np.float32) for _ in range(2))
+        if unseen_nan:  # (B, G, S, D): keys/values unread_from.. S - 1 set to NaN
+            assert causal and unread_from(L, S, bq, bk) < S
+            k[:, :, unread_from(L, S, bq, bk):] = v[:, :, unread_from(L, S, bq, bk):] = np.nan
         return {"query": q, "key": k * 1.5, "value": v, "is_causal": causal,
                 "block_q": bq, "block_k": bk}
 
     r = lambda lo, hi: int(rng.integers(lo, hi + 1))  # noqa: E731
     square = r(18, 30)
+    # The NaN case last (and drawn last: the others as before): a kernel with another mistake
+    # is named on a finite case first, since one that ignores IS_CAUSAL loads the NaN keys too.
     return [case(1, 1, 1, r(17, 23), r(41, 47), 8, False, 16, 16),
             case(1, 4, 2, r(17, 23), r(33, 39), 16, True, 16, 16),
             case(2, 2, 1, r(35, 45), r(19, 25), 8, True, 32, 16),
-            case(2, 1, 1, square, square, 8, True, 16, 32)]
+            case(2, 1, 1, square, square, 8, True, 16, 32),
+            case(1, 2, 1, r(17, 23), r(40, 47), 8, True, 16, 16, unseen_nan=True)]  # NaN from 32
 
 
 def reference(query, key, value, is_causal, block_q, block_k):
-    """Dense float64 softmax(Q Kᵀ / sqrt(D)) V and logsumexp, top-left causal.
+    """Dense float64 softmax(Q Kᵀ / sqrt(D)) V and logsumexp, top-left causal (over the keys
+    j < L only: those past them are NaN in one case, see :func:`make_cases`).
 
     Shape:
         query: (B, H, L, D); key, value: (B, G, S, D). Returns (B, H, L, D), (B, H, L).
     """
     B, H, L, D = query.shape
     G, S = key.shape[1], key.shape[2]
+    if is_causal:  # only the keys a row can see (j <= i < L): the NaN ones past them never count
+        S = min(S, L)
+        key, value = key[:, :, :S], value[:, :, :S]  # (B, G, S, D) -> (B, G, min(S, L), D)
     heads = kv_group_of_query_heads(H, G)
     k, v = key.double()[:, heads], value.double()[:, heads]  # (B, G, S, D) -> (B, H, S, D)
     s = (query.double() @ k.transpose(-2, -1)) / math.sqrt(D)  # (B, H, L, S)

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 
 from mha_course.grading import items_for
 from mha_course.grading import triton_forward as fwd
-from mha_course.triton_flash import INSTALL_HINT
+from mha_course.triton_flash import INSTALL_HINT, triton_available, triton_forward
 from mha_grader import stage
 from mha_grader.compare import _close, as_arrays, to_framework
 from mha_grader.inprocess import grade_namespace
 
 ITEM = next(it for it in items_for("ex17") if it.id == "ex17_triton_forward")
 SEEDS = (12345, 7, 3)
+NEEDS_TRITON = pytest.mark.skipif(not triton_available(),
+                                  reason='Triton is not installed: pip install -e ".[triton]"')
 
 
 def _outputs(fn, case):
@@ -55,6 +58,35 @@ def test_the_cases_are_ragged_causal_with_l_not_s_and_gqa():
     assert any(L < S for L, S in causal) and any(L > S for L, S in causal)
     assert any(q[1] > k[1] > 1 for q, k, *_ in shapes)  # GQA (and MQA: G = 1)
     assert any(k[1] == 1 < q[1] for q, k, *_ in shapes)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_last_case_hides_nan_in_the_key_blocks_a_skipping_kernel_never_loads(seed):
+    """Causal block skipping is graded: the last case (causal, L < S) holds NaN in its keys and
+    values from ``unread_from`` on, and only there; a loop over every key block that only masks
+    (the mistake's simulation) gets NaN, the right loop does not."""
+    *finite, last = ITEM.cases(seed)
+    assert not any(np.isnan(c[name]).any() for c in finite for name in ("key", "value"))
+    L, S = last["query"].shape[2], last["key"].shape[2]
+    first = fwd.unread_from(L, S, last["block_q"], last["block_k"])
+    assert last["is_causal"] and L <= first < S
+    for name in ("key", "value"):
+        assert np.isnan(last[name][:, :, first:]).all() and not np.isnan(last[name][:, :, :first]).any()
+    no_skip = next(m for m in ITEM.mistakes if m.name == "no causal block skipping")
+    assert np.isnan(_outputs(no_skip.variant, last)[0]).all()
+    assert all(np.isfinite(a).all() for a in _outputs(fwd.blockwise, last))
+
+
+@NEEDS_TRITON
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_course_kernel_never_loads_the_nan_keys(seed):
+    """``unread_from`` is where the course's own kernel (``_fwd_kernel`` through the same
+    ``launch_forward``) stops loading: it gives the reference on every case, the NaN one too."""
+    for case in ITEM.cases(seed):
+        q, k, v, causal, bq, bk = to_framework(ITEM, case)
+        got = as_arrays(triton_forward(q, k, v, causal, block_q=bq, block_k=bk))
+        for g, r in zip(got, _outputs(ITEM.reference, case)):
+            assert _close(ITEM, g, r)
 
 
 def test_without_triton_the_item_says_how_to_install_it(monkeypatch):

@@ -134,6 +134,9 @@ ITEMS = [
             Mistake("accumulator not rescaled", fwd.NO_RESCALE, variant=fwd.variant(rescale_acc=False)),
             Mistake("row sum not rescaled", fwd.SUM_NO_RESCALE, variant=fwd.variant(rescale_sum=False)),
             Mistake("lse without the max", fwd.LSE_NO_MAX, variant=fwd.variant(lse_max=False)),
+            # Before "not causal" (it loads the NaN keys too, but is named on a finite case first).
+            Mistake("no causal block skipping", fwd.NO_SKIP, variant=fwd.variant(stop="never"),
+                    status="non-finite"),
             Mistake("not causal", fwd.NOT_CAUSAL, variant=fwd.variant(mask="none", stop="never")),
             Mistake("no causal mask", fwd.CAUSAL_NO_MASK, variant=fwd.variant(mask="none")),
             Mistake("off by one", common.CAUSAL_OFF_BY_ONE, variant=fwd.variant(mask="strict")),
