@@ -15,7 +15,8 @@ One submission (one student's notebooks, ``runner.grade_submission``) goes throu
    item's status and raw arrays are read without trusting anything, within the student's byte
    budget (``Limits.result_mb``).
 4. **Judge** (``compare.py``): each item is judged as soon as it is read, against the reference
-   computed here; only the verdict is kept (``plan.Plan.settle``).
+   computed here (in one torch thread: ``threads.py``); only the verdict is kept
+   (``plan.Plan.settle``).
 5. **Learn and retry** (``runner._after``): a cell or item that hung or killed the child gets its
    status, and a fresh child runs the rest without it, until all is settled or the deadline.
 

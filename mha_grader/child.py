@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -500,6 +501,9 @@ def main(job_dir: str, out_dir: str) -> None:
         confine.warm_up(job["_base"], [out_dir])
     sealed: dict[str, str] = {}  # unit folder -> the unguessable name it has until the end
     meta = _metadata(out_dir)
+    # What the zygote imported lives as long as it does: out of the collector's sight, so that a
+    # unit's collections neither walk those objects nor write to (and so copy) their pages.
+    gc.freeze()
     for nb in job["notebooks"]:
         # One process per unit, forked before any learner code: it imports ITS staged package.
         unit_out, unit_tmp = _unit_dirs(nb, out_dir)

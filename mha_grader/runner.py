@@ -25,6 +25,7 @@ from .items import STATIC_FORBIDDEN, Case, Dtype, Item
 from .plan import Graded, Plan
 from .sandbox import DISK_FULL, TAMPERED, Limits, run_child, stager
 from .scan import ScanFailed, scan, used_names
+from .threads import one_torch_thread
 
 
 def static_forbidden(cells: list[dict], names: set[str]) -> set[str]:
@@ -132,8 +133,13 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
     ``isolation_mode``: ``"bwrap"``, ``"user"`` or ``"none"`` (default: the strongest available,
     or ``MHA_GRADER_ISOLATION``; "none" if nothing is, since this is also the self-check path).
     """
-    limits = limits or Limits()
-    mode = isolation_mode or isolation.choose(allow_none=True)
+    with one_torch_thread():
+        return _grade(notebooks, items, seed, limits or Limits(),
+                      isolation_mode or isolation.choose(allow_none=True))
+
+
+def _grade(notebooks: dict[str, Path], items: dict[str, list[Item]], seed, limits: Limits,
+           mode: str) -> dict[str, Graded]:
     plan = _plan(notebooks, items, seed, limits)
     one_unit = confine.unit_mode(mode) == "sandbox"  # no Landlock here: one sandbox per unit
     with tempfile.TemporaryDirectory(prefix=space.run_prefix()) as tmp:
