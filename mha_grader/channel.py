@@ -33,6 +33,8 @@ import struct
 import threading
 from collections.abc import Callable
 
+from .threads import one_torch_thread
+
 MAX_REQUEST = 64 * 1024
 MAX_REPLY = 4 * 2**20
 MAX_REQUESTS = 20_000  # per session: a loop that hammers the parent is cut off
@@ -167,6 +169,10 @@ class Server:
             self.violations.setdefault(it, why[:200])
 
     def _serve(self) -> None:
+        with one_torch_thread():  # served models are the parent's torch work: one thread, as judging
+            self._serve_requests()
+
+    def _serve_requests(self) -> None:
         sock = self._sock
         try:
             while True:
