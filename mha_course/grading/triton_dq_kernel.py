@@ -98,11 +98,8 @@ def blockwise(query, key, value, out, lse, d_out, is_causal, block_q, block_k, *
         Returns dQ (B, H, L, D).
     """
     B, H, L, D = query.shape
-    G, S = key.shape[1], key.shape[2]
-    heads = torch.arange(H) % G if kv == "interleaved" else kv_group_of_query_heads(H, G)
-    k, v = key.double()[:, heads], value.double()[:, heads]  # (B, G, S, D) -> (B, H, S, D)
-    if kv == "batch0":
-        k, v = k[:1].expand_as(k), v[:1].expand_as(v)
+    S = key.shape[2]
+    k, v = fwd.kv_per_query_head(key, value, H, kv)
     q, do, lse64 = query.double(), d_out.double(), lse.double()
     delta = (do * out.double()).sum(-1)  # (B, H, L, D) -> (B, H, L)
     scale = 1.0 / math.sqrt(D)

@@ -45,6 +45,22 @@ NO_SKIP = ("key blocks past the query block were loaded: the causal case's keys 
            "weight 0, but 0 * NaN in P V is NaN)")
 
 
+def kv_per_query_head(key: torch.Tensor, value: torch.Tensor, H: int, kv: str = "contiguous"
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each query head's key/value head in float64: contiguous groups ("contiguous", the course's
+    rule), or a mistake's reading: "interleaved" (h % G) or "batch0" (every batch reads batch 0).
+
+    Shape:
+        key, value: (B, G, S, D). Returns two (B, H, S, D).
+    """
+    G = key.shape[1]
+    heads = torch.arange(H) % G if kv == "interleaved" else kv_group_of_query_heads(H, G)
+    k, v = key.double()[:, heads], value.double()[:, heads]  # (B, G, S, D) -> (B, H, S, D)
+    if kv == "batch0":
+        k, v = k[:1].expand_as(k), v[:1].expand_as(v)
+    return k, v
+
+
 def unread_from(L: int, S: int, block_q: int, block_k: int) -> int:
     """The first key a causal launch of :func:`~mha_course.triton_flash.launch_forward` never
     loads when its kernel skips the blocks no row sees: the last program (start_m = (cdiv(L,
@@ -122,11 +138,8 @@ def blockwise(query, key, value, is_causal, block_q, block_k, *, rescale_acc=Tru
         query: (B, H, L, D); key, value: (B, G, S, D). Returns (B, H, L, D), (B, H, L).
     """
     B, H, L, D = query.shape
-    G, S = key.shape[1], key.shape[2]
-    heads = torch.arange(H) % G if kv == "interleaved" else kv_group_of_query_heads(H, G)
-    k, v = key.double()[:, heads], value.double()[:, heads]  # (B, G, S, D) -> (B, H, S, D)
-    if kv == "batch0":
-        k, v = k[:1].expand_as(k), v[:1].expand_as(v)
+    S = key.shape[2]
+    k, v = kv_per_query_head(key, value, H, kv)
     width = S
     if ragged == "zeros":  # (B, H, S, D) -> (B, H, S + pad, D), the pad rows zero
         width = -(-S // block_k) * block_k
