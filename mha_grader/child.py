@@ -54,7 +54,7 @@ MAX_ELEMENTS = 20_000_000
 SEALED = "sealed.json"  # results folder -> its name while later units run (see _seal)
 DISK_FULL_FLAG = "disk_full"  # a unit filled its writable space (see _clear_after_unit)
 CONFINE_FAILED = 97  # exit code: a unit could not be confined (it ran no learner code)
-PRELOADABLE = frozenset({"matplotlib.pyplot", "torch.utils.flop_counter", "torch._dynamo"})  # see runner._preload
+PRELOADABLE = frozenset({"matplotlib.pyplot", "torch.utils.flop_counter"})  # see runner._preload
 
 
 class WrongType(Exception):
@@ -485,6 +485,10 @@ def main(job_dir: str, out_dir: str) -> None:
         # kernels - slower, and rounding differently from the parent's reference (ex10's
         # gradients were off by 1e-8 in float64). Forked units inherit the choice.
         torch.backends.cpu.get_cpu_capability()
+        # Optimizers import torch's compiler (~1.4 s CPU) only to call two no-ops: stand in for
+        # it until something needs more (eager.py).
+        from . import eager
+        eager.defer_dynamo()
     for mod in job.get("preload", []):
         if mod in PRELOADABLE:
             with contextlib.suppress(Exception):

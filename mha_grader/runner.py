@@ -71,8 +71,8 @@ def _servers(todo: dict[str, list[Item]], cases: dict[str, list[Case]]) -> dict[
 # imports them once, before it forks its units, instead of once per unit. Only a miss costs
 # (time); the child imports nothing outside child.PRELOADABLE.
 _PRELOAD = {"matplotlib.pyplot": ("matplotlib", "plot_attention", "plot_heads"),
-            "torch.utils.flop_counter": ("flop_counter",),
-            "torch._dynamo": ("torch.optim", "AdamW")}  # an optimizer's first __init__ imports it (~2 s CPU)
+            "torch.utils.flop_counter": ("flop_counter",)}
+# (torch._dynamo, which every optimizer step imports, is not loaded at all: see eager.py)
 
 
 def _preload(cells: list[dict]) -> list[str]:

@@ -17,8 +17,6 @@ from mha_course.gpt.tokenizer import CharTokenizer
 from mha_course.gpt.train import learning_rate, train
 from mha_course.grading.chapters import ch13_capstone as C
 from mha_course.grading.chapters import ch13_train as T
-from mha_grader import runner
-from mha_grader.child import PRELOADABLE
 
 CONFIGS = [C.gpt_config(11, 8, 2, 4, 4, 16, False), C.gpt_config(7, 5, 1, 6, 2, 12, True),
            C.gpt_config(9, 6, 3, 4, 1, 8, False)]
@@ -109,13 +107,3 @@ def test_clipping_acts_in_every_training_case():
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
         assert norm > 2 * tc.grad_clip, (float(norm), tc.grad_clip)
-
-
-def test_the_optimizer_import_is_preloaded_for_ex13():
-    """An optimizer's first ``__init__`` imports ``torch._dynamo`` (~2 s CPU): the child does it
-    once before it forks the units, outside the training item's time."""
-    import nbformat
-    nb = nbformat.read(ROOT / "solutions" / "ex13_small_gpt.ipynb", 4)
-    cells = [{"source": c.source} for c in nb.cells if c.cell_type == "code"]
-    assert "torch._dynamo" in runner._preload(cells)
-    assert "torch._dynamo" in PRELOADABLE

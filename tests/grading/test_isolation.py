@@ -321,6 +321,23 @@ def test_staged_package_lacks_the_forbidden_source():
     assert not list(course.rglob("*.ipynb")) and not (course / "solutions").exists()
 
 
+def test_staged_packages_share_untouched_files_and_own_the_edited_ones():
+    """Staged courses are hard links to one compiled master, except each edited module: stubbing
+    a function in one course leaves it in the master and in every other course."""
+    from mha_grader.sandbox import stager
+    plain = stager().course(set()) / "mha_course"
+    edited = stager().course({"mha_course.masks.causal_mask"}) / "mha_course"
+    master = stager()._compiled_master() / "mha_course"
+    for course in (plain, master):
+        assert "ForbiddenCall" not in (course / "masks.py").read_text()
+        assert "torch.tril(" in (course / "masks.py").read_text().split("def causal_mask")[1].split("\ndef ")[0]
+    assert "ForbiddenCall('mha_course.masks.causal_mask')" in (edited / "masks.py").read_text()
+    assert not os.path.samefile(edited / "masks.py", master / "masks.py")
+    assert os.path.samefile(edited / "sdpa.py", master / "sdpa.py")  # untouched: one file
+    pyc = next((edited / "__pycache__").glob("masks.*.pyc"))
+    assert not os.path.samefile(pyc, next((master / "__pycache__").glob("masks.*.pyc")))
+
+
 def test_the_staged_package_holds_no_grading_policy():
     """No sandbox sees the course's items, references or mistakes (mha_course/grading/): only the
     drivers, the services' proxies and the seeded generators, none of which holds an answer, and
