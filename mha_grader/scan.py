@@ -102,7 +102,8 @@ def main() -> None:
     """The scanner: argv[2] = JSON ``{"notebooks": {name: path}, "distinctive": [names]}``."""
     from .notebook import InvalidNotebook, code_cells
 
-    job = json.loads(sys.argv[2])
+    job = json.loads(sys.argv[2])  # the grader's own argument: read before the limits, no notebook yet
+    _limit(int(job["cpu"]))
     distinctive = set(job["distinctive"])
     out = {}
     for name, path in job["notebooks"].items():
@@ -122,14 +123,14 @@ def main() -> None:
     os._exit(0)
 
 
-def _limit(cpu: int):
-    def apply() -> None:
-        import resource
-        mem = MEMORY_MB * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    return apply
+def _limit(cpu: int) -> None:
+    """The scanner's first act, before it opens any notebook (so no ``preexec_fn`` is needed,
+    and the grader, a big process, starts the scanner by ``vfork`` instead of copying itself)."""
+    import resource
+    mem = MEMORY_MB * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def scan(engine: str, notebooks: dict[str, str], distinctive: set[str], wall: float) -> dict:
@@ -138,12 +139,12 @@ def scan(engine: str, notebooks: dict[str, str], distinctive: set[str], wall: fl
     if os.name != "posix":
         raise RuntimeError("grading a saved notebook needs Linux or macOS (resource limits); on "
                            "Windows use WSL, or check('exNN') in the notebook")
-    job = json.dumps({"notebooks": notebooks, "distinctive": sorted(distinctive)})
+    job = json.dumps({"notebooks": notebooks, "distinctive": sorted(distinctive),
+                      "cpu": max(1, int(wall) + 1)})
     proc = subprocess.Popen([os.path.realpath(sys.executable), "-I", "-S", "-c", _BOOT, engine, job],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-                            close_fds=True, start_new_session=True,
-                            preexec_fn=_limit(max(1, int(wall) + 1)))
+                            close_fds=True, start_new_session=True)
     start, chunks, size = time.monotonic(), [], 0
     os.set_blocking(proc.stdout.fileno(), False)
     try:

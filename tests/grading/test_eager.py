@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from grading_helpers import ROOT
 
 _RUN = textwrap.dedent("""
@@ -86,3 +87,37 @@ def test_flex_attention_runs_with_the_stand_in():
         print(json.dumps({"err": float((out - ref).abs().max())}))
     """))
     assert got["err"] < 1e-12
+
+
+def test_introspection_and_submodules_keep_the_stand_in_and_one_copy_of_each_module():
+    """``inspect`` asks every module for ``__file__`` (it broke transformers' import when that
+    loaded the real package mid-import of torch.distributed); a submodule imports through the
+    stand-in, and the real package then uses that same submodule."""
+    got = _run("", textwrap.dedent("""
+        import inspect, json, sys
+        import torch
+        from mha_grader import eager
+        eager.defer_dynamo()
+        inspect.getmodule(len)
+        after_inspect = isinstance(sys.modules["torch._dynamo"], eager.LazyDynamo)
+        import torch._dynamo.config as config
+        after_submodule = isinstance(sys.modules["torch._dynamo"], eager.LazyDynamo)
+        torch._dynamo.reset  # a real name: the real package
+        print(json.dumps({"inspect": after_inspect, "submodule": after_submodule,
+                          "real": not isinstance(sys.modules["torch._dynamo"], eager.LazyDynamo),
+                          "one_config": sys.modules["torch._dynamo.config"] is config is torch._dynamo.config}))
+    """))
+    assert got == {"inspect": True, "submodule": True, "real": True, "one_config": True}
+
+
+def test_transformers_imports_with_the_stand_in():
+    pytest.importorskip("transformers")
+    got = _run("", textwrap.dedent("""
+        import json
+        import torch
+        from mha_grader import eager
+        eager.defer_dynamo()
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+        print(json.dumps({"ok": callable(apply_rotary_pos_emb)}))
+    """))
+    assert got == {"ok": True}

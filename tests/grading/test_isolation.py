@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -379,3 +380,25 @@ def test_the_child_imports_no_torch_for_a_numpy_notebook(tmp_path):
 
 def test_solutions_dir_exists_for_the_attack():
     assert (SOLUTIONS / f"{EX02}.ipynb").exists()  # else solutions_from_disk would prove nothing
+
+
+def test_the_limit_tools_set_what_preexec_sets():
+    """The bubblewrap child is started through choom, setpriv and prlimit (so Python can vfork):
+    the process they exec has the OOM score, death signal and every limit ``_preexec`` sets."""
+    import resource
+
+    from mha_grader.sandbox import Limits, _limit_argv, _rlimits
+    prefix = _limit_argv(Limits(), 400, 3)
+    if prefix is None:
+        pytest.skip("util-linux's choom, setpriv or prlimit is missing (the child uses preexec_fn)")
+    code = ("import ctypes, json, resource; sig = ctypes.c_int(); "
+            "ctypes.CDLL(None).prctl(2, ctypes.byref(sig), 0, 0, 0); "  # PR_GET_PDEATHSIG
+            "print(json.dumps({'oom': open('/proc/self/oom_score_adj').read().strip(), 'sig': sig.value, "
+            "'limits': {n: list(resource.getrlimit(getattr(resource, 'RLIMIT_' + n))) "
+            "for n in ('AS', 'CPU', 'FSIZE', 'CORE', 'NPROC')}}))")
+    out = subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    got = json.loads(out.stdout)
+    assert got["oom"] == "1000" and got["sig"] == signal.SIGKILL
+    assert got["limits"] == {n: list(v) for n, v in _rlimits(Limits(), 400, 3).items()}
+    assert resource.getrlimit(resource.RLIMIT_CPU)[0] != got["limits"]["CPU"][0]  # not inherited from us
