@@ -72,7 +72,8 @@ def _servers(todo: dict[str, list[Item]], cases: dict[str, list[Case]]) -> dict[
 # (time); the child imports nothing outside child.PRELOADABLE.
 _PRELOAD = {"matplotlib.pyplot": ("matplotlib", "plot_attention", "plot_heads"),
             "torch.utils.flop_counter": ("flop_counter",)}
-# (torch._dynamo, which every optimizer step imports, is not loaded at all: see eager.py)
+# (not torch._dynamo, which every optimizer step imports: the child stands in for it until
+# something needs the real one, see eager.py)
 
 
 def _preload(cells: list[dict]) -> list[str]:

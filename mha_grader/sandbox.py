@@ -94,7 +94,7 @@ def _user_tasks() -> int:
 
 
 def _rlimits(limits: Limits, nproc: int, notebooks: int) -> dict[str, tuple[int, int]]:
-    """The child's resource limits (soft, hard), by ``resource.RLIMIT_<name>``; NPROC comes last."""
+    """The child's resource limits (soft, hard), by ``resource.RLIMIT_<name>``."""
     cpu = int(limits.cpu_seconds * max(1, notebooks))
     mem, size = int(limits.memory_gb * 2**30), limits.file_mb * 2**20
     return {"AS": (mem, mem), "CPU": (cpu, cpu + 5), "FSIZE": (size, size), "CORE": (0, 0),

@@ -141,6 +141,21 @@ os.kill(os.getppid(), signal.SIGKILL)
     "recursion": ({"replace": _causal("return make_causal_mask(L, S)")}, {CAUSAL: ("error", "RecursionError")}),
     "huge_output": ({"replace": _att("return torch.zeros(60_000_000)")}, {ATT: ("wrong type", "elements")}),
     "magics_and_shell": ({"extra": [(1, "!rm -rf ~\n%time x = 1\nif True:\n    !echo hi"), (2, "%%bash\nrm -rf /")]}, {}),
+    # Staged courses are hard links to one master (stage.py): a write that got through would
+    # reach every course of the class. See test_no_staged_course_was_poisoned.
+    "poison_staged_course": ({"extra": [(2, '''
+import os
+import mha_course
+here = os.path.dirname(mha_course.__file__)
+for name in ("masks.py", "sdpa.py", "__init__.py", os.path.join("__pycache__", "masks.cpython-311.pyc")):
+    path = os.path.join(here, name)
+    for attack in (lambda: open(path, "a").write("\\nPOISONED = True\\n"), lambda: os.chmod(path, 0o666),
+                   lambda: os.link(path, os.path.join(os.environ["HOME"], "mine")), lambda: os.unlink(path)):
+        try:
+            attack()
+        except OSError as e:
+            print(type(e).__name__)
+''')]}, {}),
 }
 
 
@@ -209,3 +224,18 @@ def test_at_least_twenty_hostile_submissions():
 
 # Processes that outlive their submission: tests/grading/test_isolation.py
 # (test_nothing_a_submission_started_outlives_it) — in the sandbox the escape cannot even write its pidfile.
+
+
+def test_no_staged_course_was_poisoned(graded):
+    """After the class above (poison_staged_course among it), every staged course and the master
+    they are linked to hold exactly what staging wrote: nothing appended, no file missing."""
+    from mha_grader.sandbox import stager
+    master = stager()._compiled_master() / "mha_course"
+    courses = [p / "mha_course" for p in stager().root.glob("course-*") if not p.name.endswith(".tmp")]
+    assert courses
+    for course in [master, *courses]:
+        for name in ("masks.py", "sdpa.py", "__init__.py"):
+            assert (course / name).is_file(), course / name
+            assert "POISONED" not in (course / name).read_text(), course / name
+        assert oct((course / "masks.py").stat().st_mode & 0o777) == "0o644"
+
