@@ -34,21 +34,26 @@ name=$("$PY" -c "import re, torch; print(re.sub(r'[^A-Za-z0-9]+', '_', torch.cud
 mode=()
 suffix=""
 if [[ "${QUICK:-0}" == "1" ]]; then mode=(--quick); suffix="_quick"; fi
+mkdir -p benchmarks/results
 out="benchmarks/results/gpu_${name}_$(date -u +%Y%m%d)${suffix}.json"
 
 step "chapter 8 bench" "$PY" -m mha_course.cli bench --device cuda ${mode[@]+"${mode[@]}"} --out "$out"
+
+# Part III: one decode step over every KV cache (MHA/GQA/MQA/MLA/window/int8/paged), % of bandwidth
+step "Part III decode" bash -c 'set -o pipefail; "$0" benchmarks/kv_cache_decode.py --device cuda --dtype bfloat16 \
+    --B 8 --H 32 --G 8 --D 128 --window 4096 --S 4096 16384 65536 | tee "$1"' \
+    "$PY" "${out%.json}_kv_cache_decode.txt"
 
 # Chapter 17: the course's Triton FlashAttention-2 kernels, forward and forward+backward, against
 # torch's flash / cuDNN / memory-efficient SDPA backends and compiled FlexAttention (bf16, fp16;
 # D = 64, 128; L = 1K-16K), TFLOP/s and % of peak. NEVER RUN YET: written without a GPU, no
 # number from it is committed. Needs Triton (a CUDA torch ships it).
 kout="benchmarks/results/kernels_${name}_$(date -u +%Y%m%d)${suffix}.json"
-step "chapter 17 kernels" "$PY" benchmarks/kernels_gpu.py ${mode[@]+"${mode[@]}"} --out "$kout"
+# KERNEL_ARGS narrows the grid for a time-limited lease (e.g. "--dtypes bfloat16 --head-dims 128
+# --lengths 1024 4096 16384"); the JSON is rewritten after every configuration. Run last: longest.
+# shellcheck disable=SC2086
+step "chapter 17 kernels" "$PY" benchmarks/kernels_gpu.py ${mode[@]+"${mode[@]}"} ${KERNEL_ARGS:-} --out "$kout"
 
-# Part III: one decode step over every KV cache (MHA/GQA/MQA/MLA/window/int8/paged), % of bandwidth
-step "Part III decode" bash -c 'set -o pipefail; "$0" benchmarks/kv_cache_decode.py --device cuda --dtype bfloat16 \
-    --B 8 --H 32 --G 8 --D 128 --window 4096 --S 4096 16384 65536 | tee "$1"' \
-    "$PY" "${out%.json}_kv_cache_decode.txt"
 echo
 if (( ${#failed[@]} )); then
     echo "FAILED steps: ${failed[*]} (their output is above); commit only what the others wrote"

@@ -134,6 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="write the results and the stamp as JSON here")
     p.add_argument("--quick", action="store_true", help="one small shape: a smoke run")
     p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--dtypes", nargs="+", choices=("bfloat16", "float16"), default=None,
+                   help="only these dtypes (default: both; --quick: bfloat16)")
+    p.add_argument("--head-dims", nargs="+", type=int, default=None,
+                   help="only these head dims D (default: 64 128; --quick: 64)")
+    p.add_argument("--lengths", nargs="+", type=int, default=None,
+                   help="only these lengths L = S (default: 1024 ... 16384; --quick: 1024)")
     args = p.parse_args(argv)
     why = refuse_interpreter()
     if why:
@@ -153,10 +159,19 @@ def main(argv: list[str] | None = None) -> int:
         print(tf.INSTALL_HINT, file=sys.stderr)
         return 1
     name = torch.cuda.get_device_name()
-    dtypes = [torch.bfloat16] if args.quick else [torch.bfloat16, torch.float16]
-    head_dims = [64] if args.quick else [64, 128]
-    lengths = [1024] if args.quick else [1024, 2048, 4096, 8192, 16384]
+    dtypes = ([getattr(torch, d) for d in args.dtypes] if args.dtypes
+              else [torch.bfloat16] if args.quick else [torch.bfloat16, torch.float16])
+    head_dims = args.head_dims or ([64] if args.quick else [64, 128])
+    lengths = args.lengths or ([1024] if args.quick else [1024, 2048, 4096, 8192, 16384])
     rows = []
+    stamp = environment_stamp("cuda")
+
+    def write(complete: bool) -> None:
+        """The rows so far, stamped: written after every configuration, so a run stopped by a
+        time limit still leaves what it measured (``complete`` says whether it finished)."""
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump({"stamp": stamp, "complete": complete, "rows": rows}, f, indent=1)
     for dtype in dtypes:
         for D in head_dims:
             for L in lengths:
@@ -184,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                                      + (f" ({row['pct_peak']:.0f} % of peak)"
                                         if row["pct_peak"] is not None else "")
                                      if "tflops" in row else r.get("status", "?")), flush=True)
+                        write(complete=False)
     goal = [(r["dtype"], r["L"], r["causal"]) for r in rows
             if r["variant"] == COURSE and not r["backward"] and r["D"] == 128 and r["L"] >= 4096]
     for dtype, L, causal in goal:
@@ -193,9 +209,8 @@ def main(argv: list[str] | None = None) -> int:
             ratio = pick[COURSE] / pick[FLASH]
             print(f"goal (course fwd >= 50 % of flash), {dtype} L={L} causal={causal}: "
                   f"{ratio:.0%} -> {'met' if ratio >= 0.5 else 'NOT met'}")
+    write(complete=True)
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"stamp": environment_stamp("cuda"), "rows": rows}, f, indent=1)
         print("wrote", args.out)
     return 0
 
