@@ -73,7 +73,7 @@ def check_sdpa(backend_name: str, dtype: torch.dtype) -> str:
 
 
 def check_triton(dtype: torch.dtype, D: int, G: int) -> str:
-    import mha_course.triton_flash as tf
+    import mha_course.kernels.triton_flash as tf
     if tf.interpreted():
         raise RuntimeError("TRITON_INTERPRET is set: unset it to check the compiled kernels")
     case = _case(2, 4, G, 200, 173, D)  # ragged: not multiples of any tile
@@ -117,7 +117,7 @@ def check_decode_bytes() -> str:
 
 def check_nccl() -> str:
     from mha_course import scaled_dot_product_attention
-    from mha_course.ring_run import run_ring
+    from mha_course.kernels.ring_run import run_ring
     q, k, v, _ = _case(2, 3, 3, 32, 32, 16)
     jobs = [dict(query=q.float().cuda(), key=k.float().cuda(), value=v.float().cuda(),
                  is_causal=True, layout="zigzag")]

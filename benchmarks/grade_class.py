@@ -58,11 +58,11 @@ def sandbox_overhead(mode: str, n: int) -> tuple[float, float]:
     """Median wall seconds of an empty child in ``mode`` and with no isolation (interleaved)."""
     import statistics
 
-    from mha_grader import space
-    from mha_grader.sandbox import Limits, run_child
+    from mha_grader.sandbox import space
+    from mha_grader.sandbox.launch import Limits, run_child
 
     times: dict[str, list[float]] = {mode: [], "none": []}
-    from mha_grader.isolation import site_packages
+    from mha_grader.sandbox.isolation import site_packages
     spec = {"needs_torch": False, "sys_path": site_packages(), "item_cpu": 5, "read_only": [],
             "notebooks": []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,7 +89,7 @@ def main() -> None:
     parser.add_argument("--isolation", default=None, help="bwrap, user or none (default: strongest)")
     parser.add_argument("--overhead", type=int, default=0, help="measure the sandbox's cost first (N runs)")
     args = parser.parse_args()
-    from mha_grader import isolation
+    from mha_grader.sandbox import isolation
     mode = args.isolation or isolation.choose()
     print(f"isolation: {mode}; load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     if args.overhead:

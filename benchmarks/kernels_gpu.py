@@ -7,7 +7,7 @@ NEVER RUN YET: this course was written without a GPU; no number from this script
 committed. It times, forward and forward + backward, in bf16 and fp16, D = 64 and 128, L = S from
 1K to 16K (B · L = 16K tokens, H = 16 heads), causal and not:
 
-  course   - mha_course.triton_flash (compiled by Triton on the GPU; block sizes 128 x 64)
+  course   - mha_course.kernels.triton_flash (compiled by Triton on the GPU; block sizes 128 x 64)
   flash    - torch SDPA restricted to SDPBackend.FLASH_ATTENTION
   cudnn    - torch SDPA restricted to SDPBackend.CUDNN_ATTENTION
   mem_eff  - torch SDPA restricted to SDPBackend.EFFICIENT_ATTENTION
@@ -16,7 +16,7 @@ committed. It times, forward and forward + backward, in bf16 and fp16, D = 64 an
              and a recompile-limit fallback to eager is an error, not a row timed as "compiled"
 
 It refuses to run under TRITON_INTERPRET=1 (the interpreter would time Python, not kernels). The
-course's backward uses its own tiles (``mha_course.triton_flash.backward_blocks``: smaller than the
+course's backward uses its own tiles (``mha_course.kernels.triton_flash.backward_blocks``: smaller than the
 forward's 128 x 64 at D = 128, where two accumulators and four input tiles must fit one program).
 
 Each variant's output (and, for forward + backward, its three gradients) is first checked against
@@ -57,7 +57,7 @@ def _variants(q, k, v, causal, backward):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.attention.flex_attention import create_block_mask
 
-    import mha_course.triton_flash as tf
+    import mha_course.kernels.triton_flash as tf
 
     def sdpa_with(backend):
         def run():
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         print("kernels_gpu.py: no CUDA device; nothing timed, nothing written", file=sys.stderr)
         return 1
 
-    import mha_course.triton_flash as tf
+    import mha_course.kernels.triton_flash as tf
     from mha_course.benchmark.flops import attention_flops
     from mha_course.benchmark.peaks import percent_of_peak
     from mha_course.benchmark.stamp import environment_stamp

@@ -10,7 +10,7 @@ dense MHA, GQA, MQA, MLA in its absorbed form (attention on the cached latents),
 and head turned to floats at a time, the scales applied to scores and weights) and a paged cache
 (``paged_attention``) twice: ``paged``, each prompt appended whole, so its blocks are one run, each
 sequence and head read as a view of the pool by the course's per-head path
-(``mha_course.cache_attention``); ``paged interleaved``, the B sequences grown a block each in turn
+(``mha_course.caches.per_head``); ``paged interleaved``, the B sequences grown a block each in turn
 (as batched decoding makes them), read as ONE masked attention over the span of the pool they fill
 (``read_path``'s ``masked span``; ``benchmarks/paged_read.py`` times the other ways tried).
 The dense variants use torch's SDPA; int8 and ``paged`` run the per-head path, so their ratios

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 from mha_course import BlockPool, PagedKVCache, paged_attention
 from mha_course.benchmark.timing import time_interleaved
-from mha_course.paged_decode import read_path
+from mha_course.paged.decode import read_path
 
 
 def ways(B: int, H: int, S: int, D: int, bs: int) -> tuple[dict, torch.Tensor]:

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from mha_course.benchmark.timing import time_interleaved
-from mha_course.tiled import tiled_attention
+from mha_course.kernels.tiled import tiled_attention
 
 BASELINE = "torch SDPA"  # the row every ratio is taken against
 

@@ -6,7 +6,7 @@ import argparse
 import importlib
 import sys
 
-from . import __version__
+from mha_course import __version__
 
 # Subcommands in the order --help lists them; each is mha_course/commands/<name>.py.
 COMMANDS = ("check", "progress", "grade", "merge", "release", "bench", "train", "generate", "info")

@@ -23,7 +23,7 @@ One submission (one student's notebooks, ``runner.grade_submission``) goes throu
 A class (``classroom.py``) runs that per student on a few threads, then writes the gradebook
 (``report.py``, ``outputs.py``).
 
-Kept light on purpose: the sandboxed child runs ``python -I -m mha_grader.child``, which must
+Kept light on purpose: the sandboxed child runs ``python -I -m mha_grader.sandbox.child``, which must
 not import torch or matplotlib unless the learner's notebook does. Import the modules you need
 (``mha_grader.classroom``, ``mha_grader.runner``, ...); the course's items live in
 ``mha_course.grading.chapters``.

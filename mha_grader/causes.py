@@ -26,9 +26,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .compare import MISSING_FUNCTION, ItemResult
-from .items import Item
-from .scan import (  # parsing runs in the limited scanner for a saved notebook
+from mha_grader.compare import MISSING_FUNCTION, ItemResult
+from mha_grader.items import Item
+from mha_grader.scan import (  # parsing runs in the limited scanner for a saved notebook
     call_graph,
     syntax_errors,
 )
@@ -74,17 +74,9 @@ def reached(graph: Mapping[str, set[str]], start: str, also: Iterable[str] = ())
     return seen
 
 
-def _task(item_id: str) -> str:
-    """``task 1`` for an item with hints (the course's table), else the item's id."""
-    try:
-        from mha_course.grading.hints import table
-    except ImportError:  # the engine without the course
-        return f"item {item_id}"
-    for tasks in table().values():
-        for k, t in tasks.items():
-            if t["item"] == item_id:
-                return f"task {k}"
-    return f"item {item_id}"
+def _task(item: Item) -> str:
+    """How the learner knows the item: the course's label (``task 1``), else its id."""
+    return item.label or f"item {item.id}"
 
 
 def explain(results: list[ItemResult], notes: list[str], items: Sequence[Item], *,
@@ -122,7 +114,7 @@ def explain(results: list[ItemResult], notes: list[str], items: Sequence[Item], 
                        and not status[by_fn[n].id].passed]
             if failing:
                 dep = failing[0]
-                r = replace(r, message=(f"this item calls your `{dep.function}` from {_task(dep.id)}, which fails "
+                r = replace(r, message=(f"this item calls your `{dep.function}` from {_task(dep)}, which fails "
                                         f"its own item ({dep.id}): fix that first — {r.message}")[:600])
         out.append(r)
     return out, notes

@@ -13,10 +13,9 @@ import os
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from . import compare as C
-from . import confine, isolation
-from .keys import StudentInputs, fingerprint
-from .outputs import (
+from mha_grader import compare as C
+from mha_grader.keys import StudentInputs, fingerprint
+from mha_grader.outputs import (
     check_notebook,
     check_student_folder,
     check_student_name,
@@ -25,10 +24,11 @@ from .outputs import (
     mkdir_new,
     write_new,
 )
-from .registry import all_items, notebooks
-from .report import write_gradebook, write_student
-from .runner import grade_submission
-from .sandbox import Limits
+from mha_grader.registry import all_items, notebooks
+from mha_grader.report import write_gradebook, write_student
+from mha_grader.runner import grade_submission
+from mha_grader.sandbox import confine, isolation
+from mha_grader.sandbox.launch import Limits
 
 _INPUT_KEYS = ("inputs", "key_fingerprint", "seed", "submission")
 

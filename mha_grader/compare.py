@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .feedback import prediction_note, relative_band, render_child
-from .items import Case, Dtype, Item, Mistake
+from mha_grader.feedback import prediction_note, relative_band, render_child
+from mha_grader.items import Case, Dtype, Item, Mistake
 
 # Statuses (the ``status`` word of a result; Gradescope gets passed/failed plus this in the output).
 PASSED = "passed"
@@ -33,8 +33,8 @@ MEMORY = "memory limit"
 CRASHED = "crashed"
 INVALID_NOTEBOOK = "invalid notebook"
 MISSING_NOTEBOOK = "missing notebook"
-INVALID_RESULT = "invalid result"  # the child's result broke the protocol (mha_grader/protocol.py)
-DISK = "disk limit"  # the child filled its sized writable space (mha_grader/space.py)
+INVALID_RESULT = "invalid result"  # the child's result broke the protocol (mha_grader/sandbox/protocol.py)
+DISK = "disk limit"  # the child filled its sized writable space (mha_grader/sandbox/space.py)
 REJECTED = "rejected"  # the class layout was refused (a symlinked folder, a hard-linked notebook...)
 # What a child may report (anything else is "crashed"), and what only the parent decides.
 CHILD_STATUSES = frozenset({NOT_IMPLEMENTED, MISSING_FUNCTION, ERROR, FORBIDDEN, MEMORY, WRONG_TYPE})

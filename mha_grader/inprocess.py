@@ -11,10 +11,10 @@ import contextlib
 import numpy as np
 import torch
 
-from . import channel, child
-from .compare import ItemResult, judge
-from .items import Item
-from .runner import encode_cases
+from mha_grader.compare import ItemResult, judge
+from mha_grader.items import Item
+from mha_grader.runner import encode_cases
+from mha_grader.sandbox import channel, child
 
 
 def grade_namespace(namespace: dict, items: list[Item], seed: int, public: bool = True) -> list[ItemResult]:

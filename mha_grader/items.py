@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .keys import PublicSeed
+from mha_grader.keys import PublicSeed
 
 # A case is one call: argument name -> value, passed POSITIONALLY in this order.
 # Values: np.ndarray (float/int/bool), int, float, bool, None, str, or Dtype("float32").
@@ -77,7 +77,7 @@ class Item:
         service: ``case -> channel.Service``, built in the PARENT for each case: an object the
             learner's code uses through a proxy (the driver builds it from ``channel.client()``),
             whose evidence (tokens fed, the device's own clock) the parent judges; see
-            ``mha_grader/channel.py``. ``Service.judged`` makes the arrays compared with the
+            ``mha_grader/sandbox/channel.py``. ``Service.judged`` makes the arrays compared with the
             reference from the learner's outputs and that evidence.
         hidden: case keys the child never sees (sent as ``None``): what only the service needs,
             e.g. the seed of a model's weights or a device's kernel times.
@@ -94,6 +94,9 @@ class Item:
             the solution (ex01's ``attend`` uses ``softmax``), so that a failure there is named
             as the cause (``causes.py``). Grading derives it from the learner's own code where it
             can; this declaration is the fallback, and a test keeps it equal to the solutions'.
+        label: how feedback names the item to a learner, e.g. ``"task 3"`` (the course hands it in
+            through its chapters package's ``item_label``; see ``registry.all_items``); empty:
+            ``"item <id>"``.
     """
 
     id: str
@@ -116,6 +119,7 @@ class Item:
     hidden: Sequence[str] = field(default_factory=tuple)
     uses: Sequence[str] = field(default_factory=tuple)
     prediction: Callable[[list[np.ndarray]], np.ndarray] | None = None
+    label: str = ""
     requires: Sequence[tuple[str, str]] = field(default_factory=tuple)
 
     def missing(self) -> list[str]:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import causes
-from . import compare as C
-from .items import Case, Item
+from mha_grader import causes
+from mha_grader import compare as C
+from mha_grader.items import Case, Item
 
 Graded = tuple[list[C.ItemResult], list[str]]  # (results in item order, notes)
 

@@ -1,7 +1,9 @@
 """Find every chapter's graded items: each ``mha_course/grading/chapters/chNN.py`` defines ``ITEMS``.
 
-The engine is generic; the course's policy (items, mistakes, forbidden lists) lives in
-``COURSE_CHAPTERS`` (a package of ``chNN`` modules).
+The engine is generic and imports nothing of the course: the course's policy (items, mistakes,
+forbidden lists) is found by name, ``COURSE_CHAPTERS`` (a package of ``chNN`` modules). That
+package may also define ``item_label(item_id) -> str | None``, how its feedback names an item
+to a learner (``"task 3"``); the engine stores it on the item (``Item.label``).
 """
 
 from __future__ import annotations
@@ -9,9 +11,10 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+from dataclasses import replace
 from pathlib import Path
 
-from .items import Item
+from mha_grader.items import Item
 
 COURSE_CHAPTERS = "mha_course.grading.chapters"
 
@@ -24,6 +27,9 @@ def all_items() -> list[Item]:
     for info in sorted(pkgutil.iter_modules(chapters.__path__), key=lambda m: m.name):
         if info.name.startswith("ch"):
             items.extend(importlib.import_module(f"{chapters.__name__}.{info.name}").ITEMS)
+    label = getattr(chapters, "item_label", None)
+    if label is not None:
+        items = [replace(it, label=label(it.id) or "") for it in items]
     ids = [it.id for it in items]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
@@ -35,7 +41,7 @@ def all_items() -> list[Item]:
 @functools.lru_cache(maxsize=8)
 def _check_forbidden(names: tuple[str, ...]) -> None:
     """Every forbidden name must resolve (a typo would otherwise forbid nothing)."""
-    from .stage import check_forbidden
+    from mha_grader.stage import check_forbidden
     check_forbidden(names)
 
 

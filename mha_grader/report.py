@@ -8,8 +8,8 @@ import json
 import os
 from pathlib import Path
 
-from .compare import ItemResult
-from .outputs import csv_cell, mkdir_new, write_new
+from mha_grader.compare import ItemResult
+from mha_grader.outputs import csv_cell, mkdir_new, write_new
 
 
 def line(r: ItemResult) -> str:

@@ -17,15 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
-from . import channel, confine, isolation, protocol, space
-from . import compare as C
-from .child import CONFINE_FAILED
-from .feedback import cell_note
-from .items import STATIC_FORBIDDEN, Case, Dtype, Item
-from .plan import Graded, Plan
-from .sandbox import DISK_FULL, TAMPERED, Limits, run_child, stager
-from .scan import ScanFailed, scan, used_names
-from .threads import one_torch_thread
+from mha_grader import compare as C
+from mha_grader.feedback import cell_note
+from mha_grader.items import STATIC_FORBIDDEN, Case, Dtype, Item
+from mha_grader.plan import Graded, Plan
+from mha_grader.sandbox import channel, confine, isolation, protocol, space
+from mha_grader.sandbox.child import CONFINE_FAILED
+from mha_grader.sandbox.launch import DISK_FULL, TAMPERED, Limits, run_child, stager
+from mha_grader.sandbox.threads import one_torch_thread
+from mha_grader.scan import ScanFailed, scan, used_names
 
 
 def static_forbidden(cells: list[dict], names: set[str]) -> set[str]:

@@ -100,7 +100,7 @@ def call_graph(cells: Sequence[dict]) -> dict[str, set[str]]:
 
 def main() -> None:
     """The scanner: argv[2] = JSON ``{"notebooks": {name: path}, "distinctive": [names]}``."""
-    from .notebook import InvalidNotebook, code_cells
+    from mha_grader.notebook import InvalidNotebook, code_cells
 
     job = json.loads(sys.argv[2])  # the grader's own argument: read before the limits, no notebook yet
     _limit(int(job["cpu"]))

@@ -89,7 +89,7 @@ def _find_def(tree: ast.Module, names: list[str]) -> ast.stmt:
 def locate(path: str, root: Path | None = None) -> tuple[Path, ast.stmt]:
     """(source file, def/class node) of a forbidden course name; ``UnresolvedForbidden`` if none.
 
-    Only the DEFINING module counts: ``mha_course.sdpa.scaled_dot_product_attention``, not the
+    Only the DEFINING module counts: ``mha_course.ops.sdpa.scaled_dot_product_attention``, not the
     re-export ``mha_course.scaled_dot_product_attention``.
     """
     parts = path.split(".")
@@ -175,26 +175,27 @@ _GRADING_STUB = {
 }
 
 
-# ... and the child's side of items (the drivers that call the learner's code, the proxies of the
-# grader's services, the seeded generators they use): none of them holds an answer.
-_GRADING_KEPT = ("drivers.py", "served_model.py", "served_device.py", "seeded.py", "paged_model.py")
+# ... and the child's side of items, the policy's ``child/`` folder, staged whole: the drivers that
+# call the learner's code, the proxies of the grader's services, the seeded generators they use.
+# None of them holds an answer; the folder is the wall (what is not in it, no sandbox sees).
+CHILD = "child"
 
 
 def _staged(name: str) -> bool:
-    """Is the module of this course name in a staged copy (all but most of ``grading/``)?"""
+    """Is the module of this course name in a staged copy (all but ``grading/`` outside ``child/``)?"""
     parts = name.split(".")
-    return parts[1] != GRADING or parts[2] + ".py" in _GRADING_KEPT
+    return parts[1] != GRADING or (len(parts) > 2 and parts[2] == CHILD)
 
 
 def _stub_grading(course: Path) -> None:
-    """Replace the staged ``mha_course/grading/`` by ``_GRADING_STUB`` and ``_GRADING_KEPT``."""
-    kept = {n: (course / GRADING / n).read_bytes() for n in _GRADING_KEPT}
+    """Replace the staged ``mha_course/grading/`` by ``_GRADING_STUB`` and its ``child/`` folder."""
+    kept = course.parent / f"{CHILD}.kept"
+    shutil.move(course / GRADING / CHILD, kept)
     shutil.rmtree(course / GRADING)
     (course / GRADING).mkdir()
     for name, text in _GRADING_STUB.items():
         (course / GRADING / name).write_text(text, encoding="utf-8")
-    for name, data in kept.items():
-        (course / GRADING / name).write_bytes(data)
+    shutil.move(kept, course / GRADING / CHILD)
 
 
 def _link(src: str, dest: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from mha_course.mha import IMPLS as _MHA_IMPLS
+from mha_course.attention.mha import IMPLS as _MHA_IMPLS
 
 # assert_close tolerances by dtype: float64 is tight enough to catch any formula error,
 # float32 allows for a different summation order in torch's fused kernels.

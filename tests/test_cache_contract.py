@@ -1,4 +1,4 @@
-"""The contract of :class:`mha_course.cache.Cache`, checked on EVERY cache of the course:
+"""The contract of :class:`mha_course.caches.base.Cache`, checked on EVERY cache of the course:
 decoding token by token and in chunks equals the full forward (float64, against the dense
 reference of that cache); ``length`` counts the tokens seen; ``nbytes`` equals chapter 7's formula
 for the tokens the cache holds (and the bytes of the tensors it reports holding), ``allocated_bytes``
@@ -28,7 +28,7 @@ from mha_course import (
     quantized_cache_bytes,
     sliding_window_mask,
 )
-from mha_course.cache import tensor_bytes
+from mha_course.caches.base import tensor_bytes
 
 T, E, H, G = 11, 16, 4, 2
 D = E // H

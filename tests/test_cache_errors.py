@@ -19,7 +19,7 @@ from mha_course import (
     StaticKVCache,
     continuous_batching,
 )
-from mha_course.quant_cache import pack_int4
+from mha_course.caches.quantized import pack_int4
 
 f64 = torch.float64
 

@@ -20,7 +20,7 @@ from mha_course import (
     scaled_dot_product_attention,
     split_heads,
 )
-from mha_course.masks import key_padding_to_attn_mask
+from mha_course.ops.masks import key_padding_to_attn_mask
 
 f64, f32 = torch.float64, torch.float32
 
@@ -182,16 +182,17 @@ def test_good_inputs_do_not_raise():
 # Each entry: "module.function: what is wrong" -> (call, fragments the message must contain).
 # ================================================================================================
 
-from mha_course import flash_backward as fb  # noqa: E402
-from mha_course import flex_masks as fm  # noqa: E402
-from mha_course import positions as pos  # noqa: E402
-from mha_course import pruning as pr  # noqa: E402
-from mha_course import ring, ring_run, rope, tiled  # noqa: E402
-from mha_course import triton_dq as tdq  # noqa: E402
-from mha_course import triton_flash as tf  # noqa: E402
-from mha_course import window as win  # noqa: E402
+from mha_course.analysis import pruning as pr  # noqa: E402
+from mha_course.attention.mla import MultiHeadLatentAttention  # noqa: E402
+from mha_course.caches import window as win  # noqa: E402
 from mha_course.gpt import GPT, GPTConfig  # noqa: E402
-from mha_course.mla import MultiHeadLatentAttention  # noqa: E402
+from mha_course.kernels import flash_backward as fb  # noqa: E402
+from mha_course.kernels import ring, ring_run, tiled  # noqa: E402
+from mha_course.kernels import triton_dq as tdq  # noqa: E402
+from mha_course.kernels import triton_flash as tf  # noqa: E402
+from mha_course.ops import flex_masks as fm  # noqa: E402
+from mha_course.ops import positions as pos  # noqa: E402
+from mha_course.ops import rope  # noqa: E402
 
 MLA = MultiHeadLatentAttention(8, 2, latent_dim=4, dtype=f64)
 ar = torch.arange

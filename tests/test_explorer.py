@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from mha_course import explorer  # noqa: E402
-from mha_course.explorer import (  # noqa: E402
+from mha_course.analysis import explorer  # noqa: E402
+from mha_course.analysis.explorer import (  # noqa: E402
     HEAD_NAMES,
     MASKS,
     PAD,
@@ -21,7 +21,7 @@ from mha_course.explorer import (  # noqa: E402
     plot_view,
     tiny_model,
 )
-from mha_course.masks import causal_mask  # noqa: E402
+from mha_course.ops.masks import causal_mask  # noqa: E402
 
 SETTINGS = [(s, layer, head, mask) for s in SENTENCES for layer in (0, 1) for head in range(4)
             for mask in MASKS]

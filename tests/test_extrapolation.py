@@ -19,7 +19,7 @@ from mha_course.experiments.extrapolation import (
     previous_token_batch,
     run,
 )
-from mha_course.position_lm import POSITION_SCHEMES, PositionalTransformer
+from mha_course.models.position_lm import POSITION_SCHEMES, PositionalTransformer
 
 
 def test_previous_token_targets():

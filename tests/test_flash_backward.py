@@ -4,12 +4,12 @@ import pytest
 import torch
 
 from mha_course import scaled_dot_product_attention
-from mha_course.flash_backward import (
+from mha_course.kernels.flash_backward import (
     backward_d_term,
     flash_attention,
     flash_attention_backward,
 )
-from mha_course.tiled import tiled_attention
+from mha_course.kernels.tiled import tiled_attention
 
 
 def _qkv(*lead, L=13, S=13, D=4, Dv=None, dtype=torch.float64, seed=0, grad=True):

@@ -8,7 +8,7 @@ import torch
 from torch.nn.attention.flex_attention import create_block_mask as _create_block_mask
 
 from mha_course import scaled_dot_product_attention
-from mha_course.flex_masks import (
+from mha_course.ops.flex_masks import (
     alibi,
     block_counts,
     causal,

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from mha_course import KVCache
+from mha_course.caches.static import StaticKVCache
 from mha_course.gpt import (
     GPT,
     CorpusMismatchWarning,
@@ -28,7 +29,6 @@ from mha_course.gpt.checkpoint import resume_path
 from mha_course.gpt.corpus import REFERENCE_SHA256, STDLIB_FILES, check_corpus
 from mha_course.gpt.data import training_batch
 from mha_course.gpt.generate import generate, sample_next
-from mha_course.static_kv_cache import StaticKVCache
 
 TINY = dict(vocab_size=11, block_size=16, n_layer=2, n_head=4, n_embd=16)
 

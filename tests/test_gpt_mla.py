@@ -8,13 +8,13 @@ import pytest
 import torch
 from conftest import TOL64
 
-from mha_course.cache import kv_cache_bytes
+from mha_course.attention.mla import LatentKVCache, MultiHeadLatentAttention
+from mha_course.caches.base import kv_cache_bytes
 from mha_course.gpt import GPT, GPTConfig
 from mha_course.gpt.checkpoint import load_checkpoint, save_checkpoint
 from mha_course.gpt.config import TrainConfig, from_dict, to_dict
 from mha_course.gpt.generate import generate
 from mha_course.gpt.tokenizer import CharTokenizer
-from mha_course.mla import LatentKVCache, MultiHeadLatentAttention
 
 TINY = dict(vocab_size=11, block_size=16, n_layer=2, n_head=4, n_embd=16, attention="mla",
             kv_latent_dim=6)

@@ -11,12 +11,12 @@ import pytest
 import torch
 from conftest import TOL64
 
+from mha_course.caches.sink import RenumberedSinkCache
+from mha_course.caches.window import SlidingWindowCache
 from mha_course.experiments import gpt_head_removal as hr
 from mha_course.experiments import sink_distance as sd
 from mha_course.gpt import GPT, GPTConfig, evaluate
 from mha_course.gpt.data import validation_windows
-from mha_course.sink_cache import RenumberedSinkCache
-from mha_course.window import SlidingWindowCache
 
 ROOT = Path(__file__).resolve().parents[1]
 V, T = 11, 8

@@ -23,7 +23,7 @@ from mha_course.experiments.induction_formation import (
     train_one,
 )
 from mha_course.gpt.heads import repeated_random_tokens
-from mha_course.tiny_lm import TinyCausalLM
+from mha_course.models.tiny_lm import TinyCausalLM
 
 
 def test_hooked_weights_are_the_models_own():

@@ -7,10 +7,10 @@ import torch
 import torch.nn.functional as F
 from conftest import TOL64
 
+from mha_course.caches.window import sliding_window_mask
 from mha_course.experiments import long_context as lc
 from mha_course.gpt import GPT, GPTConfig
 from mha_course.gpt.heads import attention_weights, first_token_score
-from mha_course.window import sliding_window_mask
 
 V, N = 11, 24
 

@@ -10,7 +10,7 @@ from conftest import TOL64
 from torch.testing import assert_close
 
 from mha_course import causal_mask, combine_masks, padding_mask, to_additive
-from mha_course.masks import key_padding_to_attn_mask
+from mha_course.ops.masks import key_padding_to_attn_mask
 
 
 def qkv(L, S, seed=0):

@@ -23,7 +23,7 @@ from mha_course import (
     scaled_dot_product_attention,
     slots_needed,
 )
-from mha_course.paged_decode import SPAN_MAX_SEQUENCES, first_of_run, read_path
+from mha_course.paged.decode import SPAN_MAX_SEQUENCES, first_of_run, read_path
 
 G, D = 2, 4
 f64 = torch.float64

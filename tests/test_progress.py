@@ -12,7 +12,7 @@ import pytest
 
 import mha_course
 from mha_course.cli import main
-from mha_course.learner_progress import collect, hints_asked, report
+from mha_course.learner.progress import collect, hints_asked, report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,7 +64,7 @@ def test_next_hint_is_the_first_level_not_asked(tmp_path: Path, monkeypatch, cap
 
 def test_from_a_notebook_folder(monkeypatch) -> None:
     """``mha_course.progress()`` in a kernel started in notebooks/ grades ../exercises."""
-    import mha_course.learner_progress as lp
+    import mha_course.learner.progress as lp
 
     seen = []
     monkeypatch.setattr(lp, "collect", lambda folder: seen.append(Path(folder)) or [])

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from mha_course import KVCache, MultiHeadAttention
-from mha_course.pruning import (
+from mha_course.analysis.pruning import (
     activation_importance,
     attention_layers,
     count_parameters,
@@ -14,8 +14,8 @@ from mha_course.pruning import (
     prune_heads,
     prune_model_heads,
 )
-from mha_course.tasks import reversal_batch, sequence_loss
-from mha_course.tiny_transformer import TinyTransformer
+from mha_course.analysis.tasks import reversal_batch, sequence_loss
+from mha_course.models.tiny_transformer import TinyTransformer
 
 
 def _mha(E=24, H=6, G=None, seed=0, **kw):

@@ -17,7 +17,7 @@ from mha_course import (
     quantize,
     quantized_cache_bytes,
 )
-from mha_course.quant_cache import pack_int4, unpack_int4
+from mha_course.caches.quantized import pack_int4, unpack_int4
 
 
 @pytest.mark.parametrize("bits", [8, 4])
@@ -140,7 +140,7 @@ def test_attend_equals_attention_over_the_dequantized_cache(G, bits):
     """The fast decode path (codes turned to floats one head at a time, scales on the scores and
     weights) == SDPA over what update() hands back, for a prompt chunk (causal) then single steps."""
     from mha_course import scaled_dot_product_attention
-    from mha_course.masks import causal_mask
+    from mha_course.ops.masks import causal_mask
 
     torch.manual_seed(1)
     B, H, D = 2, 4, 8

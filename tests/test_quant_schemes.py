@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from mha_course.quant_schemes import (
+from mha_course.caches.quant_schemes import (
     FP8_MAX,
     KIVICache,
     fake_quant_asymmetric,

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from mha_course import scaled_dot_product_attention
-from mha_course.ring import shard, unshard, work_per_rank
-from mha_course.ring_run import run_ring
+from mha_course.kernels.ring import shard, unshard, work_per_rank
+from mha_course.kernels.ring_run import run_ring
 
 B, H, T, D = 2, 3, 16, 4
 CONFIGS = [(c, layout) for c in (False, True) for layout in ("contiguous", "zigzag")]
@@ -89,7 +89,7 @@ def _rank_1_raises(rank, world_size, port, results):
 def test_a_failing_rank_is_reported_not_waited_for():
     import time
 
-    from mha_course.ring_run import _free_port, _run_ranks
+    from mha_course.kernels.ring_run import _free_port, _run_ranks
     start = time.perf_counter()
     with pytest.raises(RuntimeError, match=r"(?s)ring rank 1 raised.*rank 1 failed on purpose"):
         _run_ranks(_rank_1_raises, 2, (_free_port(),), expected=2)
@@ -109,7 +109,7 @@ def test_a_failing_rank_is_reported_not_waited_for():
            layout="zz")], 2, ["layout", "'zz'"]),
 ])
 def test_run_ring_refuses_bad_jobs_before_spawning(jobs, P, words, monkeypatch):
-    import mha_course.ring_run as rr
+    import mha_course.kernels.ring_run as rr
     monkeypatch.setattr(rr, "_run_ranks", lambda *a, **k: pytest.fail("spawned before checking"))
     with pytest.raises(ValueError) as info:
         run_ring(jobs, P)
@@ -118,7 +118,7 @@ def test_run_ring_refuses_bad_jobs_before_spawning(jobs, P, words, monkeypatch):
 
 
 def test_backend_nccl_with_one_gpu_per_rank_else_gloo_with_a_message(monkeypatch, capsys):
-    import mha_course.ring_run as rr
+    import mha_course.kernels.ring_run as rr
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert rr._backend("cpu", 4) == "gloo" and capsys.readouterr().err == ""
     assert rr._backend("cuda", 2) == "nccl"

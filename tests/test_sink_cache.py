@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from mha_course import MultiHeadAttention, SlidingWindowCache
-from mha_course.rope import apply_rope
-from mha_course.sink_cache import RenumberedSinkCache
+from mha_course.caches.sink import RenumberedSinkCache
+from mha_course.ops.rope import apply_rope
 
 E, H = 32, 4
 

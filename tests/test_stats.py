@@ -1,4 +1,4 @@
-"""mha_course.stats against known cases: intervals that must cover the truth, exact binomial
+"""mha_course.analysis.stats against known cases: intervals that must cover the truth, exact binomial
 bounds from their closed forms, slopes of exact power laws, and errors that name the argument."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_course import stats
-from mha_course.stats import bootstrap_ci, k_of_n, loglog_slope, paired_diff_ci
+from mha_course.analysis import stats
+from mha_course.analysis.stats import bootstrap_ci, k_of_n, loglog_slope, paired_diff_ci
 
 
 def test_bootstrap_mean_interval_covers_and_matches_the_normal_theory_width():

@@ -5,14 +5,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mha_course.tasks import (
+from mha_course.analysis.tasks import (
     digit_accuracy,
     reversal_batch,
     sequence_accuracy,
     sequence_loss,
     train_reversal,
 )
-from mha_course.tiny_transformer import TinyTransformer
+from mha_course.models.tiny_transformer import TinyTransformer
 
 
 def test_reversal_batch_is_seeded_and_reversed():

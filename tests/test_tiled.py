@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mha_course.benchmark.memory import peak_memory_bytes
-from mha_course.tiled import online_softmax_update, tiled_attention
+from mha_course.kernels.tiled import online_softmax_update, tiled_attention
 
 
 def _qkv(*lead, L=37, S=37, D=8, Dv=None, dtype=torch.float64, seed=0):

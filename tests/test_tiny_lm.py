@@ -5,7 +5,7 @@ import torch
 from torch.testing import assert_close
 
 from mha_course import KVCache, TinyCausalLM
-from mha_course.tiny_lm import greedy_generate_reference
+from mha_course.models.tiny_lm import greedy_generate_reference
 
 
 def _model(seed: int = 0, **kw) -> TinyCausalLM:

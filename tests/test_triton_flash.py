@@ -1,5 +1,5 @@
 """Chapter 17: the Triton FlashAttention-2 kernels, forward and backward, against a float64
-reference. Without a GPU they run in Triton's interpreter on CPU (``mha_course.triton_flash``
+reference. Without a GPU they run in Triton's interpreter on CPU (``mha_course.kernels.triton_flash``
 sets ``TRITON_INTERPRET=1`` before it defines the kernels); without Triton they are skipped."""
 
 import os
@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-import mha_course.triton_flash as tf
+import mha_course.kernels.triton_flash as tf
 from mha_course import scaled_dot_product_attention
 
 needs_triton = pytest.mark.skipif(
@@ -108,7 +108,7 @@ def test_default_backward_blocks_for_wide_heads():
 
 @needs_triton
 def test_log_sum_exp_matches_tiled():
-    from mha_course.tiled import tiled_attention
+    from mha_course.kernels.tiled import tiled_attention
     q, k, v, _ = _case(1, 2, 2, 30, 27, 8)
     out, lse = tf.triton_forward(*(t.float().to(DEVICE) for t in (q, k, v)), is_causal=True,
                                  block_q=16, block_k=16)
@@ -156,7 +156,7 @@ def test_triton_imported_before_the_interpreter_is_set_says_how_to_fix():
     # The child sees no GPU (CUDA_VISIBLE_DEVICES=""), so on a CUDA machine too it takes the
     # path under test: the module sets the interpreter, too late.
     code = ("import os; os.environ.pop('TRITON_INTERPRET', None); import triton, torch; "
-            "import mha_course.triton_flash as tf; q = torch.randn(1, 1, 4, 16)\n"
+            "import mha_course.kernels.triton_flash as tf; q = torch.randn(1, 1, 4, 16)\n"
             "try: tf.triton_flash_attention(q, q, q)\n"
             "except RuntimeError as e: print(e)")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"CUDA_VISIBLE_DEVICES": ""}

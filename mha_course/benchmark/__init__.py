@@ -8,7 +8,7 @@ L), ``results`` (the JSON schema), ``targets`` (the ratios the course promises),
 ``memory`` (peak tensor memory of a call, chapters 9 and 19).
 """
 
-from .flops import (
+from mha_course.benchmark.flops import (
     arithmetic_intensity,
     attention_flops,
     decode_step_bytes,
@@ -17,13 +17,18 @@ from .flops import (
     projection_flops,
     scores_bytes,
 )
-from .memory import peak_memory_bytes
-from .peaks import lookup_peak, percent_of_peak
-from .results import committed_results, load_results, validate_results, write_results
-from .runner import CPU_BANNER, run_benchmark
-from .stamp import environment_stamp, stamp_label
-from .sweep import loglog_slope
-from .timing import classify_failure, summarize, time_interleaved
+from mha_course.benchmark.memory import peak_memory_bytes
+from mha_course.benchmark.peaks import lookup_peak, percent_of_peak
+from mha_course.benchmark.results import (
+    committed_results,
+    load_results,
+    validate_results,
+    write_results,
+)
+from mha_course.benchmark.runner import CPU_BANNER, run_benchmark
+from mha_course.benchmark.stamp import environment_stamp, stamp_label
+from mha_course.benchmark.sweep import loglog_slope
+from mha_course.benchmark.timing import classify_failure, summarize, time_interleaved
 
 __all__ = [
     "CPU_BANNER",

@@ -12,11 +12,16 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..mha import MultiHeadAttention
-from . import labels
-from .backends import chosen_backend
-from .flops import attention_flops, decode_step_bytes, kv_bytes_per_token, projection_flops
-from .timing import time_interleaved
+from mha_course.attention.mha import MultiHeadAttention
+from mha_course.benchmark import labels
+from mha_course.benchmark.backends import chosen_backend
+from mha_course.benchmark.flops import (
+    attention_flops,
+    decode_step_bytes,
+    kv_bytes_per_token,
+    projection_flops,
+)
+from mha_course.benchmark.timing import time_interleaved
 
 
 def kv_head_choices(H: int) -> dict[str, int]:

@@ -8,8 +8,8 @@ once — a lower bound, so GB/s computed from them is the *effective* bandwidth.
 
 from __future__ import annotations
 
-from .._checks import check_kv_heads
-from ..cache import kv_cache_elements
+from mha_course._checks import check_kv_heads
+from mha_course.caches.base import kv_cache_elements
 
 
 def _positive(**sizes: int) -> None:
@@ -61,7 +61,7 @@ def io_bytes(B: int, H: int, L: int, S: int, D: int, G: int | None = None,
 
 def kv_bytes_per_token(G: int, D: int, element_size: int, num_layers: int = 1) -> int:
     """Bytes of KV cache one token adds (keys and values, G heads of D numbers each): chapter 7's
-    formula (:func:`mha_course.cache.kv_cache_elements`) at ``element_size`` bytes per number.
+    formula (:func:`mha_course.caches.base.kv_cache_elements`) at ``element_size`` bytes per number.
 
     A decode step over a context of S tokens must read S times this much per sequence.
     """

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from .stamp import stamp_label
+from mha_course.benchmark.stamp import stamp_label
 
 
 def plot_comparison(results: dict, ax=None):

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .decode import decode_rows, prefill_rows
-from .peaks import percent_of_peak
-from .results import SCHEMA
-from .stamp import environment_stamp
-from .sweep import fitted_slopes, sweep_rows
-from .timing import time_interleaved
-from .variants import Problem, Variant, kernel_variants, module_variants
+from mha_course.benchmark.decode import decode_rows, prefill_rows
+from mha_course.benchmark.peaks import percent_of_peak
+from mha_course.benchmark.results import SCHEMA
+from mha_course.benchmark.stamp import environment_stamp
+from mha_course.benchmark.sweep import fitted_slopes, sweep_rows
+from mha_course.benchmark.timing import time_interleaved
+from mha_course.benchmark.variants import Problem, Variant, kernel_variants, module_variants
 
 CPU_BANNER = (
     "CPU fallback — not comparable to GPU numbers. These are CPU timings with the thread count "

@@ -50,7 +50,7 @@ def environment_stamp(device: torch.device | str, threads: int | None = None) ->
     """
     import numpy
 
-    from .. import __version__
+    from mha_course import __version__
 
     device = torch.device(device)
     stamp = {

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..sdpa import scaled_dot_product_attention
-from . import labels
-from .flops import attention_flops, scores_bytes
-from .timing import time_interleaved
+from mha_course.benchmark import labels
+from mha_course.benchmark.flops import attention_flops, scores_bytes
+from mha_course.benchmark.timing import time_interleaved
+from mha_course.ops.sdpa import scaled_dot_product_attention
 
 
 def loglog_slope(xs: list[float], ys: list[float]) -> float:

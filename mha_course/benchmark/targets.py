@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import torch
 
-from . import labels
-from .timing import time_interleaved
-from .variants import Problem, kernel_variants, module_variants
+from mha_course.benchmark import labels
+from mha_course.benchmark.timing import time_interleaved
+from mha_course.benchmark.variants import Problem, kernel_variants, module_variants
 
 CPU_TARGET_PROBLEM = Problem(B=8, L=1024, E=768, H=12, causal=True, dtype=torch.float32)
 CPU_TARGETS = (

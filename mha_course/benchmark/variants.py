@@ -18,12 +18,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..masks import causal_mask
-from ..mha import MultiHeadAttention
-from ..sdpa import scaled_dot_product_attention
-from . import labels
-from .backends import BACKENDS, chosen_backend, forced_sdpa
-from .flops import attention_flops, io_bytes, projection_flops, scores_bytes
+from mha_course.attention.mha import MultiHeadAttention
+from mha_course.benchmark import labels
+from mha_course.benchmark.backends import BACKENDS, chosen_backend, forced_sdpa
+from mha_course.benchmark.flops import attention_flops, io_bytes, projection_flops, scores_bytes
+from mha_course.ops.masks import causal_mask
+from mha_course.ops.sdpa import scaled_dot_product_attention
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from ..benchmark import run_benchmark, write_results
-    from ..benchmark.targets import cpu_targets, evaluate_gpu_targets
+    from mha_course.benchmark import run_benchmark, write_results
+    from mha_course.benchmark.targets import cpu_targets, evaluate_gpu_targets
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("mha-course bench: --device cuda asked for, but torch sees no CUDA device")
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     write_results(results, out)
     print(f"wrote {out}")
     if not args.no_plots:
-        from ..benchmark.plots import save_plots
+        from mha_course.benchmark.plots import save_plots
 
         for path in save_plots(results, out.parent, out.stem):
             print(f"wrote {path}")

@@ -11,7 +11,7 @@ HELP = "check an exercise notebook: each item passed/failed, points and feedback
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from mha_grader.sandbox import Limits
+    from mha_grader.sandbox.launch import Limits
 
     d = Limits()  # the one source of the limits' defaults
     parser.add_argument("notebook", type=Path, help="e.g. exercises/ex02_scaled_dot_product_attention.ipynb")
@@ -21,32 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=d.item_timeout, help="seconds per item/cell")
 
 
-def locate(notebook: Path) -> Path | None:
-    """``notebook`` as given, or else relative to a folder above the current one, or to the Lab's
-    root (``$JUPYTER_SERVER_ROOT``, set in Lab terminals): the command the exercises print,
-    ``mha-course check exercises/exNN_....ipynb``, then works from ``exercises/`` and ``notebooks/``
-    too (a Lab terminal or a ``!``-line starts in the notebook's folder), not only from the root."""
-    return _find(notebook, Path.is_file)
-
-
-def locate_folder(folder: Path) -> Path | None:
-    """The same lookup for a folder (``mha-course progress exercises``)."""
-    return _find(folder, Path.is_dir)
-
-
-def _find(path: Path, exists) -> Path | None:
-    if exists(path) or path.is_absolute():
-        return path if exists(path) else None
-    server_root = os.environ.get("JUPYTER_SERVER_ROOT")
-    bases = [*Path.cwd().parents, *([Path(server_root)] if server_root else [])]
-    return next((Path(os.path.relpath(base / path)) for base in bases if exists(base / path)), None)
-
-
 def run(args: argparse.Namespace) -> int:
+    from mha_course.grading import Limits, grade_notebook, items_for, resolve
+    from mha_course.learner.paths import locate
     from mha_grader.keys import PublicSeed
     from mha_grader.report import print_results
-
-    from ..grading import Limits, grade_notebook, items_for, resolve
 
     found = locate(args.notebook)
     if found is None:
@@ -61,12 +40,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
-    from mha_grader import isolation
+    from mha_grader.sandbox import isolation
 
     limits = Limits(memory_gb=args.memory_gb, item_timeout=args.timeout)
     mode = isolation.choose(allow_none=True)
     results, notes = grade_notebook(args.notebook, items, args.seed, limits, mode)
-    from ..grading.hints import hint_notes
+    from mha_course.grading.hints import hint_notes
 
     notes = [*notes, *hint_notes(results)]
     where = {"bwrap": "in a bubblewrap sandbox", "user": "as a dedicated unprivileged user",

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         print("mha-course generate needs the hf extra: pip install -e '.[hf]' "
               "(transformers, safetensors)", file=sys.stderr)
         return 2
-    from ..families import greedy_generate, load_pretrained
+    from mha_course.families import greedy_generate, load_pretrained
 
     if args.max_new_tokens < 0:
         print(f"--max-new-tokens: expected an int >= 0, got {args.max_new_tokens}", file=sys.stderr)

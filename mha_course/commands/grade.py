@@ -21,7 +21,7 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from mha_grader.sandbox import Limits
+    from mha_grader.sandbox.launch import Limits
 
     d = Limits()  # the one source of the limits' defaults
     parser.add_argument("submissions", type=Path, help="folder with one sub-folder per student")
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from mha_grader.classroom import grade_class
     from mha_grader.errors import IsolationUnavailable
     from mha_grader.keys import KeyFileError, default_key_path, load_or_create
-    from mha_grader.sandbox import Limits
+    from mha_grader.sandbox.launch import Limits
 
     if not args.submissions.is_dir():
         print(f"submissions: expected a folder of student folders, got {args.submissions}", file=sys.stderr)

@@ -16,8 +16,8 @@ def run(args: argparse.Namespace) -> int:
     import numpy
     import torch
 
-    from .. import __version__
-    from ..device import describe_device
+    from mha_course import __version__
+    from mha_course.device import describe_device
 
     print(f"mha-course {__version__}")
     print(f"python {platform.python_version()}, torch {torch.__version__}, numpy {numpy.__version__}")

@@ -14,8 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..commands.check import locate_folder
-    from ..learner_progress import progress
+    from mha_course.learner.paths import locate_folder
+    from mha_course.learner.progress import progress
 
     folder = locate_folder(args.folder)
     if folder is None:

@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _nbgrader(args: argparse.Namespace) -> int:
-    from ..grading.release import release_nbgrader
+    from mha_course.authoring.release import release_nbgrader
 
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     try:
@@ -55,7 +55,7 @@ fresh one. To keep working where regeneration never writes, move your notebooks 
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..grading.release import release
+    from mha_course.authoring.release import release
 
     if args.nbgrader is not None and not args.solutions.is_dir() and args.solutions == Path("solutions"):
         # an nbgrader course folder lives anywhere: use the checkout's solutions/ (editable install)

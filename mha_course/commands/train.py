@@ -26,7 +26,7 @@ _TRAIN_FLAGS = ("batch_size", "max_iters", "learning_rate", "min_lr", "warmup_it
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..gpt.config import GPTConfig, TrainConfig
+    from mha_course.gpt.config import GPTConfig, TrainConfig
 
     parser.add_argument("--config", type=Path, default=None,
                         help='JSON file {"model": {...}, "train": {...}, "out": ...}; flags win')
@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def resolve(args: argparse.Namespace):
     """(GPTConfig, TrainConfig, out path) from the config file and the flags."""
-    from ..gpt.config import GPTConfig, TrainConfig, from_dict
+    from mha_course.gpt.config import GPTConfig, TrainConfig, from_dict
 
     spec = json.loads(args.config.read_text()) if args.config else {}
     unknown = sorted(set(spec) - {"model", "train", "out", "init_from", "convert_kv_heads",
@@ -74,7 +74,7 @@ def resolve(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from ..gpt.train import train
+    from mha_course.gpt.train import train
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)

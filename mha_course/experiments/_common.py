@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from ..benchmark.stamp import environment_stamp
+from mha_course.benchmark.stamp import environment_stamp
 
 
 def write_result(result: dict, out: Path, t0: float, stamp: dict | None = None, **after: object) -> dict:

@@ -1,6 +1,6 @@
 """Chapter 12: length extrapolation — train at length L, evaluate at L, 2L and 4L.
 
-One small task for every position scheme of :class:`~mha_course.position_lm.PositionalTransformer`
+One small task for every position scheme of :class:`~mha_course.models.position_lm.PositionalTransformer`
 (none, learned, sinusoidal, ALiBi, RoPE): a causal model reads random tokens and must output, at
 every position t >= 1, the token at t - 1 (the "previous-token" lookup that induction heads build
 on). The rule is the same at every length, so a scheme that really encodes *relative* position
@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..benchmark.stamp import environment_stamp
-from ..position_lm import POSITION_SCHEMES, PositionalTransformer
+from mha_course.benchmark.stamp import environment_stamp
+from mha_course.models.position_lm import POSITION_SCHEMES, PositionalTransformer
 
 SCHEMA = "mha-course-extrapolation/1"
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "results" / "ch12_extrapolation.json"

@@ -30,9 +30,11 @@ import torch
 import torch.nn.functional as F
 from scipy import stats
 
-from ..gpt.checkpoint import load_checkpoint
-from ..gpt.config import TrainConfig
-from ..gpt.corpus import (
+from mha_course.analysis.pruning import gradient_importance, mask_from_heads
+from mha_course.experiments._common import run_main, write_result
+from mha_course.gpt.checkpoint import load_checkpoint
+from mha_course.gpt.config import TrainConfig
+from mha_course.gpt.corpus import (
     SEPARATOR,
     STDLIB_FILES,
     VAL_EVERY,
@@ -41,11 +43,9 @@ from ..gpt.corpus import (
     read_source,
     stdlib_root,
 )
-from ..gpt.data import step_generator, training_batch, validation_windows, windows
-from ..gpt.model import lm_loss
-from ..gpt.train import make_optimizer
-from ..pruning import gradient_importance, mask_from_heads
-from ._common import run_main, write_result
+from mha_course.gpt.data import step_generator, training_batch, validation_windows, windows
+from mha_course.gpt.model import lm_loss
+from mha_course.gpt.train import make_optimizer
 
 SCHEMA = "mha-course-gpt-head-removal/1"
 ROOT = Path(__file__).resolve().parents[2]

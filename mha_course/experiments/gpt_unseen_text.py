@@ -31,12 +31,12 @@ import numpy as np
 import torch
 from scipy import stats
 
-from ..benchmark.stamp import environment_stamp
-from ..gpt.checkpoint import load_checkpoint
-from ..gpt.corpus import load_corpus
-from ..gpt.data import batch_starts, step_generator, windows
-from .gpt_head_removal import interval, token_losses
-from .results_file import read_results
+from mha_course.benchmark.stamp import environment_stamp
+from mha_course.experiments.gpt_head_removal import interval, token_losses
+from mha_course.experiments.results_file import read_results
+from mha_course.gpt.checkpoint import load_checkpoint
+from mha_course.gpt.corpus import load_corpus
+from mha_course.gpt.data import batch_starts, step_generator, windows
 
 SCHEMA = "mha-course-gpt-unseen-text/1"
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 
 Chapter 13's GPT has no induction head (§7). This experiment grows one, in the setting where
 Olsson et al. (2022) describe them: a small **attention-only** causal model (chapter 5's
-:class:`~mha_course.tiny_lm.TinyCausalLM`: token + position embeddings, ``num_layers`` blocks
+:class:`~mha_course.models.tiny_lm.TinyCausalLM`: token + position embeddings, ``num_layers`` blocks
 ``h + MultiHeadAttention(LayerNorm(h))``, a read-out) trained on ``r r`` — ``period`` uniformly
 random tokens, then the same tokens again (:func:`~mha_course.gpt.heads.repeated_random_tokens`).
 The first copy cannot be predicted (its loss stays near ln V); the second can, by exactly the
@@ -33,10 +33,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..benchmark.stamp import environment_stamp
-from ..gpt.heads import induction_score, previous_token_score, repeated_random_tokens
-from ..tiny_lm import TinyCausalLM
-from .results_file import read_results
+from mha_course.benchmark.stamp import environment_stamp
+from mha_course.experiments.results_file import read_results
+from mha_course.gpt.heads import induction_score, previous_token_score, repeated_random_tokens
+from mha_course.models.tiny_lm import TinyCausalLM
 
 SCHEMA = "mha-course-induction-formation/1"
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "results" / "ch13_induction.json"

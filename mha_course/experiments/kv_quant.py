@@ -38,15 +38,15 @@ from pathlib import Path
 
 import torch
 
-from ..cache import Cache, check_new_kv
-from ..gpt.checkpoint import load_checkpoint
-from ..gpt.data import validation_windows
-from ..kv_cache import KVCache
-from ..quant_cache import QuantizedKVCache, dequantize, quantize
-from ..quant_schemes import KIVICache, fake_quant_asymmetric, fake_quant_fp8
-from ._common import run_main, write_result
-from .gpt_head_removal import paired
-from .sink_distance import chunk_losses, stretch_losses
+from mha_course.caches.base import Cache, check_new_kv
+from mha_course.caches.dense import KVCache
+from mha_course.caches.quant_schemes import KIVICache, fake_quant_asymmetric, fake_quant_fp8
+from mha_course.caches.quantized import QuantizedKVCache, dequantize, quantize
+from mha_course.experiments._common import run_main, write_result
+from mha_course.experiments.gpt_head_removal import paired
+from mha_course.experiments.sink_distance import chunk_losses, stretch_losses
+from mha_course.gpt.checkpoint import load_checkpoint
+from mha_course.gpt.data import validation_windows
 
 SCHEMA = "mha-course-ch16-kv-quant/1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ Transform = Callable[[torch.Tensor], torch.Tensor]
 
 class TransformedCache(Cache):
     """A one-chunk cache that hands attention ``key_fn(key)``, ``value_fn(value)`` (simulated
-    quantization of the whole chunk at once). Shape: as :class:`~mha_course.kv_cache.KVCache`."""
+    quantization of the whole chunk at once). Shape: as :class:`~mha_course.caches.dense.KVCache`."""
 
     def __init__(self, key_fn: Transform, value_fn: Transform) -> None:
         self.key_fn, self.value_fn = key_fn, value_fn

@@ -6,7 +6,7 @@ at a time through one cache per layer, with
 
 - ``full``: the float :class:`~mha_course.KVCache` (every earlier token; relative distances up to
   N - 1, far more than the 63 seen in training),
-- ``window S``: :class:`~mha_course.window.SlidingWindowCache` of the last S tokens (the oldest
+- ``window S``: :class:`~mha_course.caches.window.SlidingWindowCache` of the last S tokens (the oldest
   are evicted),
 - ``window S-n + n sinks``: the last S - n tokens plus the first n (StreamingLLM's attention
   sinks) — the same S cached tokens as ``window S``.
@@ -33,12 +33,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..benchmark.stamp import environment_stamp
-from ..gpt.checkpoint import load_checkpoint
-from ..gpt.heads import attention_weights
-from ..kv_cache import KVCache
-from ..window import SlidingWindowCache
-from ._common import run_main, write_result
+from mha_course.benchmark.stamp import environment_stamp
+from mha_course.caches.dense import KVCache
+from mha_course.caches.window import SlidingWindowCache
+from mha_course.experiments._common import run_main, write_result
+from mha_course.gpt.checkpoint import load_checkpoint
+from mha_course.gpt.heads import attention_weights
 
 SCHEMA = "mha-course-ch14-long-context/1"
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,8 @@ text (not its first 16,384 characters):
 2. **Do sinks lower the loss?** The RoPE model of chapter 14 §7 decodes every non-overlapping
    stretch of 8 × T = 512 validation characters (74 of them) one character at a time with a
    window of S, a window of S − 4 plus 4 sinks at their text positions
-   (:class:`~mha_course.window.SlidingWindowCache`), and the same with positions renumbered in
-   the cache as StreamingLLM does (:class:`~mha_course.sink_cache.RenumberedSinkCache`). The
+   (:class:`~mha_course.caches.window.SlidingWindowCache`), and the same with positions renumbered in
+   the cache as StreamingLLM does (:class:`~mha_course.caches.sink.RenumberedSinkCache`). The
    learned-position models of §6 run every validation window with windows W, W + 4 sinks and
    W + 4 (one prompt chunk through the cache). Differences are paired per stretch / window.
 
@@ -31,14 +31,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..gpt.checkpoint import load_checkpoint
-from ..gpt.data import validation_windows
-from ..gpt.heads import attention_weights
-from ..sink_cache import RenumberedSinkCache
-from ..window import SlidingWindowCache
-from ._common import run_main, write_result
-from .gpt_head_removal import paired
-from .long_context import segments
+from mha_course.caches.sink import RenumberedSinkCache
+from mha_course.caches.window import SlidingWindowCache
+from mha_course.experiments._common import run_main, write_result
+from mha_course.experiments.gpt_head_removal import paired
+from mha_course.experiments.long_context import segments
+from mha_course.gpt.checkpoint import load_checkpoint
+from mha_course.gpt.data import validation_windows
+from mha_course.gpt.heads import attention_weights
 
 SCHEMA = "mha-course-ch14-sinks/1"
 ROOT = Path(__file__).resolve().parents[2]

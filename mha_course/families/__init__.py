@@ -3,9 +3,15 @@ as one configurable model built from the course's modules, and converters from
 Hugging Face ``transformers`` checkpoints (the ``[hf]`` extra; the model itself needs only torch).
 """
 
-from .config import FamilyConfig
-from .convert import FAMILIES, config_from_hf, from_hf, load_pretrained, state_from_hf
-from .model import FamilyLM, greedy_generate
+from mha_course.families.config import FamilyConfig
+from mha_course.families.convert import (
+           FAMILIES,
+           config_from_hf,
+           from_hf,
+           load_pretrained,
+           state_from_hf,
+)
+from mha_course.families.model import FamilyLM, greedy_generate
 
 __all__ = ["FAMILIES", "FamilyConfig", "FamilyLM", "config_from_hf", "from_hf",
            "greedy_generate", "load_pretrained", "state_from_hf"]

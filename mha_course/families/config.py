@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .._checks import check_kv_heads, check_positive_int
+from mha_course._checks import check_kv_heads, check_positive_int
 
 NORMS = ("layernorm", "rmsnorm")
 MLPS = ("gelu_tanh", "swiglu", "geglu_tanh")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from .config import FamilyConfig
-from .model import FamilyLM
+from mha_course.families.config import FamilyConfig
+from mha_course.families.model import FamilyLM
 
 FAMILIES = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "deepseek_v3")
 

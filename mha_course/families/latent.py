@@ -3,7 +3,7 @@
 Chapter 15's MLA with the three things DeepSeek adds: queries through their own low-rank
 bottleneck (``q_a`` -> RMSNorm -> ``q_b``), an RMSNorm on the cached latent, and a value head
 size Dv of its own. Per token the cache holds the normalised latent (C features) and one
-rotated key of R features shared by all heads (:class:`~mha_course.mla.LatentKVCache`); each
+rotated key of R features shared by all heads (:class:`~mha_course.attention.mla.LatentKVCache`); each
 step expands the whole latent to per-head keys and values (the explicit form; chapter 15's
 absorbed form is equal and cheaper for decode).
 
@@ -16,16 +16,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..cache import Cache
-from ..masks import causal_mask
-from ..rope import apply_rope
-from ..sdpa import scaled_dot_product_attention
-from .config import FamilyConfig
-from .layers import RMSNorm
+from mha_course.caches.base import Cache
+from mha_course.families.config import FamilyConfig
+from mha_course.families.layers import RMSNorm
+from mha_course.ops.masks import causal_mask
+from mha_course.ops.rope import apply_rope
+from mha_course.ops.sdpa import scaled_dot_product_attention
 
 
 class LatentAttention(nn.Module):
-    """DeepSeek V2/V3 attention. ``cache`` is a :class:`~mha_course.mla.LatentKVCache`.
+    """DeepSeek V2/V3 attention. ``cache`` is a :class:`~mha_course.attention.mla.LatentKVCache`.
 
     Shape:
         x: (B, L, E). Returns (B, L, E).

@@ -15,12 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..cache import Cache
-from ..masks import causal_mask
-from ..rope import apply_rope
-from ..sdpa import scaled_dot_product_attention
-from ..window import sliding_window_mask
-from .config import FamilyConfig
+from mha_course.caches.base import Cache
+from mha_course.caches.window import sliding_window_mask
+from mha_course.families.config import FamilyConfig
+from mha_course.ops.masks import causal_mask
+from mha_course.ops.rope import apply_rope
+from mha_course.ops.sdpa import scaled_dot_product_attention
 
 
 class RMSNorm(nn.Module):
@@ -109,7 +109,7 @@ def layer_mask(L: int, offset: int, window: int | None, cache: Cache | None,
                device) -> torch.Tensor:
     """Which keys each new query sees: causal, and within ``window`` W if the layer is local,
     over all ``offset + L`` positions; then the cache narrows it to the keys it returned
-    (:meth:`~mha_course.cache.Cache.restrict_mask`: a ring-buffer cache keeps only the last W).
+    (:meth:`~mha_course.caches.base.Cache.restrict_mask`: a ring-buffer cache keeps only the last W).
 
     Shape:
         Returns bool (L, S_kept), True = may attend.

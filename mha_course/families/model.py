@@ -5,7 +5,7 @@ Chapter 13's GPT with each family's options: ``x + attn(norm(x))`` then ``x + ml
 read-out (tied or not, optionally soft-capped). Caches are the course's: a
 :class:`~mha_course.KVCache` per global layer, a :class:`~mha_course.SlidingWindowCache` per
 local layer (so decoding past the window holds only W keys), a
-:class:`~mha_course.mla.LatentKVCache` per MLA layer.
+:class:`~mha_course.attention.mla.LatentKVCache` per MLA layer.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._checks import check_nonnegative_int, check_rank, check_tensor, shape_str
-from ..cache import Cache
-from ..kv_cache import KVCache
-from ..mla import LatentKVCache
-from ..window import SlidingWindowCache
-from .config import FamilyConfig
-from .latent import LatentAttention
-from .layers import MLP, Attention, make_norm, softcap
+from mha_course._checks import check_nonnegative_int, check_rank, check_tensor, shape_str
+from mha_course.attention.mla import LatentKVCache
+from mha_course.caches.base import Cache
+from mha_course.caches.dense import KVCache
+from mha_course.caches.window import SlidingWindowCache
+from mha_course.families.config import FamilyConfig
+from mha_course.families.latent import LatentAttention
+from mha_course.families.layers import MLP, Attention, make_norm, softcap
 
 
 class Block(nn.Module):

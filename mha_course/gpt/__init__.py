@@ -4,15 +4,15 @@
 ``load_checkpoint``, ``evaluate`` (validation nats per character) and ``generate``.
 """
 
-from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-from .config import GPTConfig, TrainConfig
-from .convert import convert_to_gqa
-from .corpus import Corpus, CorpusMismatchWarning, load_corpus
-from .evaluate import bigram_loss, evaluate, uniform_loss, unigram_loss
-from .generate import generate, sample_next, sampling_distribution
-from .model import GPT, lm_loss
-from .tokenizer import CharTokenizer
-from .train import train
+from mha_course.gpt.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from mha_course.gpt.config import GPTConfig, TrainConfig
+from mha_course.gpt.convert import convert_to_gqa
+from mha_course.gpt.corpus import Corpus, CorpusMismatchWarning, load_corpus
+from mha_course.gpt.evaluate import bigram_loss, evaluate, uniform_loss, unigram_loss
+from mha_course.gpt.generate import generate, sample_next, sampling_distribution
+from mha_course.gpt.model import GPT, lm_loss
+from mha_course.gpt.tokenizer import CharTokenizer
+from mha_course.gpt.train import train
 
 __all__ = [
     "GPT", "GPTConfig", "TrainConfig", "Checkpoint", "load_checkpoint", "save_checkpoint",

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from .config import GPTConfig, TrainConfig, from_dict, to_dict
-from .corpus import Corpus, check_corpus, load_corpus
-from .model import GPT
-from .tokenizer import CharTokenizer
+from mha_course.gpt.config import GPTConfig, TrainConfig, from_dict, to_dict
+from mha_course.gpt.corpus import Corpus, check_corpus, load_corpus
+from mha_course.gpt.model import GPT
+from mha_course.gpt.tokenizer import CharTokenizer
 
 FORMAT = "mha-course-gpt/1"
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from .._checks import check_base, check_kv_heads, check_positive_int
-from ..mha import IMPLS
-from ..rope import LAYOUTS as ROPE_LAYOUTS
+from mha_course._checks import check_base, check_kv_heads, check_positive_int
+from mha_course.attention.mha import IMPLS
+from mha_course.ops.rope import LAYOUTS as ROPE_LAYOUTS
 
 POSITIONS = ("learned", "rope", "none")
 ATTENTIONS = ("mha", "mla")

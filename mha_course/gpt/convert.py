@@ -10,8 +10,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from ..gqa import mha_to_gqa
-from .model import GPT
+from mha_course.attention.gqa import mha_to_gqa
+from mha_course.gpt.model import GPT
 
 
 def convert_to_gqa(model: GPT, num_kv_heads: int) -> GPT:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .config import GPTConfig
+from mha_course.gpt.config import GPTConfig
 
 
 def draw_gpt(config: GPTConfig, ax=None):

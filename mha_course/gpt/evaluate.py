@@ -13,8 +13,8 @@ import math
 import torch
 from torch import nn
 
-from .data import validation_windows
-from .model import lm_loss
+from mha_course.gpt.data import validation_windows
+from mha_course.gpt.model import lm_loss
 
 
 @torch.no_grad()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from .model import GPT
+from mha_course.gpt.model import GPT
 
 
 def sampling_distribution(logits: torch.Tensor, temperature: float = 1.0,

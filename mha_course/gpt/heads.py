@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_rank, check_tensor
-from .model import GPT
+from mha_course._checks import check_rank, check_tensor
+from mha_course.gpt.model import GPT
 
 
 @torch.no_grad()

@@ -5,8 +5,8 @@ Token embedding (+ learned positions, or RoPE inside attention), ``n_layer`` pre
 LayerNorm and a read-out that shares the embedding matrix (weight tying). The attention is
 :class:`mha_course.MultiHeadAttention` (MHA, GQA or MQA through ``n_kv_head``), causal, with
 one :class:`mha_course.KVCache` per layer for generation — or, with ``attention="mla"``,
-chapter 15's :class:`mha_course.mla.MultiHeadLatentAttention` with one
-:class:`~mha_course.mla.LatentKVCache` per layer.
+chapter 15's :class:`mha_course.attention.mla.MultiHeadLatentAttention` with one
+:class:`~mha_course.attention.mla.LatentKVCache` per layer.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._checks import check_rank, check_tensor, shape_str
-from ..cache import Cache
-from ..kv_cache import KVCache
-from ..mha import MultiHeadAttention
-from ..mla import LatentKVCache, MultiHeadLatentAttention
-from ..positions import LearnedPositionEmbedding
-from ..static_kv_cache import StaticKVCache
-from .config import GPTConfig
+from mha_course._checks import check_rank, check_tensor, shape_str
+from mha_course.attention.mha import MultiHeadAttention
+from mha_course.attention.mla import LatentKVCache, MultiHeadLatentAttention
+from mha_course.caches.base import Cache
+from mha_course.caches.dense import KVCache
+from mha_course.caches.static import StaticKVCache
+from mha_course.gpt.config import GPTConfig
+from mha_course.ops.positions import LearnedPositionEmbedding
 
 
 class MLP(nn.Module):
@@ -123,8 +123,8 @@ class GPT(nn.Module):
 
     def new_caches(self, static: bool = False) -> list[Cache]:
         """One empty cache per layer: :class:`KVCache` (grows by concatenation), or with
-        ``static`` a :class:`~mha_course.static_kv_cache.StaticKVCache` of ``block_size``;
-        with ``attention="mla"`` a :class:`~mha_course.mla.LatentKVCache` (no static form)."""
+        ``static`` a :class:`~mha_course.caches.static.StaticKVCache` of ``block_size``;
+        with ``attention="mla"`` a :class:`~mha_course.attention.mla.LatentKVCache` (no static form)."""
         if self.config.attention == "mla":
             if static:
                 raise ValueError("static: attention='mla' has no static cache; use static=False")

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .model import GPT
+from mha_course.gpt.model import GPT
 
 
 class TorchCausalAttention(nn.Module):

@@ -21,14 +21,14 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import load_checkpoint, resume_path, save_checkpoint
-from .config import GPTConfig, TrainConfig
-from .convert import convert_to_gqa
-from .corpus import check_corpus, load_corpus
-from .data import training_batch
-from .evaluate import evaluate
-from .model import GPT, lm_loss
-from .tokenizer import CharTokenizer
+from mha_course.gpt.checkpoint import load_checkpoint, resume_path, save_checkpoint
+from mha_course.gpt.config import GPTConfig, TrainConfig
+from mha_course.gpt.convert import convert_to_gqa
+from mha_course.gpt.corpus import check_corpus, load_corpus
+from mha_course.gpt.data import training_batch
+from mha_course.gpt.evaluate import evaluate
+from mha_course.gpt.model import GPT, lm_loss
+from mha_course.gpt.tokenizer import CharTokenizer
 
 
 def learning_rate(step: int, tc: TrainConfig) -> float:
@@ -64,7 +64,7 @@ def distributed_context() -> tuple[int, int, bool]:
 
 
 def _stamp(device: torch.device) -> dict:
-    from ..benchmark.stamp import environment_stamp
+    from mha_course.benchmark.stamp import environment_stamp
 
     stamp = environment_stamp(device)
     if hasattr(os, "getloadavg"):

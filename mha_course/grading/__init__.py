@@ -21,7 +21,7 @@ from mha_grader.keys import PublicSeed
 from mha_grader.registry import all_items, items_for, notebooks, resolve
 from mha_grader.report import print_results
 from mha_grader.runner import grade_notebook, grade_submission
-from mha_grader.sandbox import Limits
+from mha_grader.sandbox.launch import Limits
 
 __all__ = ["Case", "Dtype", "Item", "ItemResult", "Limits", "Mistake", "all_items", "check",
            "grade_notebook", "grade_submission", "items_for", "notebooks", "resolve"]
@@ -48,7 +48,7 @@ def check(name: str | os.PathLike, namespace: dict | None = None, seed: int = 12
             namespace = vars(__main__)
         results, notes = explain(grade_namespace(namespace, items, seed), [], items,
                                  graph=namespace_graph(namespace))
-    from .hints import hint_notes
+    from mha_course.grading.hints import hint_notes
 
     notes = [*notes, *hint_notes(results)]
     if not quiet:

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 TORCH_SDPA = "torch.nn.functional.scaled_dot_product_attention"
 TORCH_MHA = ("torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward")
-COURSE_SDPA = "mha_course.sdpa.scaled_dot_product_attention"
-COURSE_MHA = "mha_course.mha.MultiHeadAttention"
-TILED = ("mha_course.tiled.tiled_attention", "mha_course.tiled.online_softmax_update")
+COURSE_SDPA = "mha_course.ops.sdpa.scaled_dot_product_attention"
+COURSE_MHA = "mha_course.attention.mha.MultiHeadAttention"
+TILED = ("mha_course.kernels.tiled.tiled_attention", "mha_course.kernels.tiled.online_softmax_update")
 # Other package code that returns softmax(Q Kᵀ / sqrt(D)) V given Q, K, V (or a module doing it).
-OTHER_ATTENTION = ("mha_course.single_head.SelfAttentionHead", "mha_course.benchmark.variants.bare_attention",
+OTHER_ATTENTION = ("mha_course.attention.single_head.SelfAttentionHead", "mha_course.benchmark.variants.bare_attention",
                    "mha_course.benchmark.variants.bare_sdpa_with_projections",
                    "mha_course.benchmark.backends.forced_sdpa",
-                   "mha_course.cache_attention.attention_by_head")  # Q and a loader of (K, V) per head
+                   "mha_course.caches.per_head.attention_by_head")  # Q and a loader of (K, V) per head
 
 # Items that ask for attention itself (a head, MHA, GQA, cross-attention, blockwise).
 ATTENTION = (TORCH_SDPA, COURSE_SDPA, *TORCH_MHA, COURSE_MHA, *TILED, *OTHER_ATTENTION)
 # NumPy attention of chapter 1 (it takes a scale, so it also answers chapter 2-4 items on arrays).
-NUMPY_ATTENTION = ("mha_course.numpy_attention.dot_product_attention",)
+NUMPY_ATTENTION = ("mha_course.ops.numpy_attention.dot_product_attention",)
 
 
 def defining_name(obj) -> str:

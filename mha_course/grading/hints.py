@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -23,6 +24,34 @@ _shown: dict[tuple[str, int], int] = {}  # (exercise stem, task) -> last level s
 def table() -> dict[str, dict[str, dict]]:
     """Exercise stem -> task number (str) -> {"item", "title", "levels"}."""
     return json.loads(HINTS_JSON.read_text(encoding="utf-8"))
+
+
+# Which levels the learner asked for, remembered for `mha-course progress` (the next level not
+# asked). Kept here, with the hints, so that the progress report reads it from below.
+def state_file() -> Path:
+    """Where ``hint`` records the levels asked: ``$MHA_COURSE_STATE`` or ``~/.mha-course/hints-asked.json``."""
+    return Path(os.environ.get("MHA_COURSE_STATE") or Path.home() / ".mha-course" / "hints-asked.json")
+
+
+def hints_asked() -> dict[str, dict[str, int]]:
+    """Exercise stem -> task (str) -> the highest hint level asked so far."""
+    try:
+        return json.loads(state_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def record_hint(stem: str, task: int, level: int) -> None:
+    """Remember that hint ``level`` of ``task`` was shown (never fails the hint itself)."""
+    asked = hints_asked()
+    tasks = asked.setdefault(stem, {})
+    tasks[str(task)] = max(int(level), tasks.get(str(task), 0))
+    try:
+        path = state_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asked, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    except OSError:
+        pass
 
 
 def _stem(exercise: str) -> str:
@@ -60,8 +89,6 @@ def hint_text(exercise: str, task: int | None = None, level: int | None = None) 
         raise ValueError(f"level: expected 1 .. {n} for {stem} task {task}, got {level!r}")
     level = int(level)
     _shown[key] = level
-    from ..learner_progress import record_hint
-
     record_hint(stem, int(task), level)  # for `mha-course progress`: the next level not asked
     body = "\n".join(textwrap.fill(line, width=96, initial_indent="  ", subsequent_indent="  ")
                      for line in entry["levels"][level - 1].split("\n"))

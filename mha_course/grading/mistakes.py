@@ -12,11 +12,10 @@ import math
 import numpy as np
 import torch
 
+from mha_course.caches.base import kv_cache_bytes
+from mha_course.ops.masks import causal_mask
+from mha_course.ops.sdpa import stable_softmax
 from mha_grader.items import Mistake
-
-from ..cache import kv_cache_bytes
-from ..masks import causal_mask
-from ..sdpa import stable_softmax
 
 # Feedback texts shared across chapters (one source of truth for the wording).
 NO_SCALE = "missing the 1/sqrt(D) scaling: the scores are sqrt(D) times too large (D = head size)"

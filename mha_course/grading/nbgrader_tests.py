@@ -48,7 +48,7 @@ def assert_item(item_id: str, seed: int = LEARNER_SEED, namespace: dict | None =
         raise ItemFailed(f"{item_id}: the check itself failed ({type(e).__name__})") from None
     print(line(result))
     if not result.passed:
-        from .hints import pointer
+        from mha_course.grading.hints import pointer
 
         call = pointer(result.id)
         stuck = f" (stuck? {call} shows the next hint)" if call else ""

@@ -23,7 +23,7 @@ def require_user_mode() -> None:
     """Skip, with the grader's own message, where mode ``user`` cannot run: not root, or the
     dedicated uid cannot read the runtime (a checkout and ``.venv`` in a 0700 folder such as
     ``/root``), where the grader itself refuses that mode."""
-    from mha_grader import isolation
+    from mha_grader.sandbox import isolation
     problem = isolation.user_runtime_problem()
     if problem:
         pytest.skip(f"mode user cannot run here: {problem}")

@@ -124,7 +124,7 @@ C.compare_output = lambda *a, **k: None
     "forbidden_course_sdpa_obfuscated": ({"replace": _att(
         "f = getattr(__import__('mha_course'), 'scaled_dot_product' + '_attention')\n"
         "return f(query, key, value, attn_mask=attn_mask)")},
-        {ATT: ("forbidden API", "mha_course.sdpa.scaled_dot_product_attention")}),
+        {ATT: ("forbidden API", "mha_course.ops.sdpa.scaled_dot_product_attention")}),
     "forbidden_causal_helper": ({"replace": _causal("import mha_course\nreturn mha_course.causal_mask(L, S)")},
                                 {CAUSAL: ("forbidden API", "causal_mask")}),
     # Bounded on purpose: if the block ever failed, 5 short-lived processes, not a real bomb.
@@ -229,7 +229,7 @@ def test_at_least_twenty_hostile_submissions():
 def test_no_staged_course_was_poisoned(graded):
     """After the class above (poison_staged_course among it), every staged course and the master
     they are linked to hold exactly what staging wrote: nothing appended, no file missing."""
-    from mha_grader.sandbox import stager
+    from mha_grader.sandbox.launch import stager
     master = stager()._compiled_master() / "mha_course"
     courses = [p / "mha_course" for p in stager().root.glob("course-*") if not p.name.endswith(".tmp")]
     assert courses

@@ -13,7 +13,7 @@ import time
 import pytest
 from grading_helpers import TEST_LIMITS, build, grade_many
 
-from mha_grader import isolation
+from mha_grader.sandbox import isolation
 
 EX02 = "ex02_scaled_dot_product_attention"
 CAUSAL, ATT = "ex02_causal_mask", "ex02_attention"
@@ -28,7 +28,7 @@ def _require_sandbox() -> None:
 
 
 def _limits(**kw):
-    from mha_grader.sandbox import Limits
+    from mha_grader.sandbox.launch import Limits
     return Limits(**{**TEST_LIMITS.__dict__, **kw})
 
 
@@ -64,7 +64,7 @@ def _modes() -> list[str]:
 
 
 def _need(mode: str) -> None:
-    from mha_grader import space
+    from mha_grader.sandbox import space
     if mode == "user" and isolation.user_problem():
         pytest.skip(f"mode user: {isolation.user_problem()}")
     if mode == "bwrap":
@@ -107,7 +107,7 @@ def test_filling_the_writable_space_is_a_clear_status(tmp_path, monkeypatch, mod
     from grading_helpers import build
     _need(mode)
     if not polled:
-        from mha_grader import sandbox
+        from mha_grader.sandbox import launch as sandbox
         monkeypatch.setattr(sandbox.space, "full", lambda root: False)
     check = ("if _err == errno.ENOSPC and _wrote <= (32 << 20) and _files <= 600:\n"
              "        return torch.tril(torch.ones(L, S, dtype=torch.bool))\n"
@@ -133,7 +133,7 @@ PROBE = r'''
 import json, os, resource, sys, time
 from pathlib import Path
 from mha_grader.classroom import grade_class
-from mha_grader.sandbox import Limits
+from mha_grader.sandbox.launch import Limits
 import mha_course.grading  # the items (torch): what the grader holds before any student
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.monotonic()
@@ -207,7 +207,7 @@ def test_the_budget_is_checked_before_any_array_is_read(tmp_path):
     """protocol.read_result refuses a result whose arrays declare more than the bytes left."""
     import numpy as np
 
-    from mha_grader import protocol
+    from mha_grader.sandbox import protocol
     arrays = [[np.zeros(1000)], [np.zeros(1000)]]
     protocol.write_result(str(tmp_path), "ex01_softmax", {"status": "ok"}, arrays)
     assert len(protocol.read_result(tmp_path, "ex01_softmax", budget=16_000)["outputs"]) == 2
@@ -232,7 +232,7 @@ def test_a_notebook_that_is_costly_to_parse_costs_the_grader_nothing(tmp_path):
 
 def test_deeply_nested_notebook_json_is_refused_by_the_scanner(tmp_path):
     """JSON nested 200 000 deep (and a cell nested 100 000 deep) is refused with a clear status."""
-    from mha_grader.sandbox import stager
+    from mha_grader.sandbox.launch import stager
     from mha_grader.scan import scan
     deep = tmp_path / "deep.ipynb"
     deep.write_text('{"cells": ' + "[" * 200_000 + "]" * 200_000 + "}")
@@ -272,7 +272,7 @@ def test_a_big_endian_array_is_read_as_its_value():
     """A big-endian float32 array is converted to native order, not refused."""
     import numpy as np
 
-    from mha_grader.child import _to_array
+    from mha_grader.sandbox.child import _to_array
     a = _to_array(np.arange(4, dtype=">f4"), np, None)
     assert a.dtype == np.float32 and a.dtype.isnative and a.tolist() == [0, 1, 2, 3]
 
@@ -385,7 +385,7 @@ def test_what_a_killed_grader_left_is_removed_on_the_next_start(tmp_path):
     import os
     import subprocess
 
-    from mha_grader import space
+    from mha_grader.sandbox import space
     proc = subprocess.Popen(["true"])
     proc.wait()
     dead = proc.pid  # a pid that has just exited

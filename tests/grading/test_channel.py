@@ -1,4 +1,4 @@
-"""The evidence channel's parent side (mha_grader/channel.py) against forged frames, no sandbox.
+"""The evidence channel's parent side (mha_grader/sandbox/channel.py) against forged frames, no sandbox.
 
 Every frame that breaks the protocol marks the item "invalid result" and ends the conversation;
 well-formed requests the real object would refuse come back as an error reply, nothing more.
@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from mha_course.grading.chapters import ch05, ch08
-from mha_grader import channel
-from mha_grader.threads import one_torch_thread
+from mha_grader.sandbox import channel
+from mha_grader.sandbox.threads import one_torch_thread
 
 
 class Echo(channel.Service):

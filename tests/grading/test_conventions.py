@@ -8,7 +8,7 @@ import re
 import nbformat
 from grading_helpers import EXERCISES, ROOT, SOLUTIONS
 
-from mha_course.grading import release
+from mha_course.authoring import release
 
 
 def test_every_exercise_has_the_same_conventions_box():

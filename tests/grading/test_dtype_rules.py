@@ -9,7 +9,8 @@ import torch
 from grading_helpers import solution
 
 import mha_course
-from mha_course.grading import all_items, release
+from mha_course.authoring import release
+from mha_course.grading import all_items
 from mha_grader.compare import dtype_rule
 from mha_grader.inprocess import grade_namespace
 

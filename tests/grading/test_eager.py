@@ -1,4 +1,4 @@
-"""The grading child's stand-in for ``torch._dynamo`` (``mha_grader/eager.py``): an AdamW run
+"""The grading child's stand-in for ``torch._dynamo`` (``mha_grader/sandbox/eager.py``): an AdamW run
 with it imports no compiler and gives the same bits as with the real module; anything else
 asked of it loads the real one; FlexAttention still runs."""
 
@@ -77,7 +77,7 @@ def test_flex_attention_runs_with_the_stand_in():
         from mha_grader import eager
         eager.defer_dynamo()
         from mha_course import flex_masks
-        from mha_course.sdpa import scaled_dot_product_attention
+        from mha_course.ops.sdpa import scaled_dot_product_attention
         torch.manual_seed(0)
         q, k, v = (torch.randn(1, 2, 16, 8, dtype=torch.float64) for _ in range(3))
         from torch.nn.attention.flex_attention import create_block_mask

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from mha_course.grading import items_for
-from mha_course.grading import triton_dq_kernel as dqk
-from mha_course.triton_flash import triton_available
+from mha_course.grading.oracles import triton_dq_kernel as dqk
+from mha_course.kernels.triton_flash import triton_available
 from mha_grader.compare import _close, as_arrays, to_framework
 
 ITEM = next(it for it in items_for("ex17") if it.id == "ex17_triton_dq")
@@ -68,7 +68,7 @@ def test_the_cases_are_ragged_causal_with_l_not_s_gqa_and_narrow_heads():
 
 
 def test_the_lse_and_out_of_a_case_are_the_forwards():
-    from mha_course.grading import triton_forward as fwd
+    from mha_course.grading.oracles import triton_forward as fwd
 
     for case in ITEM.cases(7):
         q, k, v, out, lse, *_ = to_framework(ITEM, case)
@@ -83,8 +83,8 @@ def test_under_the_interpreter_a_masked_load_without_other_reads_nan():
     import triton
     import triton.language as tl
 
-    from mha_course.triton_dq import undefined_lanes_are_nan
-    from mha_course.triton_flash import interpreted
+    from mha_course.kernels.triton_dq import undefined_lanes_are_nan
+    from mha_course.kernels.triton_flash import interpreted
 
     if not interpreted():
         pytest.skip("compiled Triton: the lanes are undefined, not NaN")

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from mha_course.grading import items_for
-from mha_course.grading import triton_forward as fwd
-from mha_course.triton_flash import INSTALL_HINT, triton_available, triton_forward
+from mha_course.grading.oracles import triton_forward as fwd
+from mha_course.kernels.triton_flash import INSTALL_HINT, triton_available, triton_forward
 from mha_grader import stage
 from mha_grader.compare import _close, as_arrays, to_framework
 from mha_grader.inprocess import grade_namespace
@@ -105,12 +105,12 @@ def test_the_course_kernel_under_if_triton_is_staged_out(tmp_path):
     """``_fwd_kernel`` is defined under ``if triton is not None:``; staging finds and stubs it
     (before, only top-level defs could be forbidden)."""
     stage.check_forbidden(ITEM.forbidden)
-    file, node = stage.locate("mha_course.triton_flash._fwd_kernel")
+    file, node = stage.locate("mha_course.kernels.triton_flash._fwd_kernel")
     copy = tmp_path / "triton_flash.py"
     copy.write_text(file.read_text(encoding="utf-8"), encoding="utf-8")
-    stage._strip(copy, [("mha_course.triton_flash._fwd_kernel", ["_fwd_kernel"])])
+    stage._strip(copy, [("mha_course.kernels.triton_flash._fwd_kernel", ["_fwd_kernel"])])
     text = copy.read_text(encoding="utf-8")
-    assert "ForbiddenCall('mha_course.triton_flash._fwd_kernel')" in text
+    assert "ForbiddenCall('mha_course.kernels.triton_flash._fwd_kernel')" in text
     assert "m_new = tl.maximum(m, tl.max(scores, 1))" not in text  # the forward's body is gone
     assert "_bwd_dq_kernel" in text  # the rest untouched
     compile(text, str(copy), "exec")

@@ -9,7 +9,7 @@ import pytest
 from grading_helpers import build, grade_many
 
 from mha_course.grading import all_items
-from mha_grader.child import _resolve
+from mha_grader.sandbox.child import _resolve
 
 
 def _fn(head: str, body: str) -> str:
@@ -50,9 +50,9 @@ sizes = [mha_course.kv_cache_bytes(int(n), int(g), int(d), dtype=dtypes[int(b)])
 return sizes.index(min(sizes))"""),
     ("ex09", "ex09_predict_causal_tiles"): _fn("def predict_causal_tiles(L, S, block_q, block_k):", """
 from unittest import mock
-import mha_course.tiled
-calls, real = [], mha_course.tiled.online_softmax_update
-with mock.patch.object(mha_course.tiled, "online_softmax_update", lambda *a, **kw: calls.append(1) or real(*a, **kw)):
+import mha_course.kernels.tiled
+calls, real = [], mha_course.kernels.tiled.online_softmax_update
+with mock.patch.object(mha_course.kernels.tiled, "online_softmax_update", lambda *a, **kw: calls.append(1) or real(*a, **kw)):
     mha_course.tiled_attention(torch.randn(L, 1), torch.randn(S, 1), torch.randn(S, 1), is_causal=True, block_q=block_q, block_k=block_k)
 return len(calls)"""),
     ("ex12", "ex12_alibi"): _fn("def alibi(num_heads, L, S):", "return mha_course.alibi_bias(num_heads, L, S)"),
@@ -131,7 +131,7 @@ return where[:, 0], where[:, 1]"""),
 ls, used = lengths.tolist(), int(lengths.sum())
 return mha_course.slots_needed(ls, block_size) - used, mha_course.slots_needed(ls, None, max_len) - used"""),
     ("ex17", "ex17_d_term"): _fn("def d_term(out, d_out):",
-                                 "return mha_course.flash_backward.backward_d_term(out, d_out)"),
+                                 "return mha_course.kernels.flash_backward.backward_d_term(out, d_out)"),
     ("ex18", "ex18_sliding_window"): _fn("def sliding_window_mask(q_idx, kv_idx, window):",  # chapter 14's
                                          "return mha_course.sliding_window_mask(q_idx.shape[0], kv_idx.shape[1], window=window)"),
     ("ex19", "ex19_zigzag_positions"): _fn("def zigzag_positions(rank, world_size, T):", """

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from mha_course.authoring.release import stub_source
 from mha_course.grading import all_items, notebooks, resolve
-from mha_course.grading.release import stub_source
 from mha_grader import compare
 from mha_grader.classroom import students
 from mha_grader.compare import as_arrays, judge, to_framework

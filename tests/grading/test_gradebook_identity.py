@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from mha_grader import isolation
 from mha_grader.outputs import check_student_name, collisions, identity
+from mha_grader.sandbox import isolation
 
 NAMES = {  # folder -> a word its refusal must hold (None: kept)
     "alice": None, "alice\u200b": "invisible", "bo\u202eb": "invisible",

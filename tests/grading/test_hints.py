@@ -10,9 +10,7 @@ import torch
 from grading_helpers import EXERCISES, SOLUTIONS
 
 from mha_course import hint
-from mha_course.grading import check, notebooks
-from mha_course.grading import hints as H
-from mha_course.grading.release import (
+from mha_course.authoring.release import (
     Task,
     _map_blocks,
     levels,
@@ -20,6 +18,8 @@ from mha_course.grading.release import (
     release,
     stub_source,
 )
+from mha_course.grading import check, notebooks
+from mha_course.grading import hints as H
 
 TABLE = H.table()
 SOLVED = sorted(SOLUTIONS.glob("ex*.ipynb"))

@@ -2,7 +2,7 @@
 
 ex05 ``greedy_generate`` and ex08 ``time_call``: the evidence lives in the PARENT, which serves
 the model (weights, caches, a token counter) and the simulated device (its clock, its kernel
-times, its log of launches, events and reads) over a socket (mha_grader/channel.py); the child
+times, its log of launches, events and reads) over a socket (mha_grader/sandbox/channel.py); the child
 gets proxies, and the values only the parent needs (the model's seed, the kernel times) are
 hidden from it. Checked by removing each defence (the parent's token count, ``Item.hidden``,
 the frame cap, the op list, the id check with the catch-all, one session per case): every test

@@ -3,7 +3,7 @@
 After a normal (wheel) install - what ``classroom/gradescope/setup.sh`` does - the real
 ``mha_course`` lies in the site-packages that the sandbox must mount; after an editable install
 it lies in a checkout. A submission that finds the real ``causal_mask`` source (any
-``mha_course/masks.py`` without the staged stub, on ``sys.path`` or at the parent's own path)
+``mha_course/ops/masks.py`` without the staged stub, on ``sys.path`` or at the parent's own path)
 and runs it would score ex02's forbidden item. Tried in every isolation mode (``bwrap``,
 ``user`` when root) and unit mode (Landlock, one sandbox per unit), with a wheel installed into a
 fresh venv (the current environment's other packages hard-linked into it, so torch is not
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from grading_helpers import ROOT, build, require_user_mode
 
-from mha_grader import isolation
+from mha_grader.sandbox import isolation
 
 EX02 = "ex02_scaled_dot_product_attention"
 CAUSAL = "ex02_causal_mask"

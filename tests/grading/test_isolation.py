@@ -23,7 +23,7 @@ import pytest
 from grading_helpers import ROOT, SOLUTIONS, TEST_LIMITS, build, grade_many, require_user_mode
 
 from mha_course.grading import items_for
-from mha_grader import isolation
+from mha_grader.sandbox import isolation
 
 EX02 = "ex02_scaled_dot_product_attention"
 CAUSAL, ATT = "ex02_causal_mask", "ex02_attention"
@@ -135,17 +135,17 @@ HUGE = '''f = open(os.path.join(out, "ex02_attention__c0_o0.npy"), "wb")
     json.dump({"status": "ok", "outputs": [[{"dtype": "float64", "shape": [20000, 20000]}]]},
               open(os.path.join(out, "ex02_attention.json"), "w"))'''
 
-RELOAD = "import importlib, mha_course.masks as m\nreturn importlib.reload(m).causal_mask(L, S)"
-CLOSURE = """import mha_course.masks as m
+RELOAD = "import importlib, mha_course.ops.masks as m\nreturn importlib.reload(m).causal_mask(L, S)"
+CLOSURE = """import mha_course.ops.masks as m
 f = m.causal_mask
 while getattr(f, "__closure__", None):
     f = next(c.cell_contents for c in f.__closure__ if getattr(c.cell_contents, "__name__", "") == "causal_mask")
 return f(L, S)"""
-DISARM = """import gc, mha_course.masks
+DISARM = """import gc, mha_course.ops.masks
 for o in gc.get_objects():
     if type(o).__name__ == "Tripwires":
         o.armed = set()
-return mha_course.masks.causal_mask(L, S)"""
+return mha_course.ops.masks.causal_mask(L, S)"""
 # The package resolves its names lazily (``mha_course._EXPORTS``): point the table at every course
 # module in turn, in case one of them still holds a real copy of the forbidden function.
 LAZY_EXPORTS = """import inspect, pkgutil, mha_course
@@ -281,7 +281,7 @@ def test_a_submission_cannot_kill_the_grader(tmp_path):
 
 
 def _limits(**kw):
-    from mha_grader.sandbox import Limits
+    from mha_grader.sandbox.launch import Limits
     fields = Limits.__dataclass_fields__
     return Limits(**{k: v for k, v in {**TEST_LIMITS.__dict__, **kw}.items() if k in fields})
 
@@ -313,26 +313,26 @@ def test_cpu_limit_per_item(tmp_path):
 
 def test_staged_package_lacks_the_forbidden_source():
     """Class 1 at the source: the staged copy has a stub, not the code, for each forbidden def."""
-    from mha_grader.sandbox import stager
-    course = stager().course({"mha_course.masks.causal_mask", "mha_course.sdpa.scaled_dot_product_attention"})
+    from mha_grader.sandbox.launch import stager
+    course = stager().course({"mha_course.ops.masks.causal_mask", "mha_course.ops.sdpa.scaled_dot_product_attention"})
     masks = (course / "mha_course" / "masks.py").read_text()
     sdpa = (course / "mha_course" / "sdpa.py").read_text()
-    assert "ForbiddenCall('mha_course.masks.causal_mask')" in masks and "tril" not in masks.split("def causal_mask")[1][:400]
-    assert "ForbiddenCall('mha_course.sdpa.scaled_dot_product_attention')" in sdpa
+    assert "ForbiddenCall('mha_course.ops.masks.causal_mask')" in masks and "tril" not in masks.split("def causal_mask")[1][:400]
+    assert "ForbiddenCall('mha_course.ops.sdpa.scaled_dot_product_attention')" in sdpa
     assert not list(course.rglob("*.ipynb")) and not (course / "solutions").exists()
 
 
 def test_staged_packages_share_untouched_files_and_own_the_edited_ones():
     """Staged courses are hard links to one compiled master, except each edited module: stubbing
     a function in one course leaves it in the master and in every other course."""
-    from mha_grader.sandbox import stager
+    from mha_grader.sandbox.launch import stager
     plain = stager().course(set()) / "mha_course"
-    edited = stager().course({"mha_course.masks.causal_mask"}) / "mha_course"
+    edited = stager().course({"mha_course.ops.masks.causal_mask"}) / "mha_course"
     master = stager()._compiled_master() / "mha_course"
     for course in (plain, master):
         assert "ForbiddenCall" not in (course / "masks.py").read_text()
         assert "torch.tril(" in (course / "masks.py").read_text().split("def causal_mask")[1].split("\ndef ")[0]
-    assert "ForbiddenCall('mha_course.masks.causal_mask')" in (edited / "masks.py").read_text()
+    assert "ForbiddenCall('mha_course.ops.masks.causal_mask')" in (edited / "masks.py").read_text()
     assert not os.path.samefile(edited / "masks.py", master / "masks.py")
     assert os.path.samefile(edited / "sdpa.py", master / "sdpa.py")  # untouched: one file
     pyc = next((edited / "__pycache__").glob("masks.*.pyc"))
@@ -344,18 +344,23 @@ def test_the_staged_package_holds_no_grading_policy():
     drivers, the services' proxies and the seeded generators, none of which holds an answer, and
     a stand-in package whose check/hint do nothing and which refuses any other name. (Before, a
     built-name import of mha_course.grading.chapters.ch19 called its references.)"""
-    from mha_grader.sandbox import stager
-    from mha_grader.stage import _GRADING_KEPT
+    from mha_course.grading import child
+    from mha_grader.sandbox.launch import stager
     grading = stager().course(set()) / "mha_course" / "grading"
-    assert sorted(p.name for p in grading.glob("*.py")) == sorted([*_GRADING_KEPT, "__init__.py", "hints.py"])
-    assert not (grading / "chapters").exists() and not list(grading.rglob("*.json"))
+    assert sorted(p.name for p in grading.glob("*.py")) == ["__init__.py", "hints.py"]
+    # the child/ folder, whole and nothing else: the layout is the wall
+    kept = sorted(p.name for p in (grading / "child").glob("*.py"))
+    assert kept == sorted(p.name for p in Path(child.__file__).parent.glob("*.py"))
+    assert {p.name for p in grading.iterdir()} - {"__pycache__"} == {"__init__.py", "hints.py", "child"}
+    assert not (grading / "chapters").exists() and not (grading / "oracles").exists()
+    assert not list(grading.rglob("*.json"))
     assert "ForbiddenCall" in (grading / "__init__.py").read_text()
 
 
 def test_unresolvable_forbidden_name_is_an_error():
     from mha_grader.stage import UnresolvedForbidden, check_forbidden
-    check_forbidden(["mha_course.masks.causal_mask", "torch.nn.functional.scaled_dot_product_attention"])
-    for bad in ("mha_course.masks.causal_mask_typo", "mha_course.causal_mask", "torch.nn.functional.no_such"):
+    check_forbidden(["mha_course.ops.masks.causal_mask", "torch.nn.functional.scaled_dot_product_attention"])
+    for bad in ("mha_course.ops.masks.causal_mask_typo", "mha_course.causal_mask", "torch.nn.functional.no_such"):
         with pytest.raises(UnresolvedForbidden, match=bad.rsplit(".", 1)[-1]):
             check_forbidden([bad])
 
@@ -387,7 +392,7 @@ def test_the_limit_tools_set_what_preexec_sets():
     the process they exec has the OOM score, death signal and every limit ``_preexec`` sets."""
     import resource
 
-    from mha_grader.sandbox import Limits, _limit_argv, _rlimits
+    from mha_grader.sandbox.launch import Limits, _limit_argv, _rlimits
     prefix = _limit_argv(Limits(), 400, 3)
     if prefix is None:
         pytest.skip("util-linux's choom, setpriv or prlimit is missing (the child uses preexec_fn)")

@@ -15,7 +15,7 @@ import pytest
 from grading_helpers import SOLUTIONS, TEST_LIMITS, build, require_user_mode
 
 from mha_course.grading import items_for
-from mha_grader import isolation
+from mha_grader.sandbox import isolation
 
 EX01 = "ex01_dot_product_attention.ipynb"
 EX01_POINTS = sum(it.points for it in items_for("ex01"))

@@ -11,7 +11,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import mha_course
-import mha_course.tiled
+import mha_course.kernels.tiled
 from mha_course.grading import all_items
 from mha_course.grading.chapters import ch02, ch04, ch07, ch09, ch10
 from mha_grader.compare import to_framework
@@ -58,7 +58,7 @@ def test_gqa_parameter_prediction_is_the_module_count(E, H, G, bias):
 
 
 def test_causal_tile_prediction_is_what_tiled_attention_computes():
-    real, calls = mha_course.tiled.online_softmax_update, []
+    real, calls = mha_course.kernels.tiled.online_softmax_update, []
 
     def counting(*a, **kw):
         calls.append(1)
@@ -66,7 +66,7 @@ def test_causal_tile_prediction_is_what_tiled_attention_computes():
 
     for args in _args("ex09_predict_causal_tiles", STUDENTS[0]) + [(5, 9, 4, 4), (9, 5, 2, 3)]:
         calls.clear()
-        with mock.patch.object(mha_course.tiled, "online_softmax_update", counting):
+        with mock.patch.object(mha_course.kernels.tiled, "online_softmax_update", counting):
             L, S, bq, bk = args
             mha_course.tiled_attention(torch.randn(L, 1), torch.randn(S, 1), torch.randn(S, 1),
                                        is_causal=True, block_q=bq, block_k=bk)

@@ -84,7 +84,7 @@ def test_key_file_is_private_reused_and_checked(tmp_path):
 def test_the_key_never_reaches_the_sandbox(tmp_path, monkeypatch):
     """What the parent hands the child (job spec, input arrays, the sandbox's command line and
     environment) holds none of the key, its hex, or the per-item digests."""
-    from mha_grader import sandbox
+    from mha_grader.sandbox import launch as sandbox
 
     seen, launched = [], []
     real_run, real_popen = runner.run_child, sandbox.subprocess.Popen

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from grading_helpers import build, grade_many, require_user_mode
 
-from mha_grader import isolation
+from mha_grader.sandbox import isolation
 
 CAUSAL = "ex02_causal_mask"
 GOOD = "torch.tril(torch.ones(L, S, dtype=torch.bool))"

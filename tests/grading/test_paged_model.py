@@ -1,4 +1,4 @@
-"""ex16's model (mha_course/grading/paged_model.py): decoding through any block table equals dense
+"""ex16's model (mha_course/grading/child/paged_model.py): decoding through any block table equals dense
 decoding, tables that are wrong change the tokens, and bad arguments are refused by name."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mha_course.grading.paged_model import PagedToyLM
+from mha_course.grading.child.paged_model import PagedToyLM
 
 
 def _decode(model: PagedToyLM, prompt: list, n_new: int, table: list) -> list:

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from mha_grader import runner
-from mha_grader.threads import one_torch_thread
+from mha_grader.sandbox.threads import one_torch_thread
 
 
 def test_one_thread_in_every_grading_thread_then_restored():

@@ -5,7 +5,7 @@ clone (seen in a fresh clone under /tmp)."""
 
 from __future__ import annotations
 
-from mha_grader import reach
+from mha_grader.sandbox import reach
 
 
 def test_a_checkout_holding_its_venv_hides_the_course_but_not_the_venv(tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from grading_helpers import build, grade_many
 
-from mha_grader.sandbox import Limits
+from mha_grader.sandbox.launch import Limits
 
 pytest.importorskip("transformers")
 

@@ -15,7 +15,7 @@ import uuid
 import pytest
 from grading_helpers import build, grade_many
 
-from mha_grader import confine, isolation
+from mha_grader.sandbox import confine, isolation
 
 CAUSAL = "ex02_causal_mask"
 TOKEN = uuid.uuid4().hex[:16]

@@ -16,7 +16,7 @@ attack below makes ``mha_forward`` right ONLY if it got the real function from e
 - ``write_zygote_memory``: a unit opens the zygote's ``/proc/<pid>/mem`` for writing (from where
   it could change which course the next unit imports).
 
-Shut by (see ``mha_grader/confine.py``): Landlock in every unit (reads only the runtime, the
+Shut by (see ``mha_grader/sandbox/confine.py``): Landlock in every unit (reads only the runtime, the
 engine and ITS course; writes only its own results and temp folders), every other process of the
 sandbox killed and the unit's temp folder removed before the next unit starts, unguessable stage
 folder names; where Landlock is missing, one sandbox per unit (``MHA_GRADER_UNITS=sandbox`` forces
@@ -34,7 +34,7 @@ import pytest
 from grading_helpers import TEST_LIMITS, build, grade_many, require_user_mode
 
 from mha_course.grading import items_for
-from mha_grader import confine, isolation
+from mha_grader.sandbox import confine, isolation
 
 EX04 = "ex04_multi_head_attention"
 FWD = "ex04_mha_forward"
@@ -52,7 +52,7 @@ _F = "scaled_dot_" + "product_attention"  # the parent searches the source for t
 def _real_sdpa():
     """This unit's course's scaled_dot_product_attention, if it is the real one (not a stub)."""
     try:
-        import mha_course.sdpa as s
+        import mha_course.ops.sdpa as s
         f = getattr(s, _F)
         return f if "ForbiddenCall" not in inspect.getsource(f) else None
     except BaseException:
@@ -65,7 +65,7 @@ def _drops():
 def _leave_source():
     if _real_sdpa() is None:
         return
-    src = inspect.getsource(sys.modules["mha_course.sdpa"])
+    src = inspect.getsource(sys.modules["mha_course.ops.sdpa"])
     for d in _drops():
         try:
             with open(os.path.join(d, _NAME), "w") as f:
@@ -87,7 +87,7 @@ def _exec_source(where):
     src = _found_source(where)
     if src is None:
         raise RuntimeError("attack failed: no source left by another unit")
-    ns = {"__name__": "mha_course.sdpa", "__package__": "mha_course"}
+    ns = {"__name__": "mha_course.ops.sdpa", "__package__": "mha_course"}
     exec(compile(src, "<left>", "exec"), ns)
     return ns[_F]
 
@@ -180,14 +180,14 @@ def _shm(create):
 def _leave_in_shm():
     if _real_sdpa() is None:
         return
-    data = inspect.getsource(sys.modules["mha_course.sdpa"]).encode()
+    data = inspect.getsource(sys.modules["mha_course.ops.sdpa"]).encode()
     addr = _shm(True)
     ctypes.memmove(addr, struct.pack("!Q", len(data)) + data, 8 + len(data))
 
 def _sdpa_from_shm():
     addr = _shm(False)
     n = struct.unpack("!Q", ctypes.string_at(addr, 8))[0]
-    ns = {"__name__": "mha_course.sdpa", "__package__": "mha_course"}
+    ns = {"__name__": "mha_course.ops.sdpa", "__package__": "mha_course"}
     exec(compile(ctypes.string_at(addr + 8, n).decode(), "<shm>", "exec"), ns)
     return ns[_F]
 '''
@@ -203,7 +203,7 @@ def _if_zygote_memory():
 
 FORWARD = '''
 def mha_forward(x, W_Q, W_K, W_V, W_O, num_heads):
-    from mha_course.mha import merge_heads, split_heads
+    from mha_course.attention.mha import merge_heads, split_heads
     sdpa = {GET}
     q, k, v = (split_heads(x @ W, num_heads) for W in (W_Q, W_K, W_V))  # (B, T, E) -> (B, H, T, D)
     heads = sdpa(q, k, v)  # (B, H, T, D)

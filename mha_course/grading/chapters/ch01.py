@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from mha_course.grading import mistakes as M
+from mha_course.ops.numpy_attention import dot_product_attention, softmax
 from mha_grader.items import Item, Mistake
-
-from ...numpy_attention import dot_product_attention, softmax
-from .. import mistakes as M
 
 NOTEBOOK = "ex01_dot_product_attention"
 # The package's softmaxes are task 1's answer. torch.softmax is one too, but wiring it would import
 # torch into every NumPy child (the engine keeps those light), so it is not forbidden here.
-_FORBID = ("mha_course.numpy_attention.softmax", "mha_course.numpy_attention.dot_product_attention",
-           "mha_course.sdpa.stable_softmax")
+_FORBID = ("mha_course.ops.numpy_attention.softmax", "mha_course.ops.numpy_attention.dot_product_attention",
+           "mha_course.ops.sdpa.stable_softmax")
 
 
 WHOLE_ARRAY = ("normalised over the whole array: all the entries together sum to 1, not each row "

@@ -7,13 +7,12 @@ import math
 import numpy as np
 import torch
 
+from mha_course.benchmark import flops as flop_counts
+from mha_course.grading import mistakes as M
+from mha_course.grading.forbidden import ATTENTION, NUMPY_ATTENTION, defining_name
+from mha_course.ops.masks import causal_mask, to_additive
+from mha_course.ops.sdpa import scaled_dot_product_attention
 from mha_grader.items import Dtype, Item, Mistake
-
-from ...benchmark import flops as flop_counts
-from ...masks import causal_mask, to_additive
-from ...sdpa import scaled_dot_product_attention
-from .. import mistakes as M
-from ..forbidden import ATTENTION, NUMPY_ATTENTION, defining_name
 
 NOTEBOOK = "ex02_scaled_dot_product_attention"
 _SDPA_FORBID = ATTENTION + NUMPY_ATTENTION
@@ -100,7 +99,7 @@ ITEMS = [
             Mistake("off by one", M.CAUSAL_OFF_BY_ONE,
                     variant=lambda L, S: M.causal_mask_variant(L, S, shift=1)),
         ),
-        forbidden=("mha_course.masks.causal_mask",),
+        forbidden=("mha_course.ops.masks.causal_mask",),
     ),
     Item(
         id="ex02_additive_mask", notebook=NOTEBOOK, function="additive_mask", points=1,
@@ -113,7 +112,7 @@ ITEMS = [
             Mistake("finite fill", "masked positions must be -inf (a finite number like -1e9 "
                     "still leaks a tiny weight, and overflows in float16)", matches=_finite_fill),
         ),
-        forbidden=("mha_course.masks.to_additive",),
+        forbidden=("mha_course.ops.masks.to_additive",),
     ),
     Item(
         id="ex02_attention", uses=("scaled_scores",), notebook=NOTEBOOK, function="attention", points=3,

@@ -7,11 +7,10 @@ import math
 import numpy as np
 import torch
 
+from mha_course.grading import mistakes as M
+from mha_course.grading.forbidden import ATTENTION, NUMPY_ATTENTION
+from mha_course.ops.sdpa import scaled_dot_product_attention
 from mha_grader.items import Item, Mistake
-
-from ...sdpa import scaled_dot_product_attention
-from .. import mistakes as M
-from ..forbidden import ATTENTION, NUMPY_ATTENTION
 
 NOTEBOOK = "ex03_self_attention"
 _SDPA_FORBID = ATTENTION + NUMPY_ATTENTION
@@ -87,7 +86,7 @@ ITEMS = [
             Mistake("bias of size E", PARAMS_BIAS_E,
                     variant=lambda E, D, bias: 3 * E * D + (3 * E if bias else 0)),
         ),
-        forbidden=("mha_course.single_head.SelfAttentionHead",),  # build one and count: no work
+        forbidden=("mha_course.attention.single_head.SelfAttentionHead",),  # build one and count: no work
     ),
 ]
 

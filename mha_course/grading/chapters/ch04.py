@@ -7,12 +7,11 @@ import math
 import numpy as np
 import torch
 
+from mha_course.attention.mha import merge_heads, split_heads
+from mha_course.grading import mistakes as M
+from mha_course.grading.forbidden import ATTENTION, COURSE_MHA, NUMPY_ATTENTION, TORCH_MHA
+from mha_course.ops.sdpa import scaled_dot_product_attention
 from mha_grader.items import Item, Mistake
-
-from ...mha import merge_heads, split_heads
-from ...sdpa import scaled_dot_product_attention
-from .. import mistakes as M
-from ..forbidden import ATTENTION, COURSE_MHA, NUMPY_ATTENTION, TORCH_MHA
 
 NOTEBOOK = "ex04_multi_head_attention"
 _SDPA_FORBID = ATTENTION + NUMPY_ATTENTION
@@ -98,7 +97,7 @@ ITEMS = [
         task="(B, T, E) -> (B, T, H, D) -> (B, H, T, D)", make_cases=_split_cases,
         shape="(B, H, T, D)", reference=split_heads,
         mistakes=(Mistake("split with view", M.SPLIT_WITH_VIEW, variant=M.split_heads_with_view),),
-        forbidden=("mha_course.mha.split_heads",),
+        forbidden=("mha_course.attention.mha.split_heads",),
     ),
     Item(
         id="ex04_merge_heads", notebook=NOTEBOOK, function="merge_heads", points=1,
@@ -106,7 +105,7 @@ ITEMS = [
         shape="(B, T, E)", reference=merge_heads,
         mistakes=(Mistake("merge with view", MERGE_WITH_VIEW, variant=_merge_view),
                   Mistake("interleaved", MERGE_INTERLEAVED, variant=_merge_interleaved)),
-        forbidden=("mha_course.mha.merge_heads",),
+        forbidden=("mha_course.attention.mha.merge_heads",),
     ),
     Item(
         id="ex04_mha_forward", uses=("split_heads", "merge_heads"), notebook=NOTEBOOK, function="mha_forward", points=3,
@@ -235,6 +234,6 @@ ITEMS += [
             Mistake("picked the diagonal", PICKED_SELF, variant=lambda w: _offset_head(w, 0)),
             Mistake("two back", PICKED_TWO_BACK, variant=lambda w: _offset_head(w, -2)),
         ),
-        forbidden=("mha_course.mha.split_heads",),  # nothing computes it: task 1's set, task 1's unit
+        forbidden=("mha_course.attention.mha.split_heads",),  # nothing computes it: task 1's set, task 1's unit
     ),
 ]

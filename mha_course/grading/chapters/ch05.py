@@ -6,15 +6,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mha_course.caches.dense import KVCache
+from mha_course.grading import mistakes as M
+from mha_course.grading.child.drivers import drive_generate  # noqa: F401 - the item's driver, for the tests
+from mha_course.grading.child.seeded import seeded
+from mha_course.grading.child.served_model import ModelService, RemoteModel  # noqa: F401 - RemoteModel: the tests
+from mha_course.models.tiny_lm import TinyCausalLM, greedy_generate_reference
+from mha_course.ops.masks import causal_mask
 from mha_grader.items import Item, Mistake
-
-from ...kv_cache import KVCache
-from ...masks import causal_mask
-from ...tiny_lm import TinyCausalLM, greedy_generate_reference
-from .. import mistakes as M
-from ..drivers import drive_generate  # noqa: F401 - the item's driver, for the tests
-from ..seeded import seeded
-from ..served_model import ModelService, RemoteModel  # noqa: F401 - RemoteModel: the tests
 
 NOTEBOOK = "ex05_causal_attention_kv_cache"
 
@@ -164,7 +163,7 @@ ITEMS = [
             Mistake("off by one", M.CAUSAL_OFF_BY_ONE,
                     variant=lambda L, offset: M.causal_mask_variant(L, L + offset, offset, shift=1)),
         ),
-        forbidden=("mha_course.masks.causal_mask",),
+        forbidden=("mha_course.ops.masks.causal_mask",),
     ),
     Item(
         id="ex05_decode_step", notebook=NOTEBOOK, function="decode_step", points=2,
@@ -173,13 +172,13 @@ ITEMS = [
         reference=_step, mistakes=_STEP_MISTAKES,
         # torch's SDPA is allowed (the task is the cache and the offset mask), the package's mask is not;
         # KVCache and MultiHeadAttention can't be forbidden in ex05: the greedy loop's model needs them
-        forbidden=("mha_course.masks.causal_mask",),
+        forbidden=("mha_course.ops.masks.causal_mask",),
     ),
     Item(
         id="ex05_greedy_generate", notebook=NOTEBOOK, function="greedy_generate", points=2,
         task="greedy decoding with one KVCache per layer: prefill the prompt, then feed one token per step",
         make_cases=_generate_cases, shape="(B, P + n_new)", reference=_generate_reference,
-        driver="mha_course.grading.drivers:drive_generate", service=serve_model, hidden=("seed",),
+        driver="mha_course.grading.child.drivers:drive_generate", service=serve_model, hidden=("seed",),
         mistakes=(
             Mistake("whole sequence fed to the cache", "the whole sequence was fed while the caches "
                     "already hold its prefix, so its keys/values are appended twice: after the "
@@ -198,6 +197,6 @@ ITEMS = [
             Mistake("prompt missing", "prompt missing: only the n_new new tokens came back, not (B, P + n_new)",
                     matches=lambda got, case: got.ndim == 2 and got.shape[1] == case["n_new"]),
         ),
-        forbidden=("mha_course.tiny_lm.greedy_generate_reference",),
+        forbidden=("mha_course.models.tiny_lm.greedy_generate_reference",),
     ),
 ]

@@ -9,12 +9,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from mha_course.attention.mha import merge_heads, split_heads
+from mha_course.grading import mistakes as M
+from mha_course.grading.forbidden import COURSE_MHA, OTHER_ATTENTION, TILED, TORCH_MHA
+from mha_course.ops.masks import padding_mask
 from mha_grader.items import Item, Mistake
-
-from ...masks import padding_mask
-from ...mha import merge_heads, split_heads
-from .. import mistakes as M
-from ..forbidden import COURSE_MHA, OTHER_ATTENTION, TILED, TORCH_MHA
 
 NOTEBOOK = "ex06_cross_attention"
 # SDPA stays allowed: cross_attention's solution builds on it (and the static check is per notebook,
@@ -176,7 +175,7 @@ ITEMS = [
             Mistake("S ignored", "the mask must have S columns (the padded length), not max(lengths)",
                     matches=_s_ignored),
         ),
-        forbidden=("mha_course.masks.padding_mask",),
+        forbidden=("mha_course.ops.masks.padding_mask",),
     ),
     Item(
         id="ex06_cross_weights", notebook=NOTEBOOK, function="cross_attention_weights", points=2,
@@ -259,6 +258,6 @@ ITEMS += [
             Mistake("last index", "that is the index of the last real position; the length is one more",
                     variant=lambda w: _lengths(w) - 1),
         ),
-        forbidden=("mha_course.masks.padding_mask",),
+        forbidden=("mha_course.ops.masks.padding_mask",),
     ),
 ]

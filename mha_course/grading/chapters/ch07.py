@@ -8,16 +8,15 @@ import math
 import numpy as np
 import torch
 
+from mha_course.attention.gqa import mean_pool_heads
+from mha_course.attention.mha import MultiHeadAttention, merge_heads, split_heads
+from mha_course.grading import mistakes as M
+from mha_course.grading.forbidden import ATTENTION, COURSE_MHA, TORCH_MHA
+from mha_course.ops.sdpa import repeat_kv
 from mha_grader.items import Dtype, Item, Mistake
 
-from ...gqa import mean_pool_heads
-from ...mha import MultiHeadAttention, merge_heads, split_heads
-from ...sdpa import repeat_kv
-from .. import mistakes as M
-from ..forbidden import ATTENTION, COURSE_MHA, TORCH_MHA
-
 NOTEBOOK = "ex07_mqa_gqa"
-_ATTENTION_FORBID = (*ATTENTION, "mha_course.gqa.mha_to_gqa")
+_ATTENTION_FORBID = (*ATTENTION, "mha_course.attention.gqa.mha_to_gqa")
 
 REPEAT_ON_SEQUENCE = ("repeated along the sequence axis S instead of the head axis G")
 HEADS_NOT_MERGED = ("heads not merged: the output keeps the head axis and has no output projection")
@@ -130,7 +129,7 @@ ITEMS = [
             Mistake("wrong axis", REPEAT_ON_SEQUENCE,
                     variant=lambda x, n: x.repeat_interleave(n, dim=-2)),
         ),
-        forbidden=("mha_course.sdpa.repeat_kv", "mha_course.gqa.kv_group_of_query_heads"),
+        forbidden=("mha_course.ops.sdpa.repeat_kv", "mha_course.attention.gqa.kv_group_of_query_heads"),
     ),
     Item(
         id="ex07_gqa_forward", uses=("repeat_kv_heads",), notebook=NOTEBOOK, function="gqa_forward", points=3,
@@ -164,7 +163,7 @@ ITEMS = [
             Mistake("bits, not bytes", "counted bits: the answer is 8 times the bytes",
                     variant=lambda *a: 8 * _bytes_reference(*a)),
         ),
-        forbidden=("mha_course.cache.kv_cache_bytes", "mha_course.cache.kv_cache_elements",
+        forbidden=("mha_course.caches.base.kv_cache_bytes", "mha_course.caches.base.kv_cache_elements",
                    "mha_course.benchmark.flops.kv_bytes_per_token",
                    "mha_course.benchmark.flops.decode_step_bytes"),
     ),
@@ -185,7 +184,7 @@ ITEMS = [
             Mistake("not flattened", "reshape the (G, D, ...) means back to (G * D, ...)",
                     matches=_pool_not_flattened),
         ),
-        forbidden=("mha_course.gqa.mean_pool_heads", "mha_course.gqa.mha_to_gqa"),
+        forbidden=("mha_course.attention.gqa.mean_pool_heads", "mha_course.attention.gqa.mha_to_gqa"),
     ),
 ]
 
@@ -222,7 +221,9 @@ def _cache_per_token(config, use_heads=2, element_size=True):
     layers, H, G, D, size = (int(n) for n in config)
     heads = G if use_heads == 2 else H
     dtype = _ELEMENT_DTYPES[size] if element_size else torch.bfloat16
-    from ... import kv_cache_bytes as cache_bytes  # the package's one formula, by its public name
+    from mha_course import (
+        kv_cache_bytes as cache_bytes,  # the package's one formula, by its public name
+    )
     return cache_bytes(layers, heads, D, dtype=dtype)
 
 
@@ -260,7 +261,7 @@ ITEMS += [
             Mistake("W_O forgotten", GQA_PARAMS_NO_W_O,
                     variant=lambda E, H, G, b: _gqa_params(E, H, G, b, w_o=False)),
         ),
-        forbidden=(COURSE_MHA, *TORCH_MHA, "mha_course.gqa.mha_to_gqa"),  # build one and count: no
+        forbidden=(COURSE_MHA, *TORCH_MHA, "mha_course.attention.gqa.mha_to_gqa"),  # build one and count: no
     ),
     Item(
         id="ex07_smallest_cache", notebook=NOTEBOOK, function="smallest_cache", points=1,
@@ -274,7 +275,7 @@ ITEMS += [
             Mistake("element size ignored", "the element size counts: a float32 cache is twice a "
                     "bfloat16 one, an 8-bit one half", variant=lambda c: _smallest(c, element_size=False)),
         ),
-        forbidden=("mha_course.cache.kv_cache_bytes", "mha_course.cache.kv_cache_elements",
+        forbidden=("mha_course.caches.base.kv_cache_bytes", "mha_course.caches.base.kv_cache_elements",
                    "mha_course.benchmark.flops.kv_bytes_per_token",
                    "mha_course.benchmark.flops.decode_step_bytes"),  # task 3's set: one unit
     ),

@@ -9,12 +9,11 @@ import statistics
 import numpy as np
 import torch
 
+from mha_course.benchmark.flops import attention_flops, io_bytes
+from mha_course.benchmark.timing import summarize
+from mha_course.grading import mistakes as M
+from mha_course.grading.child.served_device import DeviceService
 from mha_grader.items import Dtype, Item, Mistake
-
-from ...benchmark.flops import attention_flops, io_bytes
-from ...benchmark.timing import summarize
-from .. import mistakes as M
-from ..served_device import DeviceService
 
 NOTEBOOK = "ex08_gpu_timed_comparison"
 FIRST_CALL_EXTRA_MS = 500.0  # the simulated device's first call also pays this "set-up" cost
@@ -185,8 +184,8 @@ ITEMS = [
                     variant=lambda B, H, G, D, S, dt: _bytes_reference(B, H, G, D, S, torch.float32)),
         ),
         forbidden=("mha_course.benchmark.flops.kv_bytes_per_token",
-                   "mha_course.benchmark.flops.decode_step_bytes", "mha_course.cache.kv_cache_bytes",
-                   "mha_course.cache.kv_cache_elements"),
+                   "mha_course.benchmark.flops.decode_step_bytes", "mha_course.caches.base.kv_cache_bytes",
+                   "mha_course.caches.base.kv_cache_elements"),
     ),
     Item(
         id="ex08_attention_intensity", notebook=NOTEBOOK, function="attention_intensity", points=1,
@@ -209,7 +208,7 @@ ITEMS = [
         task="time fn `repeats` times after `warmup` untimed calls, with an event pair around each "
              "call read after a synchronize; ms per call",
         make_cases=_timer_cases, shape="(6,) the grader's verdict on the samples",
-        reference=_timer_reference, driver="mha_course.grading.drivers:drive_timer",
+        reference=_timer_reference, driver="mha_course.grading.child.drivers:drive_timer",
         service=serve_device, hidden=("kernel_ms", "jitter", "seed"),
         dtype_must_match=False, rtol=0.0, atol=0.0,
         mistakes=(

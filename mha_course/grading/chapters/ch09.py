@@ -7,12 +7,11 @@ import math
 import numpy as np
 import torch
 
+from mha_course.grading import mistakes as M
+from mha_course.grading.forbidden import ATTENTION, TILED, defining_name
+from mha_course.kernels.tiled import online_softmax_update, tiled_attention
+from mha_course.ops.flex_masks import block_counts
 from mha_grader.items import Item, Mistake
-
-from ...flex_masks import block_counts
-from ...tiled import online_softmax_update, tiled_attention
-from .. import mistakes as M
-from ..forbidden import ATTENTION, TILED, defining_name
 
 NOTEBOOK = "ex09_flash_attention"
 _FORBID = (*TILED, defining_name(block_counts))  # block_counts: a BlockMask's computed tiles

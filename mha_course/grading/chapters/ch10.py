@@ -6,15 +6,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mha_course.analysis.pruning import prune_heads
+from mha_course.attention.mha import MultiHeadAttention
+from mha_course.grading.child.drivers import _grads_model, _sequence_loss
 from mha_grader.items import Item, Mistake
 
-from ...mha import MultiHeadAttention
-from ...pruning import prune_heads
-from ..drivers import _grads_model, _sequence_loss
-
 NOTEBOOK = "ex10_head_pruning"
-_FORBID = ("mha_course.pruning.prune_heads", "mha_course.pruning.gradient_importance",
-           "mha_course.pruning.prune_model_heads")
+_FORBID = ("mha_course.analysis.pruning.prune_heads", "mha_course.analysis.pruning.gradient_importance",
+           "mha_course.analysis.pruning.prune_model_heads")
 _ABS_AFTER_MEAN = ("absolute value taken after averaging: |mean gradient| lets examples where a head "
                    "helps cancel examples where it hurts; average |gradient| per example")
 _NOT_NORMALISED = "scores not normalised: a layer's scores do not have L2 norm 1"
@@ -145,7 +144,7 @@ ITEMS = [
             Mistake("interleaved groups", _GROUPS_INTERLEAVED,
                     variant=lambda H, G, d: _groups_ref(H, G, d, interleaved=True)),
         ),
-        forbidden=(*_FORBID, "mha_course.gqa.kv_group_of_query_heads"),
+        forbidden=(*_FORBID, "mha_course.attention.gqa.kv_group_of_query_heads"),
     ),
 ]
 
@@ -185,7 +184,7 @@ ITEMS.append(Item(
     id="ex10_head_mask_grads", notebook=NOTEBOOK, function="per_example_head_grads", points=2,
     task="per-example dL/dξ through a (layers, B, H) head mask: one forward, one backward, read ξ.grad",
     make_cases=_grads_cases, shape="(B, layers, H)", reference=_grads_ref,
-    driver="mha_course.grading.drivers:drive_head_grads",
+    driver="mha_course.grading.child.drivers:drive_head_grads",
     mistakes=(
         Mistake("mean loss", _GRADS_MEAN_LOSS, variant=lambda *a: _grads_ref(*a) / a[5].shape[0]),
         Mistake("one mask for the batch", _GRADS_SHARED_MASK,

@@ -8,23 +8,22 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mha_course.grading.chapters.ch05 import NO_CHUNK_MASK
+from mha_course.grading.oracles import layout_bug as LB
+from mha_course.ops.masks import causal_mask
+from mha_course.ops.positions import alibi_bias, alibi_slopes, sinusoidal_positions
+from mha_course.ops.rope import apply_rope, rope_angles, rotate_pairs
 from mha_grader.items import Item, Mistake
-
-from ...masks import causal_mask
-from ...positions import alibi_bias, alibi_slopes, sinusoidal_positions
-from ...rope import apply_rope, rope_angles, rotate_pairs
-from . import _layout_bug as LB
-from .ch05 import NO_CHUNK_MASK
 
 NOTEBOOK = "ex12_positions"
 # Reviewed: everything in the package that rotates pairs, makes RoPE's angles or frequencies, or
 # builds the ALiBi bias or the sinusoidal table. One list for the notebook (none of its solutions
 # needs these), so its items share one unit in the sandbox.
-_FORBID = ("mha_course.rope.apply_rope", "mha_course.rope.rotate_pairs",
-           "mha_course.rope.rope_angles", "mha_course.rope.rope_frequencies",
-           "mha_course.mha.MultiHeadAttention",
-           "mha_course.positions.alibi_bias", "mha_course.positions.alibi_slopes",
-           "mha_course.flex_masks.alibi", "mha_course.positions.sinusoidal_positions")
+_FORBID = ("mha_course.ops.rope.apply_rope", "mha_course.ops.rope.rotate_pairs",
+           "mha_course.ops.rope.rope_angles", "mha_course.ops.rope.rope_frequencies",
+           "mha_course.attention.mha.MultiHeadAttention",
+           "mha_course.ops.positions.alibi_bias", "mha_course.ops.positions.alibi_slopes",
+           "mha_course.ops.flex_masks.alibi", "mha_course.ops.positions.sinusoidal_positions")
 
 WRONG_LAYOUT = ("rotated the wrong pairs: layout 'half' pairs feature i with i + D/2 (GPT-NeoX, "
                 "Hugging Face Llama); 'interleaved' pairs 2i with 2i + 1 (RoFormer, GPT-J)")
@@ -252,7 +251,7 @@ ITEMS = [
         id="ex12_layout_bug", notebook=NOTEBOOK, function="fix_checkpoint", points=2,
         task="return a state dict with which the 'half' RoPE model reproduces the exporter's outputs",
         make_cases=LB.cases, shape="(B, T, E)", reference=LB.reference,
-        driver="mha_course.grading.drivers:drive_fix",
+        driver="mha_course.grading.child.drivers:drive_fix",
         mistakes=(
             Mistake("checkpoint unchanged", LB.LEFT_AS_IS, variant=LB.variant(names=())),
             Mistake("v instead of k", LB.V_NOT_K, variant=LB.variant(names=("q_proj", "v_proj"))),

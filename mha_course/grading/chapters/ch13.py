@@ -9,10 +9,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mha_course.gpt.generate import sampling_distribution
+from mha_course.gpt.heads import induction_score
 from mha_grader.items import Item, Mistake
-
-from ...gpt.generate import sampling_distribution
-from ...gpt.heads import induction_score
 
 NOTEBOOK = "ex13_small_gpt"
 

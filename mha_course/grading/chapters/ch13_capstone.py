@@ -19,10 +19,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mha_grader.items import Dtype, Item, Mistake
-
-from .. import mistakes as M
-from ..drivers import (  # noqa: F401 - the model's names and states: the tests use them too
+from mha_course.grading import mistakes as M
+from mha_course.grading.child.drivers import (  # noqa: F401 - the model's names and states: the tests use them too
     _block_config,
     block_shapes,
     course_gpt,
@@ -31,6 +29,7 @@ from ..drivers import (  # noqa: F401 - the model's names and states: the tests 
     load_state,
     seeded_state,
 )
+from mha_grader.items import Dtype, Item, Mistake
 
 NOTEBOOK = "ex13_small_gpt"
 _MODEL = ("mha_course.gpt.model.Block", "mha_course.gpt.model.GPT", "mha_course.gpt.model.MLP",
@@ -66,7 +65,7 @@ def _block_cases(rng: np.random.Generator) -> list[dict]:
 
 
 def _course_block(seed, n_head, n_kv_head, n_embd, bias, x):
-    from ...gpt.model import Block
+    from mha_course.gpt.model import Block
     c = _block_config(n_head, n_kv_head, n_embd, bias, x.shape[1])
     block = Block(c)
     load_state(block, seeded_state(block_shapes(c), seed))
@@ -171,14 +170,14 @@ ITEMS = [
         id="ex13_block", notebook=NOTEBOOK, function="Block", points=2,
         task="Block(config): x + attn(ln_1(x)) (causal), then x + mlp(ln_2(x)); the course's names",
         make_cases=_block_cases, shape="(B, T, E)", reference=_block_ref,
-        driver="mha_course.grading.drivers:drive_block",
+        driver="mha_course.grading.child.drivers:drive_block",
         mistakes=_BLOCK_MISTAKES, forbidden=_MODEL,
     ),
     Item(
         id="ex13_gpt", notebook=NOTEBOOK, function="SmallGPT", points=2,
         task="SmallGPT(config): wte + wpe, n_layer Blocks, ln_f, read-out tied to wte -> logits",
         make_cases=_model_cases, shape="(B, T, V)", reference=_model_ref,
-        driver="mha_course.grading.drivers:drive_model",
+        driver="mha_course.grading.child.drivers:drive_model",
         mistakes=_MODEL_MISTAKES, forbidden=_MODEL, uses=("Block",),
     ),
 ]

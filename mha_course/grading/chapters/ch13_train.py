@@ -11,11 +11,10 @@ import math
 import numpy as np
 import torch
 
+from mha_course.gpt.config import TrainConfig
+from mha_course.grading.chapters.ch13_capstone import NOTEBOOK
+from mha_course.grading.child.drivers import _train_setup
 from mha_grader.items import Item, Mistake
-
-from ...gpt.config import TrainConfig
-from ..drivers import _train_setup
-from .ch13_capstone import NOTEBOOK
 
 _TRAIN = ("mha_course.gpt.train.learning_rate", "mha_course.gpt.train.make_optimizer",
           "mha_course.gpt.train.train")
@@ -51,7 +50,7 @@ def _train_cases(rng: np.random.Generator) -> list[dict]:
 def schedule(step: int, tc: TrainConfig, kind: str = "recipe") -> float:
     """The recipe's learning rate (:func:`mha_course.gpt.train.learning_rate`), or a mistake:
     ``"warmup_off_by_one"`` (``lr * step / warmup``), ``"cosine_from_0"`` (progress step / decay)."""
-    from ...gpt.train import learning_rate
+    from mha_course.gpt.train import learning_rate
     if kind == "recipe" or step >= (tc.lr_decay_iters or tc.max_iters):
         return learning_rate(step, tc)
     if step < tc.warmup_iters:
@@ -71,8 +70,8 @@ def recipe_steps(model, tc: TrainConfig, xs, ys, start: int, *, lr_kind: str = "
     Shape:
         xs, ys: (n, B, T). Returns losses (n,) and learning rates (n,).
     """
-    from ...gpt.model import lm_loss
-    from ...gpt.train import make_optimizer
+    from mha_course.gpt.model import lm_loss
+    from mha_course.gpt.train import make_optimizer
     if decay_all:
         opt = torch.optim.AdamW(model.parameters(), lr=tc.learning_rate,
                                 betas=(tc.beta1, tc.beta2), weight_decay=tc.weight_decay)
@@ -107,7 +106,7 @@ ITEMS = [
         task="steps start .. start+n-1 of the recipe: loss, backward, clip, AdamW at the schedule's "
              "rate -> (losses, lrs)",
         make_cases=_train_cases, shape="(n,), (n,)", reference=_train_ref,
-        driver="mha_course.grading.drivers:drive_train", dtype_must_match=False,
+        driver="mha_course.grading.child.drivers:drive_train", dtype_must_match=False,
         mistakes=(
             Mistake("warm-up off by one", WARMUP_OFF_BY_ONE,
                     variant=lambda *a: _train_ref(*a, lr_kind="warmup_off_by_one")),

@@ -13,10 +13,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mha_course.caches.base import kv_cache_elements
+from mha_course.grading.child.drivers import ablation_models
 from mha_grader.items import Dtype, Item, Mistake
-
-from ...cache import kv_cache_elements
-from ..drivers import ablation_models
 
 NOTEBOOK = "ex13_small_gpt"
 
@@ -96,7 +95,7 @@ ITEMS = [
         task="predict each model's KV-cache bytes as a ratio to the first's (recorded, ungraded), "
              "then measure the bytes its caches hold after a forward pass over ids (graded)",
         make_cases=_cases, shape="(n,)", reference=_bytes("ok"),
-        driver="mha_course.grading.drivers:drive_ablation",
+        driver="mha_course.grading.child.drivers:drive_ablation",
         dtype_must_match=False, rtol=0.0, atol=0.5, prediction=_ratios,
         mistakes=(
             Mistake("keys only", KEYS_ONLY, variant=_bytes("keys only")),

@@ -7,20 +7,19 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mha_course.caches.base import kv_cache_bytes
+from mha_course.caches.window import SlidingWindowCache, layout_cache_bytes, sliding_window_mask
 from mha_grader.items import Dtype, Item, Mistake
-
-from ...cache import kv_cache_bytes
-from ...window import SlidingWindowCache, layout_cache_bytes, sliding_window_mask
 
 NOTEBOOK = "ex14_sliding_window_sinks"
 # Reviewed: the banded mask (chapter 14's and chapter 18's FlexAttention rule), the cache whose
 # update writes the ring (and whose nbytes sizes a local layer), and every function that counts
 # cache bytes. One list for the notebook (no solution needs them), so its items share one unit.
-_FORBID = ("mha_course.window.sliding_window_mask", "mha_course.window.SlidingWindowCache",
-           "mha_course.window.layout_cache_bytes", "mha_course.flex_masks.sliding_window",
-           "mha_course.cache.kv_cache_bytes", "mha_course.benchmark.flops.kv_bytes_per_token",
+_FORBID = ("mha_course.caches.window.sliding_window_mask", "mha_course.caches.window.SlidingWindowCache",
+           "mha_course.caches.window.layout_cache_bytes", "mha_course.ops.flex_masks.sliding_window",
+           "mha_course.caches.base.kv_cache_bytes", "mha_course.benchmark.flops.kv_bytes_per_token",
            "mha_course.benchmark.flops.decode_step_bytes",
-           "mha_course.quant_cache.quantized_cache_bytes")
+           "mha_course.caches.quantized.quantized_cache_bytes")
 
 WINDOW_TOO_WIDE = ("one key too many: the query at position p sees itself and the "
                    "W - 1 keys before it, p - W < j <= p (not p - W <= j)")

@@ -9,20 +9,19 @@ import math
 import numpy as np
 import torch
 
+from mha_course.attention.mla import LatentKVCache, MultiHeadLatentAttention
+from mha_course.caches.base import kv_cache_bytes
+from mha_course.ops.rope import apply_rope
 from mha_grader.items import Dtype, Item, Mistake
-
-from ...cache import kv_cache_bytes
-from ...mla import LatentKVCache, MultiHeadLatentAttention
-from ...rope import apply_rope
 
 NOTEBOOK = "ex15_multi_head_latent_attention"
 # Reviewed: the MLA module (its forward with a cache does the step; absorbed_weights folds the
 # query), its cache, and every function that counts cache bytes. RoPE itself is chapter 12's and
 # stays allowed. One list for the notebook, so its items share one unit.
-_FORBID = ("mha_course.mla.MultiHeadLatentAttention", "mha_course.mla.LatentKVCache",
-           "mha_course.cache.kv_cache_bytes", "mha_course.benchmark.flops.kv_bytes_per_token",
+_FORBID = ("mha_course.attention.mla.MultiHeadLatentAttention", "mha_course.attention.mla.LatentKVCache",
+           "mha_course.caches.base.kv_cache_bytes", "mha_course.benchmark.flops.kv_bytes_per_token",
            "mha_course.benchmark.flops.decode_step_bytes",
-           "mha_course.quant_cache.quantized_cache_bytes")
+           "mha_course.caches.quantized.quantized_cache_bytes")
 
 NOT_OFFSET = ("the new tokens sit at S_old, S_old + 1, ... "
               "(after the cached ones), not at 0, 1, ...")

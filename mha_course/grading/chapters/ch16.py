@@ -8,20 +8,19 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mha_course.caches.quantized import quantize
+from mha_course.paged import BlockPool, PagedKVCache, slots_needed
 from mha_grader.items import Item, Mistake
-
-from ...paged import BlockPool, PagedKVCache, slots_needed
-from ...quant_cache import quantize
 
 NOTEBOOK = "ex16_quantized_paged_cache"
 # Reviewed: the quantizer and the cache that quantizes, everything that reads or writes through a
 # block table (the paged cache, paged attention, the batched step and loop), and the slot count.
 # One list for the notebook, so its items share one unit.
-_FORBID = ("mha_course.quant_cache.quantize", "mha_course.quant_cache.dequantize",
-           "mha_course.quant_cache.QuantizedKVCache", "mha_course.paged_cache.PagedKVCache",
-           "mha_course.paged_decode.paged_attention", "mha_course.paged_decode.paged_forward",
-           "mha_course.paged_decode.continuous_batching", "mha_course.block_pool.slots_needed",
-           "mha_course.grading.serving_reference.serve_reference")
+_FORBID = ("mha_course.caches.quantized.quantize", "mha_course.caches.quantized.dequantize",
+           "mha_course.caches.quantized.QuantizedKVCache", "mha_course.paged.tables.PagedKVCache",
+           "mha_course.paged.decode.paged_attention", "mha_course.paged.decode.paged_forward",
+           "mha_course.paged.decode.continuous_batching", "mha_course.paged.pool.slots_needed",
+           "mha_course.grading.oracles.serving_reference.serve_reference")
 
 WRONG_AXIS = ("scales over the wrong axis: 'token' and 'channel' swapped (a token's scale comes from "
               "its D features, a channel's from its S positions)")

@@ -10,11 +10,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mha_course.grading.chapters.ch16 import _FORBID, NOTEBOOK
+from mha_course.grading.child.paged_model import VOCAB, PagedToyLM
+from mha_course.grading.oracles.serving_reference import serve_reference
 from mha_grader.items import Item, Mistake
-
-from ..paged_model import VOCAB, PagedToyLM
-from ..serving_reference import serve_reference
-from .ch16 import _FORBID, NOTEBOOK
 
 PARTIAL_HASHED = ("the partial last block was hashed and shared: a partly filled block is still "
                   "being written, so two requests cannot share it; only full blocks are hashed")
@@ -148,7 +147,7 @@ ITEMS = [
         make_cases=_serve_cases,
         shape="used (steps,), shared (steps,), preemptions (n,), finish (n,), tokens (n, N)",
         reference=_serve_variant("ok"), dtype_must_match=False, rtol=0.0, atol=0.5,
-        driver="mha_course.grading.drivers:drive_serve", hidden=("outputs",),
+        driver="mha_course.grading.child.drivers:drive_serve", hidden=("outputs",),
         mistakes=(
             Mistake("partial block hashed", PARTIAL_HASHED, variant=_serve_variant("partial block hashed")),
             Mistake("hash without the parent", NO_PARENT, variant=_serve_variant("no parent")),

@@ -6,14 +6,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mha_course.grading import mistakes as common
+from mha_course.grading.forbidden import ATTENTION
+from mha_course.grading.oracles import triton_dq_kernel as dqk
+from mha_course.grading.oracles import triton_forward as fwd
+from mha_course.kernels.flash_backward import backward_d_term
+from mha_course.kernels.triton_flash import INSTALL_HINT
 from mha_grader.items import Item, Mistake
-
-from ...flash_backward import backward_d_term
-from ...triton_flash import INSTALL_HINT
-from .. import mistakes as common
-from .. import triton_dq_kernel as dqk
-from .. import triton_forward as fwd
-from ..forbidden import ATTENTION
 
 NOTEBOOK = "ex17_flash_attention_triton"
 # Reviewed: the package's backward passes answer dQ of a tile (pick ``out`` so that rowsum(dO * O)
@@ -22,12 +21,12 @@ NOTEBOOK = "ex17_flash_attention_triton"
 # interpreter runs Python, so torch's SDPA too); ``launch_forward`` stays, the driver needs it;
 # the dQ kernel: the course's ``_bwd_dq_kernel`` and the backward passes (``launch_dq`` stays).
 # One list for the notebook, so its items share one unit in the sandbox.
-_FORBID = ("mha_course.flash_backward.backward_d_term",
-           "mha_course.flash_backward.flash_attention_backward",
-           "mha_course.triton_flash.triton_backward", "mha_course.triton_flash.triton_forward",
-           "mha_course.triton_flash._bwd_dq_kernel",
-           "mha_course.triton_flash._fwd_kernel", "mha_course.triton_flash.triton_flash_attention",
-           "mha_course.triton_flash.TritonFlashAttention", *ATTENTION)
+_FORBID = ("mha_course.kernels.flash_backward.backward_d_term",
+           "mha_course.kernels.flash_backward.flash_attention_backward",
+           "mha_course.kernels.triton_flash.triton_backward", "mha_course.kernels.triton_flash.triton_forward",
+           "mha_course.kernels.triton_flash._bwd_dq_kernel",
+           "mha_course.kernels.triton_flash._fwd_kernel", "mha_course.kernels.triton_flash.triton_flash_attention",
+           "mha_course.kernels.triton_flash.TritonFlashAttention", *ATTENTION)
 _D_NO_OUTPUT = "D summed dO alone: D_i = rowsum(dO_i * O_i), the product with the output O"
 _D_WRONG_AXIS = "summed over the query rows (dim -2): D has one number per row, sum over dim -1"
 _DQ_NO_D = "dS = P * dP without subtracting D: the softmax backward is dS = P * (dP - D)"
@@ -128,7 +127,7 @@ ITEMS = [
         task="the FlashAttention-2 forward kernel in Triton: online softmax over key blocks, "
              "O and the log-sum-exp, causal block skipping, GQA",
         make_cases=fwd.make_cases, shape="(B, H, L, D), (B, H, L)", reference=fwd.reference,
-        driver="mha_course.grading.drivers:drive_forward_kernel",
+        driver="mha_course.grading.child.drivers:drive_forward_kernel",
         requires=(("triton", INSTALL_HINT),),
         mistakes=(
             Mistake("accumulator not rescaled", fwd.NO_RESCALE, variant=fwd.variant(rescale_acc=False)),
@@ -156,7 +155,7 @@ ITEMS = [
         task="(optional) the FlashAttention-2 dQ kernel in Triton: P recomputed from the lse, "
              "dS = P * (dP - D), dQ = scale * dS K over the key blocks a query block sees, GQA",
         make_cases=dqk.make_cases, shape="(B, H, L, D)", reference=dqk.reference,
-        driver="mha_course.grading.drivers:drive_dq_kernel",
+        driver="mha_course.grading.child.drivers:drive_dq_kernel",
         requires=(("triton", INSTALL_HINT),),
         mistakes=(
             Mistake("P without the scale", dqk.P_NO_SCALE, variant=dqk.variant(scale_p=False)),

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from mha_course.ops.flex_masks import alibi, document_causal, sliding_window
 from mha_grader.items import Item, Mistake
-
-from ...flex_masks import alibi, document_causal, sliding_window
 
 NOTEBOOK = "ex18_flex_attention"
 # Reviewed: the package's mask/score mods, chapter 14's banded mask and chapter 12's ALiBi bias
 # (the cases use the standard slopes) each answer an item.
-_FORBID = ("mha_course.flex_masks.causal", "mha_course.flex_masks.sliding_window",
-           "mha_course.flex_masks.prefix_lm", "mha_course.flex_masks.document_causal",
-           "mha_course.flex_masks.alibi", "mha_course.window.sliding_window_mask",
-           "mha_course.positions.alibi_bias", "mha_course.positions.alibi_slopes")
+_FORBID = ("mha_course.ops.flex_masks.causal", "mha_course.ops.flex_masks.sliding_window",
+           "mha_course.ops.flex_masks.prefix_lm", "mha_course.ops.flex_masks.document_causal",
+           "mha_course.ops.flex_masks.alibi", "mha_course.caches.window.sliding_window_mask",
+           "mha_course.ops.positions.alibi_bias", "mha_course.ops.positions.alibi_slopes")
 _WINDOW_OFF_BY_ONE = ("window one too wide: each query sees one key more than the window")
 _WINDOW_NOT_CAUSAL = "window not causal: keys after the query (j > i) must stay masked"
 _DOC_NOT_CAUSAL = "documents not causal: within a document, key j must also satisfy j <= i"

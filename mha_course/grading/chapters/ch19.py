@@ -8,18 +8,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mha_course.grading.child.drivers import drive_ring  # noqa: F401 - the item's driver, for the tests
+from mha_course.grading.forbidden import ATTENTION
+from mha_course.kernels.ring import chunk_ids
 from mha_grader.items import Item, Mistake
-
-from ...ring import chunk_ids
-from ..drivers import drive_ring  # noqa: F401 - the item's driver, for the tests
-from ..forbidden import ATTENTION
 
 NOTEBOOK = "ex19_ring_attention"
 # Reviewed: every public function of the ring module (shard(arange(T)) gives the positions,
 # ring_attention logs the bytes it sends) and the runner that drives it.
-_FORBID = ("mha_course.ring.chunk_ids", "mha_course.ring.shard", "mha_course.ring.unshard",
-           "mha_course.ring.work_per_rank", "mha_course.ring.ring_attention",
-           "mha_course.ring_run.run_ring", *ATTENTION,
+_FORBID = ("mha_course.kernels.ring.chunk_ids", "mha_course.kernels.ring.shard", "mha_course.kernels.ring.unshard",
+           "mha_course.kernels.ring.work_per_rank", "mha_course.kernels.ring.ring_attention",
+           "mha_course.kernels.ring_run.run_ring", *ATTENTION,
            # the parent's references (the staged copy the child sees has them absent)
            "mha_course.grading.chapters.ch19._full_attention",
            "mha_course.grading.chapters.ch19._merge_ref", "mha_course.grading.chapters.ch19._step")
@@ -237,7 +236,7 @@ ITEMS = [
         task="one ring step: this block's causal attention (global positions) with its log-sum-exp, "
              "merged into the running (out, lse); driven over whole rings against float64 attention",
         make_cases=_ring_cases, shape="out (B, H, T, Dv), lse (B, H, T)", reference=_full_attention,
-        driver="mha_course.grading.drivers:drive_ring", rtol=1e-3, atol=1e-4,
+        driver="mha_course.grading.child.drivers:drive_ring", rtol=1e-3, atol=1e-4,
         mistakes=(
             Mistake("no max", _NO_MAX, matches=_ring_nonfinite(big=True)),
             Mistake("empty partial", _EMPTY_NAN, matches=_ring_nonfinite(big=False)),

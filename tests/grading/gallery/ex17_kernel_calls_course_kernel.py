@@ -4,7 +4,7 @@ REPLACE = {"ex17_triton_forward": '''
 import triton
 import triton.language as tl
 
-import mha_course.triton_flash as course
+import mha_course.kernels.triton_flash as course
 
 
 @triton.jit

@@ -1,0 +1,365 @@
+"""Chapters 4–7: multi-head attention with grouped key/value heads (MHA, GQA, MQA),
+self- and cross-attention, masks, a KV cache, and two interchangeable kernels; chapter 12 adds
+positions inside attention (RoPE, ALiBi).
+
+Dimension letters, one per dimension: B batch, L query length, S key/value length, E embed_dim,
+H query heads, G key/value heads, D head_dim (E = H * D).
+
+How ``q_proj`` relates to chapter 3's ``W_Q``: ``q_proj`` is the H heads' query projections side by
+side. Head ``h``'s own (E -> D) matrix, chapter 3's ``SelfAttentionHead.W_Q`` for that head, is the
+slice ``q_proj.weight[h * D:(h + 1) * D]`` (rows, because ``nn.Linear`` stores (out, in) and computes
+``x @ weight.T``); ``split_heads`` cuts the projected features at the same boundaries. The same holds
+for ``k_proj``/``v_proj`` (W_K, W_V, with G heads) and ``out_proj`` is W_O."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mha_course._checks import (
+    check_base,
+    check_broadcast,
+    check_float,
+    check_kv_heads,
+    check_mask_dtype,
+    check_rank,
+    check_tensor,
+    shape_str,
+)
+from mha_course.caches.base import Cache
+from mha_course.ops.masks import causal_mask, combine_masks, key_padding_to_attn_mask
+from mha_course.ops.positions import alibi_bias, alibi_slopes
+from mha_course.ops.rope import LAYOUTS as ROPE_LAYOUTS
+from mha_course.ops.rope import apply_rope
+from mha_course.ops.sdpa import scaled_dot_product_attention
+
+IMPLS = ("eager", "sdpa")
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Cut the last dimension into heads and move heads before the sequence.
+
+    The ``transpose`` matters: ``x.view(B, H, L, D)`` would also have the right shape, but it
+    would mix different tokens into one head (chapter 4 shows the wrong result).
+
+    Shape:
+        x: (B, L, H * D). Returns (B, H, L, D). (Used for keys and values too, with S for L.)
+    """
+    check_tensor("x", x)
+    check_rank("x", x, "(B, L, H * D)", rank=3)
+    B, L, HD = x.shape
+    if num_heads <= 0 or HD % num_heads != 0:
+        raise ValueError(
+            f"x: expected shape (B, L, H * D) with a last size divisible by num_heads H = "
+            f"{num_heads}, got {shape_str(x)}"
+        )
+    return _split(x, num_heads)
+
+
+def _split(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """:func:`split_heads` without the checks (for the module, whose projections fix the sizes)."""
+    B, L, HD = x.shape
+    return x.view(B, L, num_heads, HD // num_heads).transpose(1, 2)  # (B, L, H*D) -> (B, L, H, D) -> (B, H, L, D)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`split_heads`: concatenate the heads back into one vector per token.
+
+    Shape:
+        x: (B, H, L, D). Returns (B, L, H * D).
+    """
+    check_tensor("x", x)
+    check_rank("x", x, "(B, H, L, D)", rank=4)
+    B, H, L, D = x.shape
+    return x.transpose(1, 2).reshape(B, L, H * D)  # (B, H, L, D) -> (B, L, H, D) -> (B, L, H*D)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention, batch first, with H query heads and G key/value heads.
+
+    ``num_kv_heads=None`` (G = H) is classic MHA, ``1`` is multi-query attention (MQA), and
+    any divisor of ``num_heads`` is grouped-query attention (GQA): query head ``h`` reads
+    key/value head ``h // (H // G)``.
+
+    Args:
+        embed_dim: E, the model width; ``head_dim`` D = E / H.
+        num_heads: H query heads.
+        num_kv_heads: G key/value heads (default H).
+        bias: biases in all four projections.
+        dropout: dropout on the attention weights while training.
+        kdim, vdim: feature sizes of ``key``/``value`` inputs for cross-attention (default E).
+        impl: ``"eager"`` runs the course's own :func:`scaled_dot_product_attention`;
+            ``"sdpa"`` runs torch's fused kernel. They agree to rounding.
+        rope: ``None`` (no rotary embedding), ``"half"`` or ``"interleaved"``: rotate queries
+            and keys by their positions after the head split (:func:`mha_course.apply_rope`).
+            With a ``kv_cache`` the new tokens' positions start at the cache length, and keys
+            are cached already rotated. Meant for self-attention (queries and keys share
+            positions).
+        rope_base: RoPE's ``base`` (``theta_i = base^(-2i/D)``).
+        alibi: add ALiBi's bias ``-slope_h * |i - j|`` to the scores (slopes in the buffer
+            ``alibi_slopes``, (H,)); with a ``kv_cache`` query positions are offset too.
+
+    Shape:
+        query: (B, L, E); key: (B, S, kdim); value: (B, S, vdim). Output: (B, L, E);
+        weights (need_weights=True): (B, H, L, S).
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        num_kv_heads: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        impl: str = "sdpa",
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        rope: str | None = None,
+        rope_base: float = 10000.0,
+        alibi: bool = False,
+    ) -> None:
+        super().__init__()
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if embed_dim <= 0 or num_heads <= 0 or num_kv_heads <= 0:
+            raise ValueError(
+                f"embed_dim, num_heads, num_kv_heads: expected positive integers, got "
+                f"E={embed_dim}, H={num_heads}, G={num_kv_heads}"
+            )
+        if embed_dim % num_heads != 0:
+            raise ValueError(
+                f"embed_dim: E must be divisible by num_heads H so each head gets D = E / H "
+                f"features; got E={embed_dim}, H={num_heads}"
+            )
+        check_kv_heads("num_kv_heads", num_heads, num_kv_heads)
+        if impl not in IMPLS:
+            raise ValueError(f"impl: expected one of {IMPLS}, got {impl!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout: expected a probability in [0, 1), got {dropout}")
+        self.embed_dim, self.num_heads, self.num_kv_heads = embed_dim, num_heads, num_kv_heads
+        self.head_dim = embed_dim // num_heads
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self.dropout, self.impl = dropout, impl
+        if rope is not None and rope not in ROPE_LAYOUTS:
+            raise ValueError(f"rope: expected None or one of {ROPE_LAYOUTS}, got {rope!r}")
+        if rope is not None and self.head_dim % 2:
+            raise ValueError(
+                f"rope: RoPE rotates pairs of features, so head_dim D = E / H must be even; "
+                f"got D = {self.head_dim} (E={embed_dim}, H={num_heads})"
+            )
+        check_base("rope_base", rope_base)
+        if not isinstance(alibi, bool):
+            raise ValueError(f"alibi: expected True or False, got {alibi!r}")
+        self.rope, self.rope_base, self.alibi = rope, float(rope_base), alibi
+        self.alibi_slopes: torch.Tensor | None
+        self.register_buffer(
+            "alibi_slopes", alibi_slopes(num_heads).to(device) if alibi else None, persistent=False)
+        kv_width = num_kv_heads * self.head_dim  # G * D
+        factory = {"device": device, "dtype": dtype}
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)  # W_Q
+        self.k_proj = nn.Linear(self.kdim, kv_width, bias=bias, **factory)  # W_K
+        self.v_proj = nn.Linear(self.vdim, kv_width, bias=bias, **factory)  # W_V
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)  # W_O
+
+    def extra_repr(self) -> str:
+        extra = (f", rope={self.rope!r}" if self.rope else "") + (", alibi=True" if self.alibi else "")
+        return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
+                f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, impl={self.impl!r}"
+                + extra)
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention, impl: str = "sdpa") -> MultiHeadAttention:
+        """An equivalent module with the weights of a ``torch.nn.MultiheadAttention`` (packed or
+        separate in-projections, with or without bias, any kdim/vdim). ``add_bias_kv`` and
+        ``add_zero_attn`` have no counterpart here and raise ``ValueError``.
+
+        The copy is always batch-first ``(B, L, E)``; for a module with ``batch_first=False`` give
+        it ``x.transpose(0, 1)``. Mind the opposite mask conventions: torch's bool ``attn_mask``
+        is True where attention is NOT allowed, ours (and SDPA's) True where it MAY attend —
+        convert with :func:`mha_course.torch_mha_mask_to_sdpa`; ``key_padding_mask`` means the
+        same in both (True = padding). ``need_weights=True`` returns per-head weights
+        ``(B, H, L, S)``: their mean over H is torch's default (averaged) output.
+        """
+        if not isinstance(module, nn.MultiheadAttention):
+            raise ValueError(
+                f"module: expected torch.nn.MultiheadAttention, got {type(module).__name__}")
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError(
+                "module: add_bias_kv / add_zero_attn have no equivalent in MultiHeadAttention")
+        has_bias = module.in_proj_bias is not None
+        w = module.out_proj.weight
+        ours = cls(module.embed_dim, module.num_heads, bias=has_bias, dropout=module.dropout,
+                   kdim=module.kdim, vdim=module.vdim, impl=impl, device=w.device, dtype=w.dtype)
+        with torch.no_grad():
+            if module._qkv_same_embed_dim:
+                W_Q, W_K, W_V = module.in_proj_weight.chunk(3, dim=0)  # (3E, E) -> 3 × (E, E)
+            else:
+                W_Q, W_K, W_V = module.q_proj_weight, module.k_proj_weight, module.v_proj_weight
+            for lin, W in ((ours.q_proj, W_Q), (ours.k_proj, W_K), (ours.v_proj, W_V),
+                           (ours.out_proj, module.out_proj.weight)):
+                lin.weight.copy_(W)
+            if has_bias:
+                b_Q, b_K, b_V = module.in_proj_bias.chunk(3)  # (3E,) -> 3 × (E,)
+                for lin, b in ((ours.q_proj, b_Q), (ours.k_proj, b_K), (ours.v_proj, b_V),
+                               (ours.out_proj, module.out_proj.bias)):
+                    lin.bias.copy_(b)
+        ours.train(module.training)
+        return ours
+
+    # ---- forward -------------------------------------------------------------------------
+    def _check_inputs(self, query, key, value) -> None:
+        E = self.embed_dim
+        for name, t, width, letters in (
+            ("query", query, E, "(B, L, E)"),
+            ("key", key, self.kdim, "(B, S, kdim)"),
+            ("value", value, self.vdim, "(B, S, vdim)"),
+        ):
+            if name != "query" and t is query and width == E:
+                continue  # self-attention: key/value are the query tensor, checked already
+            check_tensor(name, t)
+            check_float(name, t)
+            check_rank(name, t, letters, rank=3)
+            if t.shape[-1] != width:
+                raise ValueError(
+                    f"{name}: expected shape {letters} with last size {width}, got {shape_str(t)}"
+                )
+            if t.dtype != self.q_proj.weight.dtype:
+                raise ValueError(
+                    f"{name}: expected dtype {self.q_proj.weight.dtype} (the module's parameters), "
+                    f"got {t.dtype}; cast the input or the module (e.g. module.double())"
+                )
+        if key.shape[0] != query.shape[0] or value.shape[0] != query.shape[0]:
+            raise ValueError(
+                f"key/value: expected shapes (B, S, kdim) / (B, S, vdim) with B = {query.shape[0]} "
+                f"(query's batch size), got key {shape_str(key)}, value {shape_str(value)}"
+            )
+        if key.shape[1] != value.shape[1]:
+            raise ValueError(
+                f"value: expected shape (B, S, vdim) with S = {key.shape[1]} (key's length), "
+                f"got {shape_str(value)}"
+            )
+
+    def _build_mask(self, attn_mask, key_padding_mask, is_causal, B, L, S, offset, dtype, device):
+        """One SDPA-convention mask (bool True = may attend, or additive) of shape broadcastable
+        to (B, H, L, S), or None."""
+        H = self.num_heads
+        if attn_mask is not None:
+            check_tensor("attn_mask", attn_mask)
+            check_mask_dtype("attn_mask", attn_mask)
+            if attn_mask.dim() not in (2, 3, 4):
+                raise ValueError(
+                    f"attn_mask: expected shape (L, S), (B, L, S) or (B, H, L, S), "
+                    f"got {shape_str(attn_mask)}"
+                )
+            if attn_mask.dim() == 3:  # (B, L, S); torch's module would take (B*H, L, S) here
+                check_broadcast("attn_mask", attn_mask, (B, L, S), "(B, L, S)")
+                attn_mask = attn_mask.unsqueeze(1)  # (B, L, S) -> (B, 1, L, S)
+            check_broadcast("attn_mask", attn_mask, (B, H, L, S), "(B, H, L, S)")
+        kpm = None
+        if key_padding_mask is not None:
+            kpm = key_padding_to_attn_mask(key_padding_mask, B, S)  # (B, S) -> (B, 1, 1, S)
+        # One new query at the end (a decode step, S = offset + 1) sees every key: no mask.
+        needs_causal = is_causal and not (L == 1 and S == offset + 1)
+        causal = causal_mask(L, S, offset=offset, device=device) if needs_causal else None
+        return combine_masks(attn_mask, kpm, causal, dtype=dtype)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+        *,
+        attn_mask: torch.Tensor | None = None,
+        key_padding_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+        kv_cache: Cache | None = None,
+        head_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``query`` to ``key``/``value`` (self-attention when they are omitted).
+
+        Args:
+            attn_mask: bool True = may attend, or float added to the scores; (L, S),
+                (B, L, S) or (B, H, L, S), where S counts cached positions too.
+            key_padding_mask: (B, S), True = padding (ignored key), or float (added to the
+                scores); S counts cached positions too.
+            is_causal: query ``i`` sees keys up to its own position; with a ``kv_cache`` the
+                mask is offset by the number of cached positions.
+            need_weights: also return the per-head weights (runs the eager path).
+            kv_cache: any :class:`mha_course.caches.base.Cache` (:class:`mha_course.KVCache`, a static,
+                sliding-window, quantized or paged-sequence cache); this call's keys/values are
+                given to its ``update`` first. ``length`` (tokens seen) offsets the positions, and
+                its ``restrict_mask`` narrows the mask to the keys it returned (chapter 14's
+                :class:`mha_course.SlidingWindowCache` keeps only some positions).
+            head_mask: (H,) or (B, H) multipliers on each head's output (0 switches a head off).
+
+        Shape:
+            query: (B, L, E); key: (B, S, kdim); value: (B, S, vdim).
+            Returns output (B, L, E) and weights (B, H, L, S) or None.
+        """
+        key = query if key is None else key
+        value = key if value is None else value
+        self._check_inputs(query, key, value)
+        B, L, _ = query.shape
+        H, G = self.num_heads, self.num_kv_heads
+        offset = 0 if kv_cache is None else kv_cache.length  # positions cached before this call
+        S = offset + key.shape[1]
+        # Check (and build) every mask before the cache grows: a bad call leaves the cache as it was.
+        mask = self._build_mask(attn_mask, key_padding_mask, is_causal, B, L, S, offset,
+                                query.dtype, query.device)  # broadcasts to (B, H, L, S), or None
+        if self.alibi:  # (H, L, S) bias on the scores; query i sits at position offset + i
+            bias = alibi_bias(H, L, S, offset=offset, slopes=self.alibi_slopes,
+                              dtype=query.dtype, device=query.device)
+            mask = combine_masks(mask, bias, dtype=query.dtype)  # -> broadcasts to (B, H, L, S)
+        multipliers = None if head_mask is None else _head_multipliers(head_mask, B, H, query.dtype)
+
+        q = _split(self.q_proj(query), H)  # (B, L, E) -> (B, H, L, D)
+        k = _split(self.k_proj(key), G)  # (B, S_new, kdim) -> (B, G, S_new, D)
+        v = _split(self.v_proj(value), G)  # (B, S_new, vdim) -> (B, G, S_new, D)
+        if self.rope is not None:  # rotate by absolute position; the cache holds rotated keys
+            dev = query.device
+            q = apply_rope(q, torch.arange(offset, offset + L, device=dev), layout=self.rope,
+                           base=self.rope_base)  # (B, H, L, D)
+            k = apply_rope(k, torch.arange(offset, S, device=dev), layout=self.rope,
+                           base=self.rope_base)  # (B, G, S_new, D)
+        restricted = False
+        if kv_cache is not None:
+            k, v = kv_cache.update(k, v)  # (B, G, S_new, D) -> (B, G, S_old + S_new, D)
+            narrowed = kv_cache.restrict_mask(mask, L)  # (..., L, S) -> (..., L, S_kept); same object if all kept
+            restricted, mask = narrowed is not mask, narrowed  # chapter 14: a cache that drops tokens
+
+        p = self.dropout if self.training else 0.0
+        gqa = G != H
+        weights = None
+        if self.impl == "sdpa" and not need_weights:
+            only_causal = (is_causal and offset == 0 and attn_mask is None
+                           and key_padding_mask is None and not self.alibi and not restricted)
+            if only_causal:  # let torch pick its fastest causal kernel
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p,
+                                                     enable_gqa=gqa)
+            else:
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
+                                                     enable_gqa=gqa)
+        else:
+            out, weights = scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=p, enable_gqa=gqa, return_weights=True
+            )  # out (B, H, L, D), weights (B, H, L, S)
+        if multipliers is not None:
+            out = out * multipliers  # (B, H, L, D) * (1 or B, H, 1, 1): head h scaled by head_mask[h]
+        output = self.out_proj(merge_heads(out))  # (B, H, L, D) -> (B, L, H*D) -> (B, L, E)
+        return output, (weights if need_weights else None)
+
+
+def _head_multipliers(head_mask: torch.Tensor, B: int, H: int, dtype: torch.dtype) -> torch.Tensor:
+    """(H,) or (B, H) head mask -> (B or 1, H, 1, 1) multipliers."""
+    check_tensor("head_mask", head_mask)
+    if head_mask.shape not in ((H,), (B, H)):
+        raise ValueError(
+            f"head_mask: expected shape (H,) = ({H},) or (B, H) = ({B}, {H}), "
+            f"got {shape_str(head_mask)}"
+        )
+    m = head_mask.to(dtype)
+    return m.reshape(-1, H, 1, 1)  # (H,) or (B, H) -> (1 or B, H, 1, 1)

@@ -1,0 +1,79 @@
+"""A preallocated KV cache: write new keys/values into a fixed buffer instead of concatenating.
+
+:class:`mha_course.KVCache` (chapter 5) grows with ``torch.cat``: every decode step allocates a
+new (B, G, S + 1, D) tensor and copies all S old positions into it — O(S) work and a fresh
+allocation per token, O(S²) copying over a whole generation. Production caches (vLLM, Hugging
+Face's ``StaticCache``) allocate ``max_len`` positions once and write each new position in
+place; a step then touches only the new position, and the memory never moves.
+
+Follows :class:`mha_course.caches.base.Cache` like :class:`~mha_course.KVCache`, so it can be passed as
+``kv_cache=`` to :class:`~mha_course.MultiHeadAttention`; ``nbytes`` counts the filled positions,
+``allocated_bytes`` the whole buffers.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mha_course._checks import check_positive_int
+from mha_course.caches.base import Cache, check_new_kv
+
+
+class StaticKVCache(Cache):
+    """Keys/values of up to ``max_len`` positions in buffers allocated once.
+
+    The buffers are created on the first ``update`` (so B, G, D, dtype and device come from
+    the keys); ``update`` returns views of the filled part, no copy of the old positions.
+
+    Shape:
+        buffers key: (B, G, max_len, D), value: (B, G, max_len, Dv); views (B, G, S, D).
+    """
+
+    def __init__(self, max_len: int) -> None:
+        self.max_len = check_positive_int("max_len", max_len, " (positions the buffers hold)")
+        self._key: torch.Tensor | None = None
+        self._value: torch.Tensor | None = None
+        self._length = 0
+
+    @property
+    def length(self) -> int:
+        """Number of filled positions S."""
+        return self._length
+
+    def held(self) -> tuple[torch.Tensor, ...]:
+        """Views of the filled part, (B, G, S, D) and (B, G, S, Dv)."""
+        if self._key is None or not self._length:
+            return ()
+        return self._key[:, :, :self._length], self._value[:, :, :self._length]
+
+    def allocated(self) -> tuple[torch.Tensor, ...]:
+        """The whole buffers, (B, G, max_len, D) and (B, G, max_len, Dv)."""
+        return () if self._key is None else (self._key, self._value)
+
+    def reset(self) -> None:
+        """Start a new sequence (the buffers are kept and overwritten)."""
+        self._length = 0
+
+    def update(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write this call's keys/values at positions ``[S_old, S_old + S_new)``; return all.
+
+        Shape:
+            key: (B, G, S_new, D), value: (B, G, S_new, Dv).
+            Returns views key (B, G, S_old + S_new, D), value (B, G, S_old + S_new, Dv).
+        """
+        check_new_kv(key, value, self.held() or None)
+        B, G, S_new, D = key.shape
+        end = self._length + S_new
+        if end > self.max_len:  # checked before anything is (re)allocated or written
+            raise ValueError(f"key: the cache holds max_len = {self.max_len} positions; "
+                             f"{self._length} cached + {S_new} new does not fit")
+        fits = self._key is not None and (self._key.shape[:2], self._key.shape[3], self._value.shape[3],
+                                          self._key.dtype, self._key.device) == (
+            (B, G), D, value.shape[3], key.dtype, key.device)
+        if not fits:  # empty (checked above): a new sequence of another shape gets new buffers
+            self._key = key.new_empty(B, G, self.max_len, D)  # allocated once
+            self._value = value.new_empty(B, G, self.max_len, value.shape[-1])
+        self._key[:, :, self._length:end] = key  # in place: only the new positions are written
+        self._value[:, :, self._length:end] = value
+        self._length = end
+        return self._key[:, :, :end], self._value[:, :, :end]  # views, (B, G, S, D)

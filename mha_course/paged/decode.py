@@ -1,0 +1,226 @@
+"""Chapter 16 (2/2), the decode: attention read through the block tables
+(:func:`paged_attention`), one step of a :class:`mha_course.MultiHeadAttention` over a paged batch
+(:func:`paged_forward`), and requests that join and leave between steps
+(:func:`continuous_batching`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from mha_course._checks import check_rank, check_tensor, shape_str
+from mha_course.attention.mha import MultiHeadAttention, merge_heads, split_heads
+from mha_course.caches.per_head import attention_by_head
+from mha_course.ops.rope import apply_rope
+from mha_course.paged.tables import PagedKVCache
+
+
+def first_of_run(table: Sequence[int]) -> int | None:
+    """``table[0]`` if the blocks are one run ``table[0], table[0] + 1, ...`` (handed out in order,
+    as :class:`mha_course.BlockPool` does for a sequence filled while no other one grows); else None."""
+    if not table:
+        return None
+    first = table[0]
+    return first if list(table) == list(range(first, first + len(table))) else None
+
+
+PATHS = ("views", "masked span", "gather")
+SPAN_SLACK = 2  # the masked span reads at most this many times the batch's own blocks
+SPAN_MAX_SEQUENCES = 8  # ... and computes B times the dot products: a small batch only
+
+
+def read_path(tables: Sequence[Sequence[int]]) -> str:
+    """How :func:`paged_attention` reads a batch whose block tables are ``tables``:
+
+    - ``"views"``: every sequence's blocks are one run ``t, t + 1, ...``: each (sequence, head)
+      is a view of the pool, nothing copied;
+    - ``"masked span"``: blocks interleaved (as decoding a batch grows them), the batch small
+      (B <= SPAN_MAX_SEQUENCES) and its blocks filling most of the span of the pool they lie in
+      (span <= SPAN_SLACK x the blocks they hold): :func:`_span_attention`, one attention call;
+    - ``"gather"``: otherwise, per (sequence, head): its keys gathered, its values summed in place.
+    """
+    if not isinstance(tables, (list, tuple)) or not all(
+            isinstance(t, (list, tuple)) and all(isinstance(n, int) for n in t) for t in tables):
+        raise ValueError(f"tables: expected a list of block tables (lists of block numbers), "
+                         f"got {tables!r:.80}")
+    if all(first_of_run(t) is not None for t in tables):
+        return "views"
+    if len(tables) > SPAN_MAX_SEQUENCES or not all(tables):
+        return "gather"
+    span = max(max(t) for t in tables) - min(min(t) for t in tables) + 1
+    return "masked span" if span <= SPAN_SLACK * sum(len(t) for t in tables) else "gather"
+
+
+def _span_attention(query: torch.Tensor, key_heads: torch.Tensor, value_heads: torch.Tensor,
+                    tables: Sequence[Sequence[int]], lengths: Sequence[int],
+                    scale: float | None = None) -> torch.Tensor:
+    """Causal attention of each sequence's last L tokens, all B sequences in ONE SDPA call: the
+    batch's queries attend to every token of the span of blocks ``lo .. hi - 1`` their tables lie
+    in (a view of the pool: about the bytes a dense cache of the batch holds), and a mask keeps
+    query ``l`` of sequence ``b`` to b's own tokens at positions ``<= S_b - L + l``. FlexAttention's
+    paged attention reads a pool through a block mask the same way; SDPA does not skip the masked
+    tiles, so this computes B times the dot products of a per-sequence read: cheap beside the
+    bytes for a small batch on a CPU, not for a large one (hence :func:`read_path`'s limits).
+
+    Shape:
+        query: (B, H, L, D); key_heads, value_heads: (G, N, bs, D); tables[b]: ceil(S_b / bs)
+        blocks. Returns (B, H, L, D).
+    """
+    B, H, L, D = query.shape
+    G, bs = key_heads.shape[0], key_heads.shape[2]
+    dev = query.device
+    lo, hi = min(min(t) for t in tables), max(max(t) for t in tables) + 1
+    span = (hi - lo) * bs  # tokens in the span
+    # pos[b, j]: the position span token j holds in sequence b; span (after every query) if not b's
+    pos = torch.full((B, span), span, dtype=torch.long, device=dev)
+    for b, (table, S) in enumerate(zip(tables, lengths)):
+        first_row = (torch.tensor(table, device=dev)[:, None] - lo) * bs  # (M, 1) each block's place
+        pos[b, (first_row + torch.arange(bs, device=dev)).reshape(-1)[:S]] = torch.arange(S, device=dev)
+    last = torch.tensor(lengths, device=dev)[:, None] - L + torch.arange(L, device=dev)  # (B, L)
+    mask = pos[:, None, :] <= last[:, :, None]  # (B, 1, span) <= (B, L, 1) -> (B, L, span)
+    k = key_heads[:, lo:hi].reshape(1, G, span, D)  # (G, hi - lo, bs, D) -> (1, G, span, D), a view
+    v = value_heads[:, lo:hi].reshape(1, G, span, D)
+    q = query.transpose(0, 1).reshape(1, H, B * L, D)  # (B, H, L, D) -> (H, B, L, D) -> (1, H, BL, D)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.reshape(B * L, span), scale=scale,
+                                         enable_gqa=H != G)  # (1, H, BL, D)
+    return out.reshape(H, B, L, D).transpose(0, 1)  # (1, H, BL, D) -> (H, B, L, D) -> (B, H, L, D)
+
+
+def paged_attention(query: torch.Tensor, cache: PagedKVCache, seq_ids: Sequence[Hashable],
+                    scale: float | None = None, path: str | None = None) -> torch.Tensor:
+    """Causal attention of each sequence's last L tokens (already appended) to its keys,
+    read from the pool through the block tables — one call for sequences of different lengths.
+
+    The pool is laid out head-major, ``key_heads`` (G, N, bs, D); :func:`read_path` picks how:
+    - ``views``: a sequence's blocks one run ``t, ..., t + M - 1``: ``key_heads[g, t:t + M]``
+      (M, bs, D) IS its (S, D) keys, a view — each sequence and key/value head read on its own
+      (:func:`mha_course.caches.per_head.attention_by_head`), the same bytes as a dense cache;
+    - ``masked span``: blocks interleaved (decoding a batch grows it a block per sequence in
+      turn), a small batch: :func:`_span_attention`, one attention over the span of the pool;
+    - ``gather``: otherwise, per (sequence, head), the keys by one ``index_select`` of its M blocks
+      into a buffer reused by every (sequence, head); the values never copied: each query's
+      weighted sum of the value rows its table points at, formed where they lie
+      (``F.embedding_bag`` with ``per_sample_weights``: a weighted sum of the rows an index picks).
+    ``path`` forces one (None: :func:`read_path`'s choice; ``"views"`` and ``"gather"`` are one
+    per-(sequence, head) read: a run of blocks as a view, other blocks gathered).
+    ``benchmarks/kv_cache_decode.py`` times the first two against the dense cache,
+    ``benchmarks/paged_read.py`` the ways of reading interleaved blocks that were tried.
+
+    Shape:
+        query: (B, H, L, D), B = len(seq_ids). Returns (B, H, L, D).
+    """
+    check_tensor("query", query)
+    check_rank("query", query, "(B, H, L, D)", rank=4)
+    pool = cache.pool
+    G, D = pool.key.shape[1], pool.key.shape[3]
+    if query.shape[0] != len(seq_ids) or query.shape[1] % G or query.shape[3] != D:
+        raise ValueError(f"query: expected shape (B, H, L, D) with B = len(seq_ids) = {len(seq_ids)}, "
+                         f"H a multiple of G = {G} and D = {D}, got {shape_str(query)}")
+    L = query.shape[2]
+    tables = [cache._seq(s) for s in seq_ids]
+    lengths = [cache.lengths[s] for s in seq_ids]
+    if any(n < L for n in lengths):
+        raise ValueError(f"query: expected each sequence to hold at least L = {L} tokens (append this "
+                         f"step's keys first), got lengths {lengths}")
+    if path not in (None, *PATHS):
+        raise ValueError(f"path: expected None (read_path's choice) or one of {PATHS}, got {path!r}")
+    path = read_path(tables) if path is None else path
+    if path == "masked span" and not all(tables):
+        raise ValueError("path: 'masked span' needs every sequence to hold a block; got an empty table")
+    if path == "masked span":
+        return _span_attention(query, pool.key_heads, pool.value_heads, tables, lengths, scale=scale)
+    firsts = [first_of_run(t) for t in tables]
+    dev = pool.key.device
+    index = [None if f is not None else torch.tensor(t, dtype=torch.long, device=dev)
+             for f, t in zip(firsts, tables)]
+    N, bs = pool.num_blocks, pool.block_size
+    # the pool rows of sequence b's S_b tokens, in order: block n holds rows n * bs ... n * bs + bs - 1
+    rows = [None if i is None else (i[:, None] * bs + torch.arange(bs, device=dev)).reshape(-1)[:S]
+            for i, S in zip(index, lengths)]  # (M, 1) * bs + (bs,) -> (M, bs) -> (S_b,)
+    k_heads, v_heads = pool.key_heads, pool.value_heads  # (G, N, bs, D)
+    k_rows = k_heads.view(G, N, bs * D)  # (G, N, bs, D) -> (G, N, bs * D): a block of one head a row
+    v_tokens = v_heads.view(G, N * bs, D)  # (G, N, bs, D) -> (G, N * bs, D): a token of one head a row
+    most = max((len(t) for t, i in zip(tables, index) if i is not None), default=0)
+    k_buf = k_heads.new_empty(most, bs * D)  # reused by every gathered (sequence, head)
+    grad = torch.is_grad_enabled() and k_heads.requires_grad  # autograd allows no out=
+
+    def load(b: int, g: int) -> tuple:
+        M, S, first = len(tables[b]), lengths[b], firsts[b]
+        if first is not None:  # head g's blocks t..t+M-1: (M, bs, D) -> (M * bs, D), a view
+            return (k_heads[g, first:first + M].view(-1, D)[:S],
+                    v_heads[g, first:first + M].view(-1, D)[:S])
+        # head g (N, bs * D) -> its M blocks (M, bs * D) -> (M * bs, D) -> its S positions
+        k = torch.index_select(k_rows[g], 0, index[b], **({} if grad else {"out": k_buf[:M]}))
+
+        def weighted_values(weights: torch.Tensor) -> torch.Tensor:  # (S, n) -> (n, D)
+            n = weights.shape[1]  # query rows: bag i sums row_j * weights[j, i] over b's S rows
+            return F.embedding_bag(rows[b].repeat(n), v_tokens[g], torch.arange(0, n * S, S, device=dev),
+                                   mode="sum", per_sample_weights=weights.transpose(0, 1).reshape(-1))
+        return k.view(-1, D)[:S], weighted_values
+
+    return attention_by_head(query, load, num_kv_heads=G, scale=scale)
+
+
+def paged_forward(module: MultiHeadAttention, x: torch.Tensor, cache: PagedKVCache,
+                  seq_ids: Sequence[Hashable]) -> torch.Tensor:
+    """One step of ``module`` (causal self-attention) for a batch of sequences held in a paged
+    cache: project, rotate (if ``module.rope``) at each sequence's own positions, append the new
+    keys/values through the tables, attend, project out.
+
+    Shape:
+        x: (B, L, E), B = len(seq_ids). Returns (B, L, E).
+    """
+    H, G = module.num_heads, module.num_kv_heads
+    q = split_heads(module.q_proj(x), H)  # (B, L, E) -> (B, H, L, D)
+    k = split_heads(module.k_proj(x), G)  # (B, L, E) -> (B, G, L, D)
+    v = split_heads(module.v_proj(x), G)  # (B, L, E) -> (B, G, L, D)
+    L = x.shape[1]
+    for s in seq_ids:
+        cache._seq(s)
+    if module.rope is not None:
+        start = torch.tensor([cache.lengths[s] for s in seq_ids])[:, None]  # (B, 1)
+        pos = (start + torch.arange(L)[None, :]).to(x.device)  # (B, L) per-sequence positions
+        q = apply_rope(q, pos, layout=module.rope, base=module.rope_base)
+        k = apply_rope(k, pos, layout=module.rope, base=module.rope_base)
+    for b, s in enumerate(seq_ids):
+        cache.append(s, k[b], v[b])
+    out = paged_attention(q, cache, seq_ids)  # (B, H, L, D)
+    return module.out_proj(merge_heads(out))  # (B, H, L, D) -> (B, L, H*D) -> (B, L, E)
+
+
+def continuous_batching(module: MultiHeadAttention, requests: Mapping[Hashable, tuple[int, torch.Tensor]],
+                        cache: PagedKVCache) -> tuple[dict[Hashable, torch.Tensor], list[list[Hashable]]]:
+    """Decode requests that join and leave: request ``r = (join_step, x)`` enters the batch at
+    step ``join_step``, feeds its T tokens one per step, and leaves (its blocks freed for
+    the next ones) after the last. Every step runs ONE batched :func:`paged_forward`.
+
+    Shape:
+        x: (T, E) per request. Returns outputs {id: (T, E)} and the batch of each step.
+    """
+    for r, (join, _) in requests.items():  # before any change to the cache
+        if isinstance(join, bool) or not isinstance(join, int) or join < 0:
+            raise ValueError(f"requests: expected request {r!r} = (join_step, x) with join_step an "
+                             f"int >= 0 (the first step is 0), got join_step {join!r}")
+    outputs: dict[Hashable, list[torch.Tensor]] = {r: [] for r in requests}
+    trace: list[list[Hashable]] = []
+    active: list[Hashable] = []
+    step = 0
+    while len(trace) == 0 or active or any(j >= step for j, _ in requests.values()):
+        for r, (join, x) in requests.items():
+            if join == step:
+                cache.add(r, x.shape[0])
+                active.append(r)
+        if active:
+            x = torch.stack([requests[r][1][len(outputs[r])] for r in active])[:, None]  # (B, 1, E)
+            y = paged_forward(module, x, cache, active)  # (B, 1, E)
+            for b, r in enumerate(active):
+                outputs[r].append(y[b, 0])
+        trace.append(list(active))
+        for r in [r for r in active if len(outputs[r]) == requests[r][1].shape[0]]:
+            cache.remove(r)
+            active.remove(r)
+        step += 1
+    return {r: torch.stack(o) for r, o in outputs.items()}, trace

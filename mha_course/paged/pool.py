@@ -1,0 +1,80 @@
+"""Chapter 16 (2/2), the memory: one pool of fixed-size physical blocks (vLLM's PagedAttention,
+Kwon et al., 2023) and how many token slots a paged or a preallocated cache reserves.
+
+Keys and values of all sequences live in one pool of ``num_tokens / block_size`` blocks of
+``block_size`` tokens; a block is handed out by :meth:`BlockPool.allocate` and returned when its
+reference count drops to zero (sequences sharing a prompt prefix share its blocks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from mha_course._checks import check_positive_int
+
+
+class BlockPool:
+    """``num_tokens / block_size`` physical blocks of keys and values, with reference counts.
+
+    ``key``/``value`` are (N, G, bs, D): block ``n`` is ``key[n]``. They are views of
+    ``key_heads``/``value_heads`` (G, N, bs, D), which is how the pool is laid out in memory: the
+    blocks of one key/value head sit next to each other, so a sequence whose blocks were handed out
+    in order reads, head by head, as ONE contiguous (S, D) tensor, exactly as a dense cache holds
+    it (:func:`mha_course.paged_attention` uses that view; interleaved blocks it reads as one masked
+    span of the pool, or gathers).
+
+    Shape:
+        key, value: (N, G, bs, D); key_heads, value_heads: (G, N, bs, D); N = num_tokens / bs.
+    """
+
+    def __init__(self, num_tokens: int, block_size: int, num_kv_heads: int, head_dim: int,
+                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
+        check_positive_int("num_tokens", num_tokens)
+        check_positive_int("block_size", block_size)
+        if num_tokens % block_size:
+            raise ValueError(f"block_size: expected a divisor of num_tokens = {num_tokens} (the pool "
+                             f"is (N, G, bs, D) with N = num_tokens / bs), got {block_size}")
+        G, D = check_positive_int("num_kv_heads", num_kv_heads), check_positive_int("head_dim", head_dim)
+        N = num_tokens // block_size
+        self.block_size, self.num_blocks = block_size, N
+        self.key_heads = torch.zeros(G, N, block_size, D, dtype=dtype, device=device)
+        self.value_heads = torch.zeros_like(self.key_heads)
+        self.key = self.key_heads.transpose(0, 1)  # (G, N, bs, D) -> (N, G, bs, D), a view
+        self.value = self.value_heads.transpose(0, 1)
+        self.refcount = [0] * N
+        self.free = list(range(N - 1, -1, -1))  # a stack: pop() hands out block 0 first
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole pool (allocated up front)."""
+        return 2 * self.key.numel() * self.key.element_size()
+
+    @property
+    def blocks_in_use(self) -> int:
+        return self.num_blocks - len(self.free)
+
+    def allocate(self) -> int:
+        if not self.free:
+            raise RuntimeError(f"pool: all {self.num_blocks} blocks are in use; free a sequence "
+                               f"or make the pool larger")
+        block = self.free.pop()
+        self.refcount[block] = 1
+        return block
+
+    def release(self, block: int) -> None:
+        self.refcount[block] -= 1
+        if self.refcount[block] == 0:
+            self.free.append(block)
+
+
+def slots_needed(lengths: Sequence[int], block_size: int | None = None, max_len: int | None = None) -> int:
+    """Token slots a cache reserves for sequences of these lengths: paged, ``ceil(l / bs) · bs``
+    each; preallocated (``block_size=None``), ``max_len`` each. Times
+    :func:`mha_course.kv_cache_bytes` per token to get bytes.
+    """
+    if block_size is None:
+        return len(lengths) * check_positive_int("max_len", max_len)
+    bs = check_positive_int("block_size", block_size)
+    return sum(-(-n // bs) * bs for n in lengths)
