@@ -1,4 +1,4 @@
-"""Issue 6: an attention explorer — pick a sentence, a layer and head, a temperature and a mask,
+"""Chapter 11: an attention explorer — pick a sentence, a layer and head, a temperature and a mask,
 and see the attention map and the head's output.
 
 The model is tiny and fully known, so every map can be explained:

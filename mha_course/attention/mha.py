@@ -14,7 +14,6 @@ for ``k_proj``/``v_proj`` (W_K, W_V, with G heads) and ``out_proj`` is W_O."""
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from mha_course._checks import (
@@ -27,6 +26,7 @@ from mha_course._checks import (
     check_tensor,
     shape_str,
 )
+from mha_course.attention.functions import ATTENTION_FUNCTIONS
 from mha_course.caches.base import Cache
 from mha_course.ops.masks import causal_mask, combine_masks, key_padding_to_attn_mask
 from mha_course.ops.positions import alibi_bias, alibi_slopes
@@ -34,7 +34,7 @@ from mha_course.ops.rope import LAYOUTS as ROPE_LAYOUTS
 from mha_course.ops.rope import apply_rope
 from mha_course.ops.sdpa import scaled_dot_product_attention
 
-IMPLS = ("eager", "sdpa")
+IMPLS = tuple(ATTENTION_FUNCTIONS)  # "eager", "sdpa", "tiled", "flash", "triton", "flex"
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -89,8 +89,12 @@ class MultiHeadAttention(nn.Module):
         bias: biases in all four projections.
         dropout: dropout on the attention weights while training.
         kdim, vdim: feature sizes of ``key``/``value`` inputs for cross-attention (default E).
-        impl: ``"eager"`` runs the course's own :func:`scaled_dot_product_attention`;
-            ``"sdpa"`` runs torch's fused kernel. They agree to rounding.
+        impl: which attention function runs, by name from the one registry
+            (:data:`mha_course.attention.functions.ATTENTION_FUNCTIONS`): ``"eager"`` the course's
+            own :func:`scaled_dot_product_attention`, ``"sdpa"`` torch's fused kernel, ``"tiled"``,
+            ``"flash"``, ``"triton"``, ``"flex"`` the course's kernels and FlexAttention. They agree
+            to rounding. A call the chosen function cannot serve (a mask it does not take,
+            dropout, ``need_weights``) runs ``"eager"``; :attr:`dispatch` says which ran and why.
         rope: ``None`` (no rotary embedding), ``"half"`` or ``"interleaved"``: rotate queries
             and keys by their positions after the head split (:func:`mha_course.apply_rope`).
             With a ``kv_cache`` the new tokens' positions start at the cache length, and keys
@@ -143,6 +147,8 @@ class MultiHeadAttention(nn.Module):
         self.kdim = embed_dim if kdim is None else kdim
         self.vdim = embed_dim if vdim is None else vdim
         self.dropout, self.impl = dropout, impl
+        # (the function that ran in the last forward, why the chosen one did not, or None)
+        self.dispatch: tuple[str, str | None] | None = None
         if rope is not None and rope not in ROPE_LAYOUTS:
             raise ValueError(f"rope: expected None or one of {ROPE_LAYOUTS}, got {rope!r}")
         if rope is not None and self.head_dim % 2:
@@ -334,19 +340,19 @@ class MultiHeadAttention(nn.Module):
         p = self.dropout if self.training else 0.0
         gqa = G != H
         weights = None
-        if self.impl == "sdpa" and not need_weights:
-            only_causal = (is_causal and offset == 0 and attn_mask is None
-                           and key_padding_mask is None and not self.alibi and not restricted)
-            if only_causal:  # let torch pick its fastest causal kernel
-                out = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p,
-                                                     enable_gqa=gqa)
-            else:
-                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
-                                                     enable_gqa=gqa)
+        only_causal = (is_causal and offset == 0 and attn_mask is None and key_padding_mask is None
+                       and not self.alibi and not restricted)  # SDPA's top-left causal, nothing else
+        call_mask = None if only_causal else mask
+        chosen = ATTENTION_FUNCTIONS[self.impl]
+        why = chosen.why_not(attn_mask=call_mask, dropout_p=p, need_weights=need_weights, query=q)
+        if why is None and self.impl != "eager":  # let the chosen kernel run (torch's: its fastest)
+            out = chosen.run(q, k, v, attn_mask=call_mask, is_causal=only_causal, dropout_p=p,
+                             enable_gqa=gqa)  # (B, H, L, D)
         else:
             out, weights = scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=p, enable_gqa=gqa, return_weights=True
             )  # out (B, H, L, D), weights (B, H, L, S)
+        self.dispatch = (self.impl if why is None else "eager", why)
         if multipliers is not None:
             out = out * multipliers  # (B, H, L, D) * (1 or B, H, 1, 1): head h scaled by head_mask[h]
         output = self.out_proj(merge_heads(out))  # (B, H, L, D) -> (B, L, H*D) -> (B, L, E)

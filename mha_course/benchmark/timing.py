@@ -120,7 +120,7 @@ def _warm_up(fn: Callable[[], object], device: torch.device, warmup: int) -> dic
     return {"status": "ok", "peak_mem_bytes": peak, "first_call_ms": first_call_ms}
 
 
-def _cpu_block_size(timer: tb.Timer, min_block_s: float) -> int:
+def _calls_per_sample(timer: tb.Timer, min_block_s: float) -> int:
     """How many calls one timed block needs to last at least ``min_block_s``."""
     once = timer.timeit(1).median
     return max(1, math.ceil(min_block_s / max(once, 1e-9)))
@@ -177,7 +177,7 @@ def time_interleaved(
                                  description=name) for name in live}
         number = {}
         for name, t in list(timers.items()):
-            ok, n = _guarded(lambda t=t: _cpu_block_size(t, min_block_s), name, results, live)
+            ok, n = _guarded(lambda t=t: _calls_per_sample(t, min_block_s), name, results, live)
             number[name] = n
         for r in range(rounds):
             order = live[r % max(1, len(live)):] + live[: r % max(1, len(live))]

@@ -150,7 +150,8 @@ ITEMS = [
             Mistake("ragged keys kept", fwd.RAGGED_KEYS, variant=fwd.variant(ragged="zeros")),
         ),
         forbidden=_FORBID,
-    ),    Item(
+    ),
+    Item(
         id="ex17_triton_dq", notebook=NOTEBOOK, function="flash_dq_kernel", points=3,
         task="(optional) the FlashAttention-2 dQ kernel in Triton: P recomputed from the lse, "
              "dS = P * (dP - D), dQ = scale * dS K over the key blocks a query block sees, GQA",
