@@ -147,7 +147,7 @@ os.kill(os.getppid(), signal.SIGKILL)
 import os
 import mha_course
 here = os.path.dirname(mha_course.__file__)
-for name in ("masks.py", "sdpa.py", "__init__.py", os.path.join("__pycache__", "masks.cpython-311.pyc")):
+for name in ("ops/masks.py", "ops/sdpa.py", "__init__.py", os.path.join("ops", "__pycache__", "masks.cpython-311.pyc")):
     path = os.path.join(here, name)
     for attack in (lambda: open(path, "a").write("\\nPOISONED = True\\n"), lambda: os.chmod(path, 0o666),
                    lambda: os.link(path, os.path.join(os.environ["HOME"], "mine")), lambda: os.unlink(path)):
@@ -234,8 +234,8 @@ def test_no_staged_course_was_poisoned(graded):
     courses = [p / "mha_course" for p in stager().root.glob("course-*") if not p.name.endswith(".tmp")]
     assert courses
     for course in [master, *courses]:
-        for name in ("masks.py", "sdpa.py", "__init__.py"):
+        for name in ("ops/masks.py", "ops/sdpa.py", "__init__.py"):
             assert (course / name).is_file(), course / name
             assert "POISONED" not in (course / name).read_text(), course / name
-        assert oct((course / "masks.py").stat().st_mode & 0o777) == "0o644"
+        assert oct((course / "ops" / "masks.py").stat().st_mode & 0o777) == "0o644"
 

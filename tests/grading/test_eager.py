@@ -16,7 +16,7 @@ _RUN = textwrap.dedent("""
     import json, sys, time
     import torch
     from torch import nn
-    from mha_grader import eager
+    from mha_grader.sandbox import eager
     deferred = eager.defer_dynamo() if sys.argv[1] == "stand-in" else False
     start = time.process_time()
     torch.manual_seed(0)
@@ -59,7 +59,7 @@ def test_any_other_name_loads_the_real_module():
     got = _run("", textwrap.dedent("""
         import json, sys
         import torch
-        from mha_grader import eager
+        from mha_grader.sandbox import eager
         assert eager.defer_dynamo() and not eager.defer_dynamo()  # once
         config = torch._dynamo.config  # not one of the two eager no-ops: the real module
         import torch._dynamo.eval_frame  # a submodule import works too
@@ -74,9 +74,9 @@ def test_flex_attention_runs_with_the_stand_in():
     got = _run("", textwrap.dedent("""
         import json, sys
         import torch
-        from mha_grader import eager
+        from mha_grader.sandbox import eager
         eager.defer_dynamo()
-        from mha_course import flex_masks
+        from mha_course.ops import flex_masks
         from mha_course.ops.sdpa import scaled_dot_product_attention
         torch.manual_seed(0)
         q, k, v = (torch.randn(1, 2, 16, 8, dtype=torch.float64) for _ in range(3))
@@ -96,7 +96,7 @@ def test_introspection_and_submodules_keep_the_stand_in_and_one_copy_of_each_mod
     got = _run("", textwrap.dedent("""
         import inspect, json, sys
         import torch
-        from mha_grader import eager
+        from mha_grader.sandbox import eager
         eager.defer_dynamo()
         inspect.getmodule(len)
         after_inspect = isinstance(sys.modules["torch._dynamo"], eager.LazyDynamo)
@@ -115,7 +115,7 @@ def test_transformers_imports_with_the_stand_in():
     got = _run("", textwrap.dedent("""
         import json
         import torch
-        from mha_grader import eager
+        from mha_grader.sandbox import eager
         eager.defer_dynamo()
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
         print(json.dumps({"ok": callable(apply_rotary_pos_emb)}))

@@ -135,7 +135,7 @@ return mha_course.slots_needed(ls, block_size) - used, mha_course.slots_needed(l
     ("ex18", "ex18_sliding_window"): _fn("def sliding_window_mask(q_idx, kv_idx, window):",  # chapter 14's
                                          "return mha_course.sliding_window_mask(q_idx.shape[0], kv_idx.shape[1], window=window)"),
     ("ex19", "ex19_zigzag_positions"): _fn("def zigzag_positions(rank, world_size, T):", """
-from mha_course import ring
+from mha_course.kernels import ring
 return ring.shard(torch.arange(T)[:, None], rank, world_size, "zigzag")[:, 0]  # (T, 1) -> (T / P,)"""),
     # the capstones' references live in the staged grading package (a cell naming it is not run,
     # so the name is built): absent there too

@@ -149,7 +149,7 @@ def time_call(fn, new_event, synchronize, repeats, warmup):
 # Forged channel messages (the socket is in the student's process, so they can write anything).
 _RAW = """
 import struct
-from mha_grader import channel
+from mha_grader.sandbox import channel
 
 
 def _raw(payload: bytes) -> None:
@@ -172,7 +172,7 @@ def time_call(fn, new_event, synchronize, repeats, warmup):
     return [1.0] * repeats
 """
 BAD_IDS = """
-from mha_grader import channel
+from mha_grader.sandbox import channel
 
 
 def greedy_generate(model, prompt, n_new):
@@ -187,7 +187,7 @@ def greedy_generate(model, prompt, n_new):
 """
 # Reset the token counter: run the uncached loop, then close the session and open a fresh one.
 REOPEN = """
-from mha_grader import channel
+from mha_grader.sandbox import channel
 
 
 def greedy_generate(model, prompt, n_new):

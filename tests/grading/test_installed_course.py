@@ -30,7 +30,8 @@ EX02 = "ex02_scaled_dot_product_attention"
 CAUSAL = "ex02_causal_mask"
 FIND_REAL = """import pathlib, sys
 for base in [*sys.path, {REAL!r}]:
-    for f in (pathlib.Path(base) / "mha_course" / "masks.py", pathlib.Path(base) / "masks.py"):
+    for f in (pathlib.Path(base) / "mha_course" / "ops" / "masks.py", pathlib.Path(base) / "ops" / "masks.py",
+              pathlib.Path(base) / "masks.py"):
         try:
             src = f.read_text()
         except OSError:

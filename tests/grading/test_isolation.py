@@ -315,8 +315,8 @@ def test_staged_package_lacks_the_forbidden_source():
     """Class 1 at the source: the staged copy has a stub, not the code, for each forbidden def."""
     from mha_grader.sandbox.launch import stager
     course = stager().course({"mha_course.ops.masks.causal_mask", "mha_course.ops.sdpa.scaled_dot_product_attention"})
-    masks = (course / "mha_course" / "masks.py").read_text()
-    sdpa = (course / "mha_course" / "sdpa.py").read_text()
+    masks = (course / "mha_course" / "ops" / "masks.py").read_text()
+    sdpa = (course / "mha_course" / "ops" / "sdpa.py").read_text()
     assert "ForbiddenCall('mha_course.ops.masks.causal_mask')" in masks and "tril" not in masks.split("def causal_mask")[1][:400]
     assert "ForbiddenCall('mha_course.ops.sdpa.scaled_dot_product_attention')" in sdpa
     assert not list(course.rglob("*.ipynb")) and not (course / "solutions").exists()
@@ -326,9 +326,9 @@ def test_staged_packages_share_untouched_files_and_own_the_edited_ones():
     """Staged courses are hard links to one compiled master, except each edited module: stubbing
     a function in one course leaves it in the master and in every other course."""
     from mha_grader.sandbox.launch import stager
-    plain = stager().course(set()) / "mha_course"
-    edited = stager().course({"mha_course.ops.masks.causal_mask"}) / "mha_course"
-    master = stager()._compiled_master() / "mha_course"
+    plain = stager().course(set()) / "mha_course" / "ops"
+    edited = stager().course({"mha_course.ops.masks.causal_mask"}) / "mha_course" / "ops"
+    master = stager()._compiled_master() / "mha_course" / "ops"
     for course in (plain, master):
         assert "ForbiddenCall" not in (course / "masks.py").read_text()
         assert "torch.tril(" in (course / "masks.py").read_text().split("def causal_mask")[1].split("\ndef ")[0]
