@@ -3,8 +3,10 @@ as one configurable model built from the course's modules, and converters from
 Hugging Face ``transformers`` checkpoints (the ``[hf]`` extra; the model itself needs only torch).
 """
 
+from mha_course.families.pretrained import load_pretrained
+
 from .config import FamilyConfig
-from .convert import FAMILIES, config_from_hf, from_hf, load_pretrained, state_from_hf
+from .convert import FAMILIES, config_from_hf, from_hf, state_from_hf
 from .model import FamilyLM, greedy_generate
 
 __all__ = ["FAMILIES", "FamilyConfig", "FamilyLM", "config_from_hf", "from_hf",

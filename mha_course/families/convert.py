@@ -56,7 +56,8 @@ def config_from_hf(cfg) -> FamilyConfig:
         raise ValueError(f"model_type: expected one of {FAMILIES}, got {kind!r}")
     if kind == "gpt2":
         _refuse(cfg, activation_function="gelu_new", scale_attn_by_inverse_layer_idx=False,
-                reorder_and_upcast_attn=False, scale_attn_weights=True)
+                reorder_and_upcast_attn=False, scale_attn_weights=True,
+                add_cross_attention=False)  # an encoder-decoder's GPT-2: its cross-attention
         E = cfg.n_embd
         return FamilyConfig(family=kind, vocab_size=cfg.vocab_size, n_embd=E, n_layer=cfg.n_layer,
                             n_head=cfg.n_head, n_kv_head=cfg.n_head, head_dim=E // cfg.n_head,
@@ -95,25 +96,50 @@ def config_from_hf(cfg) -> FamilyConfig:
     return FamilyConfig(**common, qk_norm=kind == "qwen3", windows=_windows(cfg, n))
 
 
+class _Reader:
+    """Reads a ``transformers`` state dict key by key and remembers what it read, so that a
+    weight nothing reads (the course would silently not model it) can be refused after."""
+
+    def __init__(self, sd: dict) -> None:
+        self.sd, self.read = sd, set()
+
+    def __call__(self, key: str, ours: str) -> torch.Tensor:
+        if key not in self.sd:
+            raise ValueError(f"state_dict: expected {key!r} (for our {ours!r}); not there")
+        self.read.add(key)
+        return self.sd[key]
+
+    def refuse_unread(self, ignore: tuple[str, ...] = ()) -> None:
+        unread = sorted(k for k in set(self.sd) - self.read
+                        if "rotary_emb" not in k and not k.endswith(ignore))
+        if unread:
+            raise ValueError(f"state_dict: {len(unread)} weights the course does not model: "
+                             f"{unread[:5]}{' ...' if len(unread) > 5 else ''}")
+
+
 def _gpt2_state(sd: dict, c: FamilyConfig) -> dict:
-    E, out = c.n_embd, {"embed.weight": sd["transformer.wte.weight"],
-                        "pos.weight": sd["transformer.wpe.weight"],
-                        "norm.weight": sd["transformer.ln_f.weight"],
-                        "norm.bias": sd["transformer.ln_f.bias"]}
+    E, take = c.n_embd, _Reader(sd)
+    out = {"embed.weight": take("transformer.wte.weight", "embed.weight"),
+           "pos.weight": take("transformer.wpe.weight", "pos.weight"),
+           "norm.weight": take("transformer.ln_f.weight", "norm.weight"),
+           "norm.bias": take("transformer.ln_f.bias", "norm.bias")}
     for i in range(c.n_layer):
         h, b = f"transformer.h.{i}.", f"blocks.{i}."
-        W, bias = sd[h + "attn.c_attn.weight"], sd[h + "attn.c_attn.bias"]  # (E, 3E), (3E,)
+        W = take(h + "attn.c_attn.weight", b + "attn.q_proj.weight")  # (E, 3E)
+        bias = take(h + "attn.c_attn.bias", b + "attn.q_proj.bias")  # (3E,)
         for j, name in enumerate(("q", "k", "v")):  # Conv1D (in, out) -> Linear (out, in)
             out[b + f"attn.{name}_proj.weight"] = W[:, j * E:(j + 1) * E].T
             out[b + f"attn.{name}_proj.bias"] = bias[j * E:(j + 1) * E]
         pairs = {"attn.o_proj": "attn.c_proj", "mlp.up": "mlp.c_fc", "mlp.down": "mlp.c_proj"}
         for ours, theirs in pairs.items():
-            out[b + ours + ".weight"] = sd[h + theirs + ".weight"].T
-            out[b + ours + ".bias"] = sd[h + theirs + ".bias"]
+            out[b + ours + ".weight"] = take(h + theirs + ".weight", b + ours + ".weight").T
+            out[b + ours + ".bias"] = take(h + theirs + ".bias", b + ours + ".bias")
         for ours, theirs in (("attn_norm", "ln_1"), ("mlp_norm", "ln_2")):
-            out[b + ours + ".weight"] = sd[h + theirs + ".weight"]
-            out[b + ours + ".bias"] = sd[h + theirs + ".bias"]
-    out["lm_head.weight"] = sd.get("lm_head.weight", sd["transformer.wte.weight"])
+            out[b + ours + ".weight"] = take(h + theirs + ".weight", b + ours + ".weight")
+            out[b + ours + ".bias"] = take(h + theirs + ".bias", b + ours + ".bias")
+    tied = "lm_head.weight" not in sd
+    out["lm_head.weight"] = take("transformer.wte.weight" if tied else "lm_head.weight", "lm_head.weight")
+    take.refuse_unread(ignore=(".attn.bias", ".attn.masked_bias"))  # causal-mask buffers
     return out
 
 
@@ -150,31 +176,19 @@ def _theirs(ours: str, c: FamilyConfig) -> str:
 
 
 def state_from_hf(sd: dict, config: FamilyConfig, model: FamilyLM) -> dict:
-    """``model``'s state dict filled from a ``transformers`` state dict ``sd``; a weight of
-    ``sd`` that nothing here reads is refused (the course would silently not model it)."""
+    """``model``'s state dict filled from a ``transformers`` state dict ``sd``, strictly: a
+    weight ``model`` needs that ``sd`` lacks, and a weight of ``sd`` that nothing here reads
+    (the course would silently not model it), are refused by name."""
     if config.family == "gpt2":
-        out = _gpt2_state(sd, config)
-        used = {k for k in sd if not k.endswith((".attn.bias", ".attn.masked_bias"))}
-        _refuse_unused(sd, used - {k for k in sd if k.startswith("transformer.") or k == "lm_head.weight"})
-        return out
-    out, used = {}, set()
+        return _gpt2_state(sd, config)
+    out, take = {}, _Reader(sd)
     for ours in model.state_dict():
         theirs = _theirs(ours, config)
         if theirs == "lm_head.weight" and theirs not in sd:  # tied: stored once
             theirs = "model.embed_tokens.weight"
-        if theirs not in sd:
-            raise ValueError(f"state_dict: expected {theirs!r} (for our {ours!r}); not there")
-        out[ours] = sd[theirs]
-        used.add(theirs)
-    _refuse_unused(sd, set(sd) - used - {"lm_head.weight"})
+        out[ours] = take(theirs, ours)
+    take.refuse_unread()
     return out
-
-
-def _refuse_unused(sd: dict, unused: set) -> None:
-    unused = sorted(k for k in unused if "rotary_emb" not in k)
-    if unused:
-        raise ValueError(f"state_dict: {len(unused)} weights the course does not model, e.g. "
-                         f"{unused[:3]}")
 
 
 def from_hf(hf_model) -> FamilyLM:
@@ -189,22 +203,3 @@ def from_hf(hf_model) -> FamilyLM:
     if missing or unexpected:
         raise ValueError(f"state_dict: missing {missing}, unexpected {unexpected}")
     return model.eval()
-
-
-def load_pretrained(path: str, dtype: torch.dtype | None = None, keep_hf: bool = False):
-    """A ``save_pretrained`` folder (safetensors) -> (course model, ``transformers`` model or
-    None). The config is read and checked first, so a family option the course does not model
-    is refused before any weight is loaded. ``dtype`` None keeps the checkpoint's. Memory: the
-    weights are held twice while they are copied; ``keep_hf=False`` frees the source after.
-
-    Needs the ``[hf]`` extra; nothing is downloaded (``local_files_only``)."""
-    try:
-        from transformers import AutoConfig, AutoModelForCausalLM
-    except ImportError as err:  # pragma: no cover - depends on the install
-        raise ImportError("from_pretrained needs the hf extra: pip install -e '.[hf]' "
-                          "(transformers and safetensors)") from err
-    config_from_hf(AutoConfig.from_pretrained(path, local_files_only=True))  # refuse early
-    hf = AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
-                                              dtype="auto" if dtype is None else dtype)
-    ours = from_hf(hf)
-    return ours, (hf if keep_hf else None)
