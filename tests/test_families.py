@@ -13,7 +13,7 @@ transformers = pytest.importorskip("transformers", reason="the [hf] extra (trans
 
 from mha_course import convert_rope_layout, rope_permutation  # noqa: E402
 from mha_course.families import FamilyConfig, FamilyLM, config_from_hf, from_hf, greedy_generate  # noqa: E402
-from mha_course.families.tiny import VOCAB, tiny_hf_config, tiny_hf_model  # noqa: E402
+from mha_course.families.tiny import VOCAB, save_tiny_checkpoint, tiny_hf_config, tiny_hf_model  # noqa: E402
 
 V = VOCAB
 
@@ -213,30 +213,6 @@ def test_deepseek_mixture_of_experts_layers_are_refused():
     config.first_k_dense_replace = 1
     with pytest.raises(ValueError, match="first_k_dense_replace"):
         config_from_hf(config)
-
-
-def save_tiny_checkpoint(folder, family: str = "mistral") -> None:
-    """A save_pretrained folder: a tiny random model and a byte-level BPE tokenizer trained
-    on the course's own source (present on every machine; nothing downloaded)."""
-    from pathlib import Path
-
-    import tokenizers
-    from tokenizers import decoders, models, pre_tokenizers, trainers
-
-    import mha_course
-
-    text = [p.read_text() for p in sorted(Path(mha_course.__file__).parent.glob("*.py"))]
-    tok = tokenizers.Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(text, trainers.BpeTrainer(
-        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok)
-    fast.save_pretrained(folder)
-    config = tiny_hf_config(family)
-    config.vocab_size = tok.get_vocab_size()
-    torch.manual_seed(0)
-    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(folder)
 
 
 def test_the_generate_command_runs_a_saved_checkpoint_in_the_course_modules(tmp_path):

@@ -108,6 +108,10 @@ def greedy_generate(model: FamilyLM, ids: torch.Tensor, max_new_tokens: int,
         ids: (B, L). Returns (B, L + n), n <= max_new_tokens.
     """
     check_nonnegative_int("max_new_tokens", max_new_tokens)
+    check_rank("ids", ids, "(B, L)", rank=2)
+    if ids.shape[1] == 0:
+        raise ValueError(f"ids: expected a prompt of shape (B, L) with L >= 1 tokens, got "
+                         f"{shape_str(ids)}")
     eos = [] if eos_token_id is None else [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
     pad = eos[0] if pad_token_id is None and eos else pad_token_id
     caches = model.new_caches()

@@ -87,3 +87,26 @@ def load_pretrained(path: str, dtype: torch.dtype | None = None, keep_hf: bool =
     check_loading_info(info)
     ours = from_hf(hf)
     return ours, (hf if keep_hf else None)
+
+
+def _ids(value) -> list[int]:
+    if value is None:
+        return []
+    return [int(value)] if isinstance(value, int) else [int(v) for v in value]
+
+
+def eos_token_ids(path: str, tokenizer=None) -> list[int] | None:
+    """Every end-of-sequence id a checkpoint declares, first seen first: its generation config
+    (``generation_config.json``, what ``transformers``' ``generate`` stops at; Llama 3's
+    instruct models list several), its model config, then the tokenizer's. None if none does."""
+    T = _transformers()
+    found: list[int] = []
+    with _quiet(T):
+        try:
+            found += _ids(T.GenerationConfig.from_pretrained(path, local_files_only=True).eos_token_id)
+        except OSError:  # no generation_config.json
+            pass
+        found += _ids(getattr(T.AutoConfig.from_pretrained(path, local_files_only=True),
+                              "eos_token_id", None))
+    found += _ids(getattr(tokenizer, "eos_token_id", None))
+    return list(dict.fromkeys(found)) or None

@@ -64,3 +64,31 @@ def tiny_hf_model(family: str, dtype: torch.dtype = torch.float64, **changes):
         for p in model.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=g))
     return model.to(dtype).eval()
+
+
+def save_tiny_checkpoint(folder, family: str = "mistral", vocab_from_tokenizer: bool = True) -> None:
+    """A ``save_pretrained`` folder: a tiny random model of ``family`` and a byte-level BPE
+    tokenizer of 300 tokens trained on the course's own source (present on every machine;
+    nothing downloaded). ``vocab_from_tokenizer=False`` keeps the model's vocabulary of
+    :data:`VOCAB` = 64, smaller than the tokenizer's (a mismatched pair)."""
+    from pathlib import Path
+
+    import tokenizers
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    import mha_course
+
+    T = _transformers()
+    text = [p.read_text() for p in sorted(Path(mha_course.__file__).parent.glob("*.py"))]
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(text, trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    T.PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(folder)
+    config = tiny_hf_config(family)
+    if vocab_from_tokenizer:
+        config.vocab_size = tok.get_vocab_size()
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        T.AutoModelForCausalLM.from_config(config).save_pretrained(folder)
