@@ -17,11 +17,10 @@ import torch
 from torch import nn
 
 from ..cache import Cache
-from ..masks import causal_mask
 from ..rope import apply_rope
 from ..sdpa import scaled_dot_product_attention
 from .config import FamilyConfig
-from .layers import RMSNorm
+from .layers import RMSNorm, layer_mask
 
 
 class LatentAttention(nn.Module):
@@ -52,7 +51,8 @@ class LatentAttention(nn.Module):
         self.layout, self.base = c.rope_layout, c.rope_base
         self.scale = c.attn_scale if c.attn_scale is not None else qk ** -0.5
 
-    def forward(self, x: torch.Tensor, cache: Cache | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: Cache | None = None,
+                positions: torch.Tensor | None = None, keys: torch.Tensor | None = None) -> torch.Tensor:
         B, L, _ = x.shape
         H, D, R, Dv = self.H, self.D, self.R, self.Dv
         offset = 0 if cache is None else cache.length
@@ -61,7 +61,7 @@ class LatentAttention(nn.Module):
         q_nope, q_rot = q.split([D, R], dim=-1)
         latent, k_rot = self.kv_a(x).split([self.C, R], dim=-1)  # (B, L, C), (B, L, R)
         latent = self.kv_norm(latent)
-        pos = torch.arange(offset, offset + L, device=x.device)
+        pos = torch.arange(offset, offset + L, device=x.device) if positions is None else positions
         q_rot = apply_rope(q_rot, pos, layout=self.layout, base=self.base)  # (B, H, L, R)
         k_rot = apply_rope(k_rot, pos, layout=self.layout, base=self.base)  # (B, L, R)
         if cache is not None:
@@ -71,6 +71,6 @@ class LatentAttention(nn.Module):
         k_nope, v = kv.split([D, Dv], dim=-1)
         k = torch.cat([k_nope, k_rot[:, None].expand(B, H, S, R)], dim=-1)  # (B, H, S, D + R)
         query = torch.cat([q_nope, q_rot], dim=-1)  # (B, H, L, D + R)
-        mask = causal_mask(L, S, offset=offset, device=x.device)
+        mask = layer_mask(L, offset, None, cache, x.device, keys)  # causal (and padding)
         out = scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=self.scale)
         return self.o_proj(out.transpose(1, 2).reshape(B, L, H * Dv))  # (B, H, L, Dv) -> (B, L, E)

@@ -106,25 +106,37 @@ def capped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
 
 
 def layer_mask(L: int, offset: int, window: int | None, cache: Cache | None,
-               device) -> torch.Tensor:
+               device, keys: torch.Tensor | None = None) -> torch.Tensor:
     """Which keys each new query sees: causal, and within ``window`` W if the layer is local,
-    over all ``offset + L`` positions; then the cache narrows it to the keys it returned
+    over all ``offset + L`` positions, and only the real (not padding) ``keys`` of each row;
+    then the cache narrows it to the keys it returned
     (:meth:`~mha_course.cache.Cache.restrict_mask`: a ring-buffer cache keeps only the last W).
+    A padding query that would see no key at all sees every key instead (its output is never
+    read; an all-masked row would give NaN, and NaN times a zero weight is still NaN).
 
     Shape:
-        Returns bool (L, S_kept), True = may attend.
+        keys: bool (B, offset + L), True = a real token, or None. Returns bool (L, S_kept), or
+        (B, 1, L, S_kept) with ``keys``; True = may attend.
     """
     S = offset + L
     if window is None:
         mask = causal_mask(L, S, offset=offset, device=device)
     else:
         mask = sliding_window_mask(L, S, window=window, offset=offset, device=device)
-    return mask if cache is None else cache.restrict_mask(mask, L)
+    if keys is not None:
+        mask = mask & keys[:, None, None, :]  # (L, S) & (B, 1, 1, S) -> (B, 1, L, S)
+    mask = mask if cache is None else cache.restrict_mask(mask, L)
+    if keys is not None:
+        mask = mask | ~mask.any(-1, keepdim=True)  # an all-padding row: any finite output
+    return mask
 
 
 class Attention(nn.Module):
     """Causal self-attention with H query heads, G key/value heads of size D (any D), optional
     RoPE, query/key RMSNorm over D (Qwen 3), a sliding window and a score cap.
+
+    ``positions`` (B, L) are the rotary positions (default ``cache.length`` onwards for every
+    row); ``keys`` (B, S) marks the real tokens of a padded batch (see :func:`layer_mask`).
 
     Shape:
         x: (B, L, E), L new positions after ``cache.length`` cached ones. Returns (B, L, E).
@@ -146,7 +158,8 @@ class Attention(nn.Module):
         self.scale = c.attn_scale if c.attn_scale is not None else self.D ** -0.5
         self.cap = c.attn_softcap
 
-    def forward(self, x: torch.Tensor, cache: Cache | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: Cache | None = None,
+                positions: torch.Tensor | None = None, keys: torch.Tensor | None = None) -> torch.Tensor:
         B, L, _ = x.shape
         offset = 0 if cache is None else cache.length
         # (B, L, heads * D) -> (B, L, heads, D) -> (B, heads, L, D)
@@ -156,11 +169,11 @@ class Attention(nn.Module):
         if self.q_norm is not None:  # Qwen 3: normalise each head's query and key before RoPE
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rope:
-            pos = torch.arange(offset, offset + L, device=x.device)
+            pos = torch.arange(offset, offset + L, device=x.device) if positions is None else positions
             q = apply_rope(q, pos, layout=self.layout, base=self.base)
             k = apply_rope(k, pos, layout=self.layout, base=self.base)
         if cache is not None:
             k, v = cache.update(k, v)  # (B, G, L, D) -> (B, G, S, D)
-        mask = layer_mask(L, offset, self.window, cache, x.device)
+        mask = layer_mask(L, offset, self.window, cache, x.device, keys)
         out = capped_attention(q, k, v, mask, self.scale, self.cap)  # (B, H, L, D)
         return self.o_proj(out.transpose(1, 2).reshape(B, L, self.H * self.D))  # -> (B, L, E)
