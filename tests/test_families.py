@@ -188,7 +188,7 @@ def test_the_chapter_12_converter_is_the_llama_conversion_permutation():
     ("gemma2", "hidden_activation", "gelu", "hidden_activation"),
     ("gpt2", "activation_function", "relu", "activation_function"),
     ("gpt2", "scale_attn_by_inverse_layer_idx", True, "scale_attn_by_inverse_layer_idx"),
-    ("llama", "rope_parameters", {"rope_type": "llama3", "rope_theta": 5e5}, "rope_type"),
+    ("llama", "rope_parameters", {"rope_type": "longrope", "rope_theta": 5e5}, "rope_type"),  # Phi-3's
     ("deepseek_v3", "first_k_dense_replace", None, "first_k_dense_replace"),
 ])
 def test_what_the_course_does_not_model_is_refused_by_name(family, attr, value, match):

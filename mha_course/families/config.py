@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mha_course.families.scaled_rope import RopeScaling
+
 from .._checks import check_kv_heads, check_positive_int
 
 NORMS = ("layernorm", "rmsnorm")
@@ -48,6 +50,7 @@ class FamilyConfig:
     max_positions: int = 2048  # learned table size (GPT-2); only a bound for RoPE
     rope_base: float = 10000.0
     rope_layout: str = "half"
+    rope_scaling: RopeScaling | None = None  # llama3, linear, dynamic, yarn (scaled_rope.py)
     qkv_bias: bool = False
     out_bias: bool = False
     mlp_bias: bool = False

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import torch
 
+from mha_course.families.scaled_rope import KINDS as SCALINGS
+from mha_course.families.scaled_rope import RopeScaling, attention_mscale
+
 from .config import FamilyConfig
 from .model import FamilyLM
 
@@ -21,14 +24,29 @@ def _get(cfg, name: str, default=None):
     return getattr(cfg, name, default)
 
 
-def _rope_base(cfg) -> float:
-    """RoPE's base, refusing frequency rescalings the course does not model (llama3, yarn…)."""
-    params = _get(cfg, "rope_parameters") or _get(cfg, "rope_scaling") or {}
+def _rope(cfg) -> tuple[float, RopeScaling | None]:
+    """RoPE's base and rescaling (llama3, linear, dynamic, yarn: chapter 20's scaled_rope);
+    other rescalings (Phi-3's longrope...) and partial rotation are refused by name."""
+    params = dict(_get(cfg, "rope_parameters") or _get(cfg, "rope_scaling") or {})
     kind = params.get("rope_type", params.get("type", "default"))
-    if kind != "default":
-        raise ValueError(f"rope_parameters: rope_type {kind!r} rescales RoPE's frequencies; the "
-                         f"course models only the default rotation (chapter 12)")
-    return float(params.get("rope_theta", _get(cfg, "rope_theta", 10000.0)))
+    base = float(params.get("rope_theta", _get(cfg, "rope_theta", 10000.0)))
+    if params.get("partial_rotary_factor", _get(cfg, "partial_rotary_factor", 1.0)) != 1.0:
+        raise ValueError(f"rope_parameters: partial_rotary_factor "
+                         f"{params.get('partial_rotary_factor', _get(cfg, 'partial_rotary_factor'))!r} "
+                         f"rotates part of each head; the course rotates all of it")
+    if kind == "default":
+        return base, None
+    if kind not in SCALINGS:
+        raise ValueError(f"rope_parameters: rope_type {kind!r} rescales RoPE's frequencies in a "
+                         f"way the course does not model; expected 'default' or one of {SCALINGS}")
+    names = ("factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "mscale",
+             "mscale_all_dim", "attention_factor", "truncate")
+    given = {n: params[n] for n in names if params.get(n) is not None}
+    if kind == "yarn" and "factor" not in given:
+        given["factor"] = None
+    return base, RopeScaling(kind, max_positions=cfg.max_position_embeddings,
+                             original_max_positions=params.get("original_max_position_embeddings"),
+                             **given)
 
 
 def _refuse(cfg, **expected) -> None:
@@ -66,11 +84,12 @@ def config_from_hf(cfg) -> FamilyConfig:
                             positions="learned", max_positions=cfg.n_positions, qkv_bias=True,
                             out_bias=True, mlp_bias=True, tie_weights=cfg.tie_word_embeddings)
     n, H = cfg.num_hidden_layers, cfg.num_attention_heads
+    base, scaling = _rope(cfg)
     common = dict(family=kind, vocab_size=cfg.vocab_size, n_embd=cfg.hidden_size, n_layer=n,
                   n_head=H, n_kv_head=cfg.num_key_value_heads,
                   head_dim=_get(cfg, "head_dim") or cfg.hidden_size // H,
                   intermediate=cfg.intermediate_size, norm_eps=cfg.rms_norm_eps,
-                  max_positions=cfg.max_position_embeddings, rope_base=_rope_base(cfg),
+                  max_positions=cfg.max_position_embeddings, rope_base=base, rope_scaling=scaling,
                   tie_weights=cfg.tie_word_embeddings,
                   qkv_bias=bool(_get(cfg, "attention_bias", kind == "qwen2")),
                   out_bias=bool(_get(cfg, "attention_bias", False)) and kind != "qwen2",
@@ -89,7 +108,9 @@ def config_from_hf(cfg) -> FamilyConfig:
                              f"..{n - 1} are mixture-of-experts MLPs, which the course does not "
                              f"model; expected first_k_dense_replace >= num_hidden_layers = {n}")
         common.update(head_dim=cfg.qk_nope_head_dim, n_kv_head=H)
+        qk = cfg.qk_nope_head_dim + cfg.qk_rope_head_dim
         return FamilyConfig(**common, attention="mla", q_lora_rank=cfg.q_lora_rank,
+                            attn_scale=qk ** -0.5 * attention_mscale(scaling),
                             kv_lora_rank=cfg.kv_lora_rank, qk_rope_dim=cfg.qk_rope_head_dim,
                             v_head_dim=cfg.v_head_dim,
                             rope_layout="interleaved" if cfg.rope_interleave else "half")

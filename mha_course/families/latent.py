@@ -16,8 +16,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from mha_course.families.scaled_rope import apply_scaled_rope
+
 from ..cache import Cache
-from ..rope import apply_rope
 from ..sdpa import scaled_dot_product_attention
 from .config import FamilyConfig
 from .layers import RMSNorm, layer_mask
@@ -48,7 +49,7 @@ class LatentAttention(nn.Module):
         self.kv_norm = RMSNorm(self.C)
         self.kv_b = nn.Linear(self.C, self.H * (self.D + self.Dv), bias=False)
         self.o_proj = nn.Linear(self.H * self.Dv, c.n_embd, bias=c.out_bias)
-        self.layout, self.base = c.rope_layout, c.rope_base
+        self.layout, self.base, self.scaling = c.rope_layout, c.rope_base, c.rope_scaling
         self.scale = c.attn_scale if c.attn_scale is not None else qk ** -0.5
 
     def forward(self, x: torch.Tensor, cache: Cache | None = None,
@@ -62,8 +63,10 @@ class LatentAttention(nn.Module):
         latent, k_rot = self.kv_a(x).split([self.C, R], dim=-1)  # (B, L, C), (B, L, R)
         latent = self.kv_norm(latent)
         pos = torch.arange(offset, offset + L, device=x.device) if positions is None else positions
-        q_rot = apply_rope(q_rot, pos, layout=self.layout, base=self.base)  # (B, H, L, R)
-        k_rot = apply_rope(k_rot, pos, layout=self.layout, base=self.base)  # (B, L, R)
+        q_rot = apply_scaled_rope(q_rot, pos, layout=self.layout, base=self.base,
+                                  scaling=self.scaling)  # (B, H, L, R)
+        k_rot = apply_scaled_rope(k_rot, pos, layout=self.layout, base=self.base,
+                                  scaling=self.scaling)  # (B, L, R)
         if cache is not None:
             latent, k_rot = cache.update(latent, k_rot)  # (B, S, C), (B, S, R)
         S = latent.shape[1]

@@ -15,9 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mha_course.families.scaled_rope import apply_scaled_rope
+
 from ..cache import Cache
 from ..masks import causal_mask
-from ..rope import apply_rope
 from ..sdpa import scaled_dot_product_attention
 from ..window import sliding_window_mask
 from .config import FamilyConfig
@@ -153,7 +154,7 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.D, c.norm_eps) if c.qk_norm else None
         self.k_norm = RMSNorm(self.D, c.norm_eps) if c.qk_norm else None
         self.rope = c.positions == "rope"
-        self.layout, self.base = c.rope_layout, c.rope_base
+        self.layout, self.base, self.scaling = c.rope_layout, c.rope_base, c.rope_scaling
         self.window = c.windows[layer]
         self.scale = c.attn_scale if c.attn_scale is not None else self.D ** -0.5
         self.cap = c.attn_softcap
@@ -170,8 +171,8 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rope:
             pos = torch.arange(offset, offset + L, device=x.device) if positions is None else positions
-            q = apply_rope(q, pos, layout=self.layout, base=self.base)
-            k = apply_rope(k, pos, layout=self.layout, base=self.base)
+            q = apply_scaled_rope(q, pos, layout=self.layout, base=self.base, scaling=self.scaling)
+            k = apply_scaled_rope(k, pos, layout=self.layout, base=self.base, scaling=self.scaling)
         if cache is not None:
             k, v = cache.update(k, v)  # (B, G, L, D) -> (B, G, S, D)
         mask = layer_mask(L, offset, self.window, cache, x.device, keys)
