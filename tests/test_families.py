@@ -18,7 +18,8 @@ from mha_course.families.tiny import VOCAB, save_tiny_checkpoint, tiny_hf_config
 V = VOCAB
 
 
-FAMILIES = ["gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "deepseek_v3"]
+FAMILIES = ["gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "deepseek_v3", "gemma3_text", "olmo2",
+            "phi3"]
 # transformers computes RMSNorm and the RoPE angles in float32 even for a float64 model (for
 # half-precision training), so float64 agreement is bounded by float32 rounding there; GPT-2
 # (LayerNorm, learned positions) has no such cast and agrees to float64 rounding.
@@ -143,6 +144,11 @@ def with_config(model: FamilyLM, **changes) -> FamilyLM:
     ("mistral", {"windows": (None, None, None)}),  # no sliding window
     ("qwen2", {"qkv_bias": False}),
     ("llama", {"mlp": "geglu_tanh"}),
+    ("gemma3_text", {"local_rope_base": None}),  # one RoPE base for local and global layers
+    ("gemma3_text", {"qk_norm": False}),
+    ("gemma3_text", {"windows": (None, None, None)}),
+    ("olmo2", {"pre_norm": True}),  # norms before the sub-layers as well
+    ("olmo2", {"sandwich_norm": False}),
 ])
 def test_a_wrong_conversion_fails(family, change):
     hf = tiny_hf_model(family)

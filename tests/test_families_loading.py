@@ -17,7 +17,7 @@ from mha_course.families.model import FamilyLM  # noqa: E402
 from mha_course.families.tiny import tiny_hf_config, tiny_hf_model  # noqa: E402
 
 # per family: layer 0's key projection and the final norm, as transformers names them
-KEY_PROJ = {"gpt2": "transformer.h.0.attn.c_attn.weight",
+KEY_PROJ = {"gpt2": "transformer.h.0.attn.c_attn.weight", "phi3": "model.layers.0.self_attn.qkv_proj.weight",
             "deepseek_v3": "model.layers.0.self_attn.kv_a_proj_with_mqa.weight"}
 FINAL_NORM = {"gpt2": "transformer.ln_f.weight"}
 
@@ -42,7 +42,8 @@ def converted(request):
 
 
 def test_every_family_is_in_the_table():
-    assert set(FAMILIES) == {"gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "deepseek_v3"}
+    assert set(FAMILIES) == {"gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "deepseek_v3",
+                             "gemma3_text", "olmo2", "phi3"}
 
 
 def test_the_state_dict_converts_as_it_is(converted):

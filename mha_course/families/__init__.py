@@ -1,4 +1,5 @@
-"""Chapter 20: production model families (GPT-2, Llama, Qwen, Mistral, Gemma 2, DeepSeek V3)
+"""Chapter 20: production model families (GPT-2, Llama, Qwen, Mistral, Gemma 2 and 3, DeepSeek V3,
+OLMo 2, Phi-3)
 as one configurable model built from the course's modules, and converters from
 Hugging Face ``transformers`` checkpoints (the ``[hf]`` extra; the model itself needs only torch).
 """

@@ -17,17 +17,20 @@ from mha_course.families.scaled_rope import RopeScaling, attention_mscale
 from .config import FamilyConfig
 from .model import FamilyLM
 
-FAMILIES = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "deepseek_v3")
+FAMILIES = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "deepseek_v3", "gemma3_text",
+            "olmo2", "phi3")
 
 
 def _get(cfg, name: str, default=None):
     return getattr(cfg, name, default)
 
 
-def _rope(cfg) -> tuple[float, RopeScaling | None]:
+def _rope(cfg, params: dict | None = None) -> tuple[float, RopeScaling | None]:
     """RoPE's base and rescaling (llama3, linear, dynamic, yarn: chapter 20's scaled_rope);
-    other rescalings (Phi-3's longrope...) and partial rotation are refused by name."""
-    params = dict(_get(cfg, "rope_parameters") or _get(cfg, "rope_scaling") or {})
+    other rescalings (Phi-3's longrope...) and partial rotation are refused by name.
+    ``params``: one layer type's parameters (Gemma 3), default the config's."""
+    if params is None:
+        params = dict(_get(cfg, "rope_parameters") or _get(cfg, "rope_scaling") or {})
     kind = params.get("rope_type", params.get("type", "default"))
     base = float(params.get("rope_theta", _get(cfg, "rope_theta", 10000.0)))
     if params.get("partial_rotary_factor", _get(cfg, "partial_rotary_factor", 1.0)) != 1.0:
@@ -84,7 +87,16 @@ def config_from_hf(cfg) -> FamilyConfig:
                             positions="learned", max_positions=cfg.n_positions, qkv_bias=True,
                             out_bias=True, mlp_bias=True, tie_weights=cfg.tie_word_embeddings)
     n, H = cfg.num_hidden_layers, cfg.num_attention_heads
-    base, scaling = _rope(cfg)
+    local_base = None
+    if kind == "gemma3_text":  # one RoPE per layer type: local (window) and global layers
+        params = cfg.rope_parameters
+        base, scaling = _rope(cfg, params["full_attention"])
+        local_base, local_scaling = _rope(cfg, params["sliding_attention"])
+        if local_scaling is not None:
+            raise ValueError(f"gemma3_text.rope_parameters: the sliding layers' rope_type "
+                             f"{local_scaling.kind!r}; the course models it on the global layers only")
+    else:
+        base, scaling = _rope(cfg)
     common = dict(family=kind, vocab_size=cfg.vocab_size, n_embd=cfg.hidden_size, n_layer=n,
                   n_head=H, n_kv_head=cfg.num_key_value_heads,
                   head_dim=_get(cfg, "head_dim") or cfg.hidden_size // H,
@@ -94,12 +106,16 @@ def config_from_hf(cfg) -> FamilyConfig:
                   qkv_bias=bool(_get(cfg, "attention_bias", kind == "qwen2")),
                   out_bias=bool(_get(cfg, "attention_bias", False)) and kind != "qwen2",
                   mlp_bias=bool(_get(cfg, "mlp_bias", False)))
-    if kind == "gemma2":
+    if kind in ("gemma2", "gemma3_text"):  # Gemma 3: Gemma 2 with q/k norms and two RoPE bases
         _refuse(cfg, hidden_activation="gelu_pytorch_tanh")
+        if _get(cfg, "use_bidirectional_attention"):  # EmbeddingGemma: an encoder, not causal
+            raise ValueError(f"{kind}.use_bidirectional_attention: the course models only causal "
+                             f"decoders, got True")
         return FamilyConfig(**common, norm_offset=1.0, sandwich_norm=True, mlp="geglu_tanh",
                             windows=_windows(cfg, n), attn_scale=cfg.query_pre_attn_scalar ** -0.5,
-                            attn_softcap=cfg.attn_logit_softcapping,
-                            final_softcap=cfg.final_logit_softcapping, embed_scale=True)
+                            attn_softcap=_get(cfg, "attn_logit_softcapping"),
+                            final_softcap=_get(cfg, "final_logit_softcapping"), embed_scale=True,
+                            qk_norm=kind == "gemma3_text", local_rope_base=local_base)
     _refuse(cfg, hidden_act="silu")
     if kind == "deepseek_v3":
         dense = cfg.first_k_dense_replace or 0
@@ -114,6 +130,9 @@ def config_from_hf(cfg) -> FamilyConfig:
                             kv_lora_rank=cfg.kv_lora_rank, qk_rope_dim=cfg.qk_rope_head_dim,
                             v_head_dim=cfg.v_head_dim,
                             rope_layout="interleaved" if cfg.rope_interleave else "half")
+    if kind == "olmo2":  # norms only after attention and the MLP; q/k norms over all heads
+        return FamilyConfig(**common, qk_norm=True, qk_norm_span="all", pre_norm=False,
+                            sandwich_norm=True)
     return FamilyConfig(**common, qk_norm=kind == "qwen3", windows=_windows(cfg, n))
 
 
@@ -174,6 +193,8 @@ _LAYER_NAMES = {  # ours -> theirs, inside a layer (Llama's names, used by all b
     "mlp.gate": "mlp.gate_proj", "mlp.up": "mlp.up_proj", "mlp.down": "mlp.down_proj",
     "attn_norm": "input_layernorm", "mlp_norm": "post_attention_layernorm",
 }
+_OLMO2_NORMS = {"post_attn_norm": "post_attention_layernorm",
+                "post_mlp_norm": "post_feedforward_layernorm"}
 _GEMMA2_NORMS = {"attn_norm": "input_layernorm", "post_attn_norm": "post_attention_layernorm",
                  "mlp_norm": "pre_feedforward_layernorm",
                  "post_mlp_norm": "post_feedforward_layernorm"}
@@ -189,11 +210,33 @@ def _theirs(ours: str, c: FamilyConfig) -> str:
     module, param = rest.rsplit(".", 1)
     if c.attention == "mla" and module == "attn.q_norm":
         module = "self_attn.q_a_layernorm"
-    elif c.family == "gemma2" and module in _GEMMA2_NORMS:
+    elif c.family in ("gemma2", "gemma3_text") and module in _GEMMA2_NORMS:
         module = _GEMMA2_NORMS[module]
+    elif c.family == "olmo2" and module in _OLMO2_NORMS:
+        module = _OLMO2_NORMS[module]
     else:
         module = _LAYER_NAMES[module]
     return f"model.layers.{i}.{module}.{param}"
+
+
+def _unfuse_phi3(sd: dict, c: FamilyConfig) -> dict:
+    """Phi-3 stores W_Q, W_K, W_V as one (H*D + 2*G*D, E) ``qkv_proj`` and the gate and up
+    projections as one (2F, E) ``gate_up_proj``: split them into Llama's names (the fused
+    tensor is consumed; a missing one is named)."""
+    out = dict(sd)
+    q, kv = c.n_head * c.head_dim, c.n_kv_head * c.head_dim
+    for i in range(c.n_layer):
+        p = f"model.layers.{i}."
+        for fused in ("self_attn.qkv_proj.weight", "mlp.gate_up_proj.weight"):
+            if p + fused not in out:
+                raise ValueError(f"state_dict: expected {p + fused!r} (Phi-3's fused projection); "
+                                 f"not there")
+        w = out.pop(p + "self_attn.qkv_proj.weight")  # rows: q (H*D), k (G*D), v (G*D)
+        for name, part in zip("qkv", w.split([q, kv, kv]), strict=True):
+            out[p + f"self_attn.{name}_proj.weight"] = part
+        gate, up = out.pop(p + "mlp.gate_up_proj.weight").chunk(2, dim=0)  # (2F, E) -> 2 x (F, E)
+        out[p + "mlp.gate_proj.weight"], out[p + "mlp.up_proj.weight"] = gate, up
+    return out
 
 
 def state_from_hf(sd: dict, config: FamilyConfig, model: FamilyLM) -> dict:
@@ -202,6 +245,8 @@ def state_from_hf(sd: dict, config: FamilyConfig, model: FamilyLM) -> dict:
     (the course would silently not model it), are refused by name."""
     if config.family == "gpt2":
         return _gpt2_state(sd, config)
+    if config.family == "phi3":
+        sd = _unfuse_phi3(sd, config)
     out, take = {}, _Reader(sd)
     for ours in model.state_dict():
         theirs = _theirs(ours, config)

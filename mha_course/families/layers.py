@@ -151,11 +151,15 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(c.n_embd, self.G * self.D, bias=c.qkv_bias)
         self.v_proj = nn.Linear(c.n_embd, self.G * self.D, bias=c.qkv_bias)
         self.o_proj = nn.Linear(self.H * self.D, c.n_embd, bias=c.out_bias)
-        self.q_norm = RMSNorm(self.D, c.norm_eps) if c.qk_norm else None
-        self.k_norm = RMSNorm(self.D, c.norm_eps) if c.qk_norm else None
+        self.span = c.qk_norm_span  # "head": over D per head (Qwen 3, Gemma 3); "all": H*D (OLMo 2)
+        q_dim, k_dim = (self.D, self.D) if self.span == "head" else (self.H * self.D, self.G * self.D)
+        self.q_norm = RMSNorm(q_dim, c.norm_eps, c.norm_offset) if c.qk_norm else None
+        self.k_norm = RMSNorm(k_dim, c.norm_eps, c.norm_offset) if c.qk_norm else None
         self.rope = c.positions == "rope"
         self.layout, self.base, self.scaling = c.rope_layout, c.rope_base, c.rope_scaling
         self.window = c.windows[layer]
+        if self.window is not None and c.local_rope_base is not None:  # Gemma 3's local layers
+            self.base, self.scaling = c.local_rope_base, None
         self.scale = c.attn_scale if c.attn_scale is not None else self.D ** -0.5
         self.cap = c.attn_softcap
 
@@ -163,11 +167,14 @@ class Attention(nn.Module):
                 positions: torch.Tensor | None = None, keys: torch.Tensor | None = None) -> torch.Tensor:
         B, L, _ = x.shape
         offset = 0 if cache is None else cache.length
+        q, k = self.q_proj(x), self.k_proj(x)  # (B, L, H * D), (B, L, G * D)
+        if self.q_norm is not None and self.span == "all":  # OLMo 2: over all heads at once
+            q, k = self.q_norm(q), self.k_norm(k)
         # (B, L, heads * D) -> (B, L, heads, D) -> (B, heads, L, D)
-        q = self.q_proj(x).view(B, L, self.H, self.D).transpose(1, 2)
-        k = self.k_proj(x).view(B, L, self.G, self.D).transpose(1, 2)
+        q = q.view(B, L, self.H, self.D).transpose(1, 2)
+        k = k.view(B, L, self.G, self.D).transpose(1, 2)
         v = self.v_proj(x).view(B, L, self.G, self.D).transpose(1, 2)
-        if self.q_norm is not None:  # Qwen 3: normalise each head's query and key before RoPE
+        if self.q_norm is not None and self.span == "head":  # Qwen 3: each head's, before RoPE
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rope:
             pos = torch.arange(offset, offset + L, device=x.device) if positions is None else positions

@@ -40,18 +40,18 @@ class Block(nn.Module):
 
     def __init__(self, config: FamilyConfig, layer: int) -> None:
         super().__init__()
-        self.attn_norm = make_norm(config)
+        self.attn_norm = make_norm(config) if config.pre_norm else None
         self.attn = (LatentAttention if config.attention == "mla" else Attention)(config, layer)
-        self.mlp_norm = make_norm(config)
+        self.mlp_norm = make_norm(config) if config.pre_norm else None
         self.mlp = MLP(config)
         self.post_attn_norm = make_norm(config) if config.sandwich_norm else None
         self.post_mlp_norm = make_norm(config) if config.sandwich_norm else None
 
     def forward(self, x: torch.Tensor, cache: Cache | None = None,
                 positions: torch.Tensor | None = None, keys: torch.Tensor | None = None) -> torch.Tensor:
-        a = self.attn(self.attn_norm(x), cache, positions, keys)
+        a = self.attn(x if self.attn_norm is None else self.attn_norm(x), cache, positions, keys)
         x = x + (a if self.post_attn_norm is None else self.post_attn_norm(a))
-        m = self.mlp(self.mlp_norm(x))
+        m = self.mlp(x if self.mlp_norm is None else self.mlp_norm(x))
         return x + (m if self.post_mlp_norm is None else self.post_mlp_norm(m))
 
 
