@@ -35,10 +35,10 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
 
 
-# transformers' Gemma 2 (and 3) in float64 turns a padding row into NaN after its first layer (its
-# eager mask is float32's minimum, which float64 soft-capped scores do not swamp), and a real
-# query then reads NaN through a zero weight: measured with output_hidden_states. Its padded
-# batches are compared in float32; the course's float64 model is checked against each row alone.
+# transformers' Gemma 2 (and 3) in float64 turns a padding row into NaN after its first layer,
+# and the real rows after it (measured with output_hidden_states; float32 is finite; the cause
+# inside transformers was not traced). Their padded batches are compared with transformers in
+# float32; the course's float64 model is checked against each row alone.
 DTYPE = {"gemma2": torch.float32, "gemma3_text": torch.float32}
 ATOL = {torch.float64: 1e-6, torch.float32: 1e-5}
 
