@@ -19,7 +19,8 @@ from mha_course import (
     StaticKVCache,
     continuous_batching,
 )
-from mha_course.caches.quantized import pack_int4
+from mha_course.caches.quantized import dequantize, pack_int4
+from mha_course.paged.pool import slots_needed
 
 f64 = torch.float64
 
@@ -65,6 +66,14 @@ ROWS = [
      ["C <= embed_dim E = 16", "17"]),
     ("int4 codes out of range", lambda: pack_int4(torch.tensor([[3, 9]], dtype=torch.int8)), "q",
      ["[-8, 7]", "[3, 9]"]),
+    ("a scale of another shape", lambda: dequantize(torch.zeros(1, 2, 3, 4, dtype=torch.int8), kv(1, 2, 3, 3)),
+     "scale", ["(B, G, S, 1) or (B, G, 1, D)", "(1, 2, 3, 4)", "(1, 2, 3, 3)"]),
+    ("a scale that would grow the codes", lambda: dequantize(torch.zeros(1, 2, 1, 4, dtype=torch.int8),
+                                                             kv(1, 2, 3, 1)), "scale", ["(1, 2, 3, 1)"]),
+    ("codes that are not a tensor", lambda: dequantize([[1, 2]], kv(1, 1)), "q", ["torch.Tensor", "list"]),
+    ("a pool that is not a BlockPool", lambda: PagedKVCache(42), "pool", ["BlockPool", "42"]),
+    ("a negative length", lambda: slots_needed([10, -5], 4), "lengths", ["int >= 0", "-5"]),
+    ("a length that is a float", lambda: slots_needed([2.5], None, 8), "lengths", ["int >= 0", "2.5"]),
     ("int4 codes of another dtype", lambda: pack_int4(torch.tensor([[3, 4]])), "q", ["int8", "torch.int64"]),
     ("a value of another length than its key", lambda: KVCache().update(kv(1, 2, 3, 4), kv(1, 2, 2, 4)),
      "value", ["(B, G, S, Dv)", "(1, 2, 2, 4)"]),

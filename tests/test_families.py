@@ -13,12 +13,13 @@ transformers = pytest.importorskip("transformers", reason="the [hf] extra (trans
 
 from mha_course import convert_rope_layout, rope_permutation  # noqa: E402
 from mha_course.families import FamilyConfig, FamilyLM, config_from_hf, from_hf, greedy_generate  # noqa: E402
-from mha_course.families.tiny import VOCAB, tiny_hf_config, tiny_hf_model  # noqa: E402
+from mha_course.families.tiny import VOCAB, save_tiny_checkpoint, tiny_hf_config, tiny_hf_model  # noqa: E402
 
 V = VOCAB
 
 
-FAMILIES = ["gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "deepseek_v3"]
+FAMILIES = ["gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "deepseek_v3", "gemma3_text", "olmo2",
+            "phi3"]
 # transformers computes RMSNorm and the RoPE angles in float32 even for a float64 model (for
 # half-precision training), so float64 agreement is bounded by float32 rounding there; GPT-2
 # (LayerNorm, learned positions) has no such cast and agrees to float64 rounding.
@@ -143,6 +144,11 @@ def with_config(model: FamilyLM, **changes) -> FamilyLM:
     ("mistral", {"windows": (None, None, None)}),  # no sliding window
     ("qwen2", {"qkv_bias": False}),
     ("llama", {"mlp": "geglu_tanh"}),
+    ("gemma3_text", {"local_rope_base": None}),  # one RoPE base for local and global layers
+    ("gemma3_text", {"qk_norm": False}),
+    ("gemma3_text", {"windows": (None, None, None)}),
+    ("olmo2", {"pre_norm": True}),  # norms before the sub-layers as well
+    ("olmo2", {"sandwich_norm": False}),
 ])
 def test_a_wrong_conversion_fails(family, change):
     hf = tiny_hf_model(family)
@@ -188,7 +194,7 @@ def test_the_chapter_12_converter_is_the_llama_conversion_permutation():
     ("gemma2", "hidden_activation", "gelu", "hidden_activation"),
     ("gpt2", "activation_function", "relu", "activation_function"),
     ("gpt2", "scale_attn_by_inverse_layer_idx", True, "scale_attn_by_inverse_layer_idx"),
-    ("llama", "rope_parameters", {"rope_type": "llama3", "rope_theta": 5e5}, "rope_type"),
+    ("llama", "rope_parameters", {"rope_type": "longrope", "rope_theta": 5e5}, "rope_type"),  # Phi-3's
     ("deepseek_v3", "first_k_dense_replace", None, "first_k_dense_replace"),
 ])
 def test_what_the_course_does_not_model_is_refused_by_name(family, attr, value, match):
@@ -213,30 +219,6 @@ def test_deepseek_mixture_of_experts_layers_are_refused():
     config.first_k_dense_replace = 1
     with pytest.raises(ValueError, match="first_k_dense_replace"):
         config_from_hf(config)
-
-
-def save_tiny_checkpoint(folder, family: str = "mistral") -> None:
-    """A save_pretrained folder: a tiny random model and a byte-level BPE tokenizer trained
-    on the course's own source (present on every machine; nothing downloaded)."""
-    from pathlib import Path
-
-    import tokenizers
-    from tokenizers import decoders, models, pre_tokenizers, trainers
-
-    import mha_course
-
-    text = [p.read_text() for p in sorted(Path(mha_course.__file__).parent.glob("*.py"))]
-    tok = tokenizers.Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(text, trainers.BpeTrainer(
-        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok)
-    fast.save_pretrained(folder)
-    config = tiny_hf_config(family)
-    config.vocab_size = tok.get_vocab_size()
-    torch.manual_seed(0)
-    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(folder)
 
 
 def test_the_generate_command_runs_a_saved_checkpoint_in_the_course_modules(tmp_path):

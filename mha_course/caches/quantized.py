@@ -53,6 +53,11 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     Shape:
         q: (B, G, S, D); scale broadcastable to it ((B, G, S, 1) or (B, G, 1, D)).
     """
+    check_tensor("q", q)
+    check_tensor("scale", scale)
+    if scale.dim() != q.dim() or any(s not in (1, n) for s, n in zip(scale.shape, q.shape, strict=True)):
+        raise ValueError(f"scale: expected a shape that broadcasts to q's {shape_str(q)} without "
+                         f"growing it, (B, G, S, 1) or (B, G, 1, D), got {shape_str(scale)}")
     return torch.mul(q, scale)  # int8 x float -> the scale's dtype in one vectorised step (no int->float copy)
 
 

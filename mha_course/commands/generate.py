@@ -28,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Every failure ends in one line, ``--from-pretrained DIR: <cause>`` (or the option at
+    fault), and exit status 2; never a traceback."""
     import sys
 
     try:
@@ -37,21 +39,41 @@ def run(args: argparse.Namespace) -> int:
         print("mha-course generate needs the hf extra: pip install -e '.[hf]' "
               "(transformers, safetensors)", file=sys.stderr)
         return 2
-    from mha_course.families import greedy_generate, load_pretrained
-
-    if args.max_new_tokens < 0:
-        print(f"--max-new-tokens: expected an int >= 0, got {args.max_new_tokens}", file=sys.stderr)
+    if args.max_new_tokens < 0 or (args.compare and args.max_new_tokens == 0):
+        need = "an int >= 1 with --compare (0 new tokens leave nothing to compare)" \
+            if args.compare else "an int >= 0"
+        print(f"--max-new-tokens: expected {need}, got {args.max_new_tokens}", file=sys.stderr)
         return 2
     try:
-        tokenizer = AutoTokenizer.from_pretrained(args.from_pretrained, local_files_only=True)
-        dtype = None if args.dtype == "auto" else getattr(torch, args.dtype)
-        ours, hf = load_pretrained(args.from_pretrained, dtype, keep_hf=args.compare)
-    except (OSError, ValueError) as err:
-        print(f"--from-pretrained {args.from_pretrained}: {err}", file=sys.stderr)
+        return _generate(args, torch, AutoTokenizer)
+    except Exception as err:  # noqa: BLE001 - the command's contract: one line, exit 2
+        cause = " ".join(str(err).split()) or type(err).__name__  # one line
+        if len(cause) > 400:
+            cause = cause[:400] + " ..."
+        if not isinstance(err, (ValueError, OSError)):
+            cause = f"{type(err).__name__}: {cause}"
+        print(f"--from-pretrained {args.from_pretrained}: {cause}", file=sys.stderr)
         return 2
+
+
+def _generate(args: argparse.Namespace, torch, AutoTokenizer) -> int:
+    from mha_course.families import greedy_generate, load_pretrained
+    from mha_course.families.compare import compare_greedy
+    from mha_course.families.pretrained import eos_token_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(args.from_pretrained, local_files_only=True)
+    dtype = None if args.dtype == "auto" else getattr(torch, args.dtype)
+    ours, hf = load_pretrained(args.from_pretrained, dtype, keep_hf=args.compare)
     prompt = tokenizer(args.prompt, return_tensors="pt").input_ids  # (1, P)
+    V = ours.config.vocab_size
+    if prompt.shape[1] == 0:
+        raise ValueError(f"the prompt {args.prompt!r} gives no tokens; expected at least one")
+    if int(prompt.max()) >= V:
+        raise ValueError(f"the tokenizer gives ids up to {int(prompt.max())} for the prompt, "
+                         f"the model's vocabulary has V = {V} (config.json vocab_size): "
+                         f"expected a tokenizer of this checkpoint")
     start = time.perf_counter()
-    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    eos, pad = eos_token_ids(args.from_pretrained, tokenizer), tokenizer.pad_token_id
     out = greedy_generate(ours, prompt, args.max_new_tokens, eos, pad)
     seconds = time.perf_counter() - start
     print(tokenizer.decode(out[0], skip_special_tokens=True))
@@ -66,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         plain = GenerationConfig(max_new_tokens=args.max_new_tokens, do_sample=False,
                                  eos_token_id=eos, pad_token_id=pad)  # greedy, no penalties
         theirs = hf.generate(prompt, generation_config=plain)
-        same = torch.equal(theirs, out)
-        print(f"transformers' generate: {'the same tokens' if same else 'DIFFERENT tokens'}")
-        return 0 if same else 1
+        agreement = compare_greedy(ours, hf, prompt.shape[1], out, theirs)
+        print(agreement.line())  # a split at a tie (bfloat16) is reported, not failed
+        return 0 if agreement.consistent else 1
     return 0

@@ -4,7 +4,9 @@ Each field is one named difference (chapter 20's table): the norm (LayerNorm or 
 Gemma's ``1 + w`` weights), the MLP (GELU, or a gated SiLU/GELU product), positions (learned or
 RoPE in either layout), grouped key/value heads, a head size that is not ``E / H``, query/key
 norms (Qwen 3), per-layer sliding windows (Mistral, Gemma 2), logit soft-capping (Gemma 2),
-and multi-head latent attention with decoupled RoPE (DeepSeek V3, ``attention="mla"``).
+multi-head latent attention with decoupled RoPE (DeepSeek V3, ``attention="mla"``), norms
+only after each sub-layer and query/key norms over all heads (OLMo 2), a RoPE base of their own
+for the window layers (Gemma 3), and rescaled RoPE speeds (``rope_scaling``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mha_course._checks import check_kv_heads, check_positive_int
+from mha_course.families.scaled_rope import RopeScaling
 
 NORMS = ("layernorm", "rmsnorm")
 MLPS = ("gelu_tanh", "swiglu", "geglu_tanh")
@@ -42,16 +45,20 @@ class FamilyConfig:
     norm: str = "rmsnorm"
     norm_eps: float = 1e-6
     norm_offset: float = 0.0  # Gemma stores w and scales by (1 + w)
-    sandwich_norm: bool = False  # Gemma 2: a norm after attention and after the MLP too
+    sandwich_norm: bool = False  # Gemma 2/3, OLMo 2: a norm after attention and after the MLP too
+    pre_norm: bool = True  # False: no norm before attention and MLP (OLMo 2: only after)
     mlp: str = "swiglu"
     positions: str = "rope"
     max_positions: int = 2048  # learned table size (GPT-2); only a bound for RoPE
     rope_base: float = 10000.0
     rope_layout: str = "half"
+    rope_scaling: RopeScaling | None = None  # llama3, linear, dynamic, yarn (scaled_rope.py)
     qkv_bias: bool = False
     out_bias: bool = False
     mlp_bias: bool = False
-    qk_norm: bool = False  # Qwen 3: RMSNorm over D on every query and key head
+    qk_norm: bool = False  # Qwen 3, Gemma 3: RMSNorm over D on every query and key head
+    qk_norm_span: str = "head"  # "all": one RMSNorm over all heads' H*D (G*D) features (OLMo 2)
+    local_rope_base: float | None = None  # Gemma 3: the window layers' RoPE base (None: rope_base)
     windows: tuple[int | None, ...] = ()
     attn_scale: float | None = None  # None = 1 / sqrt(query/key width)
     attn_softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap)
@@ -73,7 +80,8 @@ class FamilyConfig:
         for name, value, allowed in (("norm", self.norm, NORMS), ("mlp", self.mlp, MLPS),
                                      ("positions", self.positions, POSITIONS),
                                      ("attention", self.attention, ATTENTIONS),
-                                     ("rope_layout", self.rope_layout, ("half", "interleaved"))):
+                                     ("rope_layout", self.rope_layout, ("half", "interleaved")),
+                                     ("qk_norm_span", self.qk_norm_span, ("head", "all"))):
             if value not in allowed:
                 raise ValueError(f"{name}: expected one of {allowed}, got {value!r}")
         self.windows = tuple(self.windows) or (None,) * self.n_layer

@@ -18,9 +18,8 @@ from torch import nn
 
 from mha_course.caches.base import Cache
 from mha_course.families.config import FamilyConfig
-from mha_course.families.layers import RMSNorm
-from mha_course.ops.masks import causal_mask
-from mha_course.ops.rope import apply_rope
+from mha_course.families.layers import RMSNorm, layer_mask
+from mha_course.families.scaled_rope import apply_scaled_rope
 from mha_course.ops.sdpa import scaled_dot_product_attention
 
 
@@ -49,10 +48,11 @@ class LatentAttention(nn.Module):
         self.kv_norm = RMSNorm(self.C)
         self.kv_b = nn.Linear(self.C, self.H * (self.D + self.Dv), bias=False)
         self.o_proj = nn.Linear(self.H * self.Dv, c.n_embd, bias=c.out_bias)
-        self.layout, self.base = c.rope_layout, c.rope_base
+        self.layout, self.base, self.scaling = c.rope_layout, c.rope_base, c.rope_scaling
         self.scale = c.attn_scale if c.attn_scale is not None else qk ** -0.5
 
-    def forward(self, x: torch.Tensor, cache: Cache | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: Cache | None = None,
+                positions: torch.Tensor | None = None, keys: torch.Tensor | None = None) -> torch.Tensor:
         B, L, _ = x.shape
         H, D, R, Dv = self.H, self.D, self.R, self.Dv
         offset = 0 if cache is None else cache.length
@@ -61,9 +61,11 @@ class LatentAttention(nn.Module):
         q_nope, q_rot = q.split([D, R], dim=-1)
         latent, k_rot = self.kv_a(x).split([self.C, R], dim=-1)  # (B, L, C), (B, L, R)
         latent = self.kv_norm(latent)
-        pos = torch.arange(offset, offset + L, device=x.device)
-        q_rot = apply_rope(q_rot, pos, layout=self.layout, base=self.base)  # (B, H, L, R)
-        k_rot = apply_rope(k_rot, pos, layout=self.layout, base=self.base)  # (B, L, R)
+        pos = torch.arange(offset, offset + L, device=x.device) if positions is None else positions
+        q_rot = apply_scaled_rope(q_rot, pos, layout=self.layout, base=self.base,
+                                  scaling=self.scaling)  # (B, H, L, R)
+        k_rot = apply_scaled_rope(k_rot, pos, layout=self.layout, base=self.base,
+                                  scaling=self.scaling)  # (B, L, R)
         if cache is not None:
             latent, k_rot = cache.update(latent, k_rot)  # (B, S, C), (B, S, R)
         S = latent.shape[1]
@@ -71,6 +73,6 @@ class LatentAttention(nn.Module):
         k_nope, v = kv.split([D, Dv], dim=-1)
         k = torch.cat([k_nope, k_rot[:, None].expand(B, H, S, R)], dim=-1)  # (B, H, S, D + R)
         query = torch.cat([q_nope, q_rot], dim=-1)  # (B, H, L, D + R)
-        mask = causal_mask(L, S, offset=offset, device=x.device)
+        mask = layer_mask(L, offset, None, cache, x.device, keys)  # causal (and padding)
         out = scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=self.scale)
         return self.o_proj(out.transpose(1, 2).reshape(B, L, H * Dv))  # (B, H, L, Dv) -> (B, L, E)

@@ -18,8 +18,8 @@ from torch import nn
 from mha_course.caches.base import Cache
 from mha_course.caches.window import sliding_window_mask
 from mha_course.families.config import FamilyConfig
+from mha_course.families.scaled_rope import apply_scaled_rope
 from mha_course.ops.masks import causal_mask
-from mha_course.ops.rope import apply_rope
 from mha_course.ops.sdpa import scaled_dot_product_attention
 
 
@@ -106,25 +106,37 @@ def capped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
 
 
 def layer_mask(L: int, offset: int, window: int | None, cache: Cache | None,
-               device) -> torch.Tensor:
+               device, keys: torch.Tensor | None = None) -> torch.Tensor:
     """Which keys each new query sees: causal, and within ``window`` W if the layer is local,
-    over all ``offset + L`` positions; then the cache narrows it to the keys it returned
+    over all ``offset + L`` positions, and only the real (not padding) ``keys`` of each row;
+    then the cache narrows it to the keys it returned
     (:meth:`~mha_course.caches.base.Cache.restrict_mask`: a ring-buffer cache keeps only the last W).
+    A padding query that would see no key at all sees every key instead (its output is never
+    read; an all-masked row would give NaN, and NaN times a zero weight is still NaN).
 
     Shape:
-        Returns bool (L, S_kept), True = may attend.
+        keys: bool (B, offset + L), True = a real token, or None. Returns bool (L, S_kept), or
+        (B, 1, L, S_kept) with ``keys``; True = may attend.
     """
     S = offset + L
     if window is None:
         mask = causal_mask(L, S, offset=offset, device=device)
     else:
         mask = sliding_window_mask(L, S, window=window, offset=offset, device=device)
-    return mask if cache is None else cache.restrict_mask(mask, L)
+    if keys is not None:
+        mask = mask & keys[:, None, None, :]  # (L, S) & (B, 1, 1, S) -> (B, 1, L, S)
+    mask = mask if cache is None else cache.restrict_mask(mask, L)
+    if keys is not None:
+        mask = mask | ~mask.any(-1, keepdim=True)  # an all-padding row: any finite output
+    return mask
 
 
 class Attention(nn.Module):
     """Causal self-attention with H query heads, G key/value heads of size D (any D), optional
     RoPE, query/key RMSNorm over D (Qwen 3), a sliding window and a score cap.
+
+    ``positions`` (B, L) are the rotary positions (default ``cache.length`` onwards for every
+    row); ``keys`` (B, S) marks the real tokens of a padded batch (see :func:`layer_mask`).
 
     Shape:
         x: (B, L, E), L new positions after ``cache.length`` cached ones. Returns (B, L, E).
@@ -138,29 +150,37 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(c.n_embd, self.G * self.D, bias=c.qkv_bias)
         self.v_proj = nn.Linear(c.n_embd, self.G * self.D, bias=c.qkv_bias)
         self.o_proj = nn.Linear(self.H * self.D, c.n_embd, bias=c.out_bias)
-        self.q_norm = RMSNorm(self.D, c.norm_eps) if c.qk_norm else None
-        self.k_norm = RMSNorm(self.D, c.norm_eps) if c.qk_norm else None
+        self.span = c.qk_norm_span  # "head": over D per head (Qwen 3, Gemma 3); "all": H*D (OLMo 2)
+        q_dim, k_dim = (self.D, self.D) if self.span == "head" else (self.H * self.D, self.G * self.D)
+        self.q_norm = RMSNorm(q_dim, c.norm_eps, c.norm_offset) if c.qk_norm else None
+        self.k_norm = RMSNorm(k_dim, c.norm_eps, c.norm_offset) if c.qk_norm else None
         self.rope = c.positions == "rope"
-        self.layout, self.base = c.rope_layout, c.rope_base
+        self.layout, self.base, self.scaling = c.rope_layout, c.rope_base, c.rope_scaling
         self.window = c.windows[layer]
+        if self.window is not None and c.local_rope_base is not None:  # Gemma 3's local layers
+            self.base, self.scaling = c.local_rope_base, None
         self.scale = c.attn_scale if c.attn_scale is not None else self.D ** -0.5
         self.cap = c.attn_softcap
 
-    def forward(self, x: torch.Tensor, cache: Cache | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: Cache | None = None,
+                positions: torch.Tensor | None = None, keys: torch.Tensor | None = None) -> torch.Tensor:
         B, L, _ = x.shape
         offset = 0 if cache is None else cache.length
+        q, k = self.q_proj(x), self.k_proj(x)  # (B, L, H * D), (B, L, G * D)
+        if self.q_norm is not None and self.span == "all":  # OLMo 2: over all heads at once
+            q, k = self.q_norm(q), self.k_norm(k)
         # (B, L, heads * D) -> (B, L, heads, D) -> (B, heads, L, D)
-        q = self.q_proj(x).view(B, L, self.H, self.D).transpose(1, 2)
-        k = self.k_proj(x).view(B, L, self.G, self.D).transpose(1, 2)
+        q = q.view(B, L, self.H, self.D).transpose(1, 2)
+        k = k.view(B, L, self.G, self.D).transpose(1, 2)
         v = self.v_proj(x).view(B, L, self.G, self.D).transpose(1, 2)
-        if self.q_norm is not None:  # Qwen 3: normalise each head's query and key before RoPE
+        if self.q_norm is not None and self.span == "head":  # Qwen 3: each head's, before RoPE
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rope:
-            pos = torch.arange(offset, offset + L, device=x.device)
-            q = apply_rope(q, pos, layout=self.layout, base=self.base)
-            k = apply_rope(k, pos, layout=self.layout, base=self.base)
+            pos = torch.arange(offset, offset + L, device=x.device) if positions is None else positions
+            q = apply_scaled_rope(q, pos, layout=self.layout, base=self.base, scaling=self.scaling)
+            k = apply_scaled_rope(k, pos, layout=self.layout, base=self.base, scaling=self.scaling)
         if cache is not None:
             k, v = cache.update(k, v)  # (B, G, L, D) -> (B, G, S, D)
-        mask = layer_mask(L, offset, self.window, cache, x.device)
+        mask = layer_mask(L, offset, self.window, cache, x.device, keys)
         out = capped_attention(q, k, v, mask, self.scale, self.cap)  # (B, H, L, D)
         return self.o_proj(out.transpose(1, 2).reshape(B, L, self.H * self.D))  # -> (B, L, E)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from mha_course._checks import check_positive_int
+from mha_course._checks import check_nonnegative_int, check_positive_int
 
 
 class BlockPool:
@@ -74,6 +74,8 @@ def slots_needed(lengths: Sequence[int], block_size: int | None = None, max_len:
     each; preallocated (``block_size=None``), ``max_len`` each. Times
     :func:`mha_course.kv_cache_bytes` per token to get bytes.
     """
+    for n in lengths:
+        check_nonnegative_int("lengths", n, "(tokens per sequence)")
     if block_size is None:
         return len(lengths) * check_positive_int("max_len", max_len)
     bs = check_positive_int("block_size", block_size)

@@ -33,6 +33,10 @@ class PagedKVCache:
     """
 
     def __init__(self, pool: BlockPool) -> None:
+        if not isinstance(pool, BlockPool):
+            raise ValueError(f"pool: expected a BlockPool (the shared blocks, e.g. "
+                             f"BlockPool(num_blocks, block_size, G, D)), got {type(pool).__name__} "
+                             f"{pool!r}")
         self.pool = pool
         self.tables: dict[Hashable, list[int]] = {}
         self.lengths: dict[Hashable, int] = {}
