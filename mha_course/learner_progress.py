@@ -59,6 +59,21 @@ class Exercise:
         return sum(r.points for r in self.results)
 
 
+class Progress(list):
+    """The rows ``progress()`` returns: a list of :class:`Exercise` whose repr is one line.
+
+    A cell ending in ``mha_course.progress()`` shows the printed table, then this one line, instead of
+    the dataclasses' full repr (every item's result: tens of kilobytes).
+    """
+
+    def __repr__(self) -> str:
+        found = [row for row in self if row.notebook is not None]
+        points = sum(row.points for row in self)
+        top = sum(row.max_points for row in self)
+        return (f"<progress: {points:g}/{top:g} points, {len(found)} of {len(self)} exercises found; "
+                "the rows are a list of Exercise>")
+
+
 def _next_hints(stem: str, results: list) -> list[str]:
     """For each failing item with hints: the call that shows the first level not asked yet."""
     from .grading.hints import table
@@ -111,7 +126,7 @@ def report(rows: list[Exercise]) -> str:
     return "\n".join(lines)
 
 
-def progress(folder: str | os.PathLike = "exercises", quiet: bool = False) -> list[Exercise]:
+def progress(folder: str | os.PathLike = "exercises", quiet: bool = False) -> Progress:
     """Print (unless ``quiet``) and return your progress on every exercise in ``folder``.
 
     From a notebook in ``exercises/`` or ``notebooks/``, ``progress("../exercises")``; a relative
@@ -122,7 +137,7 @@ def progress(folder: str | os.PathLike = "exercises", quiet: bool = False) -> li
         from .commands.check import locate_folder
 
         path = locate_folder(path) or path
-    rows = collect(path)
+    rows = Progress(collect(path))
     if not quiet:
         print(f"progress in {path}/ (saved notebooks; nothing is changed)")
         print(report(rows))

@@ -71,3 +71,19 @@ def test_from_a_notebook_folder(monkeypatch) -> None:
     monkeypatch.chdir(ROOT / "notebooks")
     mha_course.progress(quiet=True)
     assert [p.resolve() for p in seen] == [(ROOT / "exercises").resolve()]
+
+
+def test_the_value_a_cell_shows_is_one_line(monkeypatch) -> None:
+    """A cell ending in ``mha_course.progress()`` shows the table, then a short repr (it showed ~20 KB of
+    dataclass repr: every item's result)."""
+    from IPython.lib.pretty import pretty
+
+    import mha_course.learner_progress as lp
+
+    rows = collect(ROOT / "exercises")
+    monkeypatch.setattr(lp, "collect", lambda folder: rows)
+    value = mha_course.progress(ROOT / "exercises", quiet=True)
+    assert list(value) == rows and value[0].stem == rows[0].stem  # still the rows, as a list
+    for shown in (repr(value), pretty(value)):
+        assert "\n" not in shown and len(shown) < 200, shown
+        assert f"0/{sum(r.max_points for r in rows):g} points" in shown, shown
