@@ -148,6 +148,16 @@ def _letters(item: Item, shape: tuple[int, ...], j: int = 0) -> str:
     return f"{letters} = {sizes}" if letters else sizes
 
 
+def output_label(item: Item, j: int, n: int) -> str:
+    """``"output 2 (preemptions): "`` for output ``j`` of ``n``: the name comes from the item's ``shape``
+    when it names each output (``"used (steps,), shared (steps,), ..."``), so the feedback of a loop
+    returning five arrays says which one is wrong; ``"output 1: "`` when it does not; ``""`` for one output."""
+    if n <= 1:
+        return ""
+    names = re.findall(r"(?<![\w.])([A-Za-z_]\w*) \(", item.shape)
+    return f"output {j} ({names[j]}): " if len(names) == n else f"output {j}: "
+
+
 def mistake_text(m: Mistake) -> str:
     """``name: feedback``, or the feedback alone when it already starts by naming the mistake
     (not "off by one: causal mask off by one: ...")."""
@@ -295,7 +305,9 @@ def _values_shown(item: Item, cases: list[Case], outputs: list, message: str) ->
         k = tuple(int(n) for n in np.argwhere(~np.isclose(g.astype(float), r.astype(float), rtol=0, atol=item.atol))[0])
         at = f" at index {k}"
         g, r = g[k], r[k]
-    return (f"{f'output {j}: ' if j else ''}returned {_show(np.asarray(g))}, expected {_show(np.asarray(r))}{at} "
+    label = output_label(item, j, len(g_all) if (g_all := outputs[i] if i < len(outputs) else []) else 1)
+    label = "" if label == "output 0: " else label  # an unnamed first output: as before, no label
+    return (f"{label}returned {_show(np.asarray(g))}, expected {_show(np.asarray(r))}{at} "
             f"on the smallest public case that separates them" + (f" — {named[0]}" if named else "")
             + f" [case {i + 1} of {len(cases)}: {describe_case(cases[i])}]")
 
@@ -332,7 +344,7 @@ def _judge(item: Item, cases: list[Case], child: dict[str, Any], cell_lines: dic
         for j, (g, r) in enumerate(zip(got, refs)):
             verdict = compare_output(item, case, j, g, r)
             if verdict:
-                name = f"output {j}: " if len(refs) > 1 else ""
+                name = output_label(item, j, len(refs))
                 return ItemResult(item.id, item.function, 0.0, item.points, verdict[0],
                                   name + verdict[1] + where)
     return ItemResult(item.id, item.function, float(item.points), item.points, PASSED,
