@@ -99,8 +99,26 @@ def describe_case(case: Case) -> str:
     return ", ".join(parts)
 
 
-def dtype_rule(item: Item) -> str:
-    """The item's dtype rule in words: the same sentence in its test cell and its feedback."""
+def reference_dtypes(item: Item, seed: int = 0) -> list[np.dtype]:
+    """The dtypes of the reference's outputs on the item's first case (what :func:`dtype_rule` states)."""
+    cases = item.cases(seed)
+    return [a.dtype for a in as_arrays(item.reference(*to_framework(item, cases[0])))] if cases else []
+
+
+def dtype_rule(item: Item, dtypes: list[np.dtype] | None = None) -> str:
+    """The item's dtype rule in words: the same sentence in its test cell and its feedback.
+
+    ``dtypes``: the reference's output dtypes (:func:`reference_dtypes`; the feedback passes the one
+    output it judges). An item that must keep its dtype and returns no floats (a bool mask, integer
+    positions) is told so, not given the floating rule.
+    """
+    if item.dtype_must_match and dtypes and not any(np.dtype(d).kind == "f" for d in dtypes):
+        names = list(dict.fromkeys(np.dtype(d).name for d in dtypes))
+        if names == ["bool"]:
+            return "a bool output (True/False), not 0/1 numbers"
+        if all(np.dtype(d).kind in "iu" for d in dtypes):
+            return f"an integer output ({' or '.join(names)}, as the reference returns), not a float"
+        return f"outputs of dtype {', '.join(names)} (as the reference returns them), not floats"
     if item.dtype_must_match:
         return "the output keeps the input's floating dtype (float32 in, float32 out; float64 in, float64 out)"
     if item.rtol == 0 and item.atol < 1:
@@ -210,7 +228,7 @@ def compare_output(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
 def _dtype_message(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray) -> str:
     """A wrong dtype, the rule it breaks, and whether the values are right apart from it (a
     dtype message must not hide a real bug)."""
-    msg = f"expected dtype {ref.dtype}, got {got.dtype} (dtype rule: {dtype_rule(item)})"
+    msg = f"expected dtype {ref.dtype}, got {got.dtype} (dtype rule: {dtype_rule(item, [ref.dtype])})"
     if got.dtype == np.float64 and ref.dtype == np.float32:
         msg += "; float64 returned for float32 input (a float64 constant, or a new tensor made without dtype=...)"
     if got.dtype.kind not in "fiub" or ref.dtype == np.bool_ or got.dtype == np.bool_:
