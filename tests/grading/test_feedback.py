@@ -134,3 +134,21 @@ def test_a_prediction_is_numbers_the_parent_writes():
     assert "returned [" in shown.message and shown.message.count("your prediction (ungraded") == 1
     missing = _ablation(lambda m: [m])  # no prediction returned
     assert missing.status == "wrong type" and "your prediction" in missing.message
+
+
+def test_a_missing_module_is_named_with_what_the_sandbox_provides(tmp_path):
+    """``import einops`` (a package the grader lacks) said only "raised ModuleNotFoundError" (issue 31):
+    a known module is named, with what the sandbox can import; a name the child made up is not echoed."""
+    from grading_helpers import grade_many
+
+    made_up = f"{MARK.replace('-', '_')}_module"
+    sub = build("ex02", tmp_path / "sub" / f"{EX02}.ipynb", extra=[(1, "import einops")], replace={
+        "ex02_attention": f"def attention(query, key, value, attn_mask=None):\n    import {made_up}\n",
+        "ex02_scaled_scores": "def scaled_scores(query, key):\n    from einops import einsum\n"})
+    results, notes = grade_many({"s": (sub, "ex02")})["s"]
+    text = " ".join(notes)
+    assert "raised ModuleNotFoundError at line 1: `einops` is not installed where notebooks are graded, " \
+           "which provides the Python standard library, numpy, torch" in text, notes
+    assert "`einops` is not installed" in results["ex02_scaled_scores"].message, results["ex02_scaled_scores"]
+    attention = results["ex02_attention"].message
+    assert "the module is not installed" in attention and MARK.replace("-", "_") not in attention, attention
