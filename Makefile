@@ -42,6 +42,13 @@ $(DEV_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -e ".[dev$(if $(EXTRAS),$(comma)$(EXTRAS))]"
 	touch $(DEV_STAMP)
 
+# `make site`: the site extra (Pagefind, Playwright) only, never the dev extra: the venv is the
+# learner's too, and dev's nbgrader adds its menus and "Validate" button to the Lab.
+SITE_STAMP := $(VENV)/.installed-site
+$(SITE_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -e ".[site$(if $(EXTRAS),$(comma)$(EXTRAS))]"
+	touch $(SITE_STAMP)
+
 comma := ,
 # The maintainer install (what `make test` needs); `make lab` installs only the learner's part.
 setup: $(DEV_STAMP)
@@ -72,7 +79,7 @@ browser: $(DEV_STAMP)
 	$(BIN)/python -m pytest tests/browser -m browser -p no:cacheprovider
 
 # Static HTML course from the committed outputs (nbconvert), then its link and image check.
-site: $(DEV_STAMP)
+site: $(SITE_STAMP)
 	$(BIN)/python tools/build_site.py
 	$(BIN)/python tools/check_site.py
 

@@ -99,8 +99,26 @@ def describe_case(case: Case) -> str:
     return ", ".join(parts)
 
 
-def dtype_rule(item: Item) -> str:
-    """The item's dtype rule in words: the same sentence in its test cell and its feedback."""
+def reference_dtypes(item: Item, seed: int = 0) -> list[np.dtype]:
+    """The dtypes of the reference's outputs on the item's first case (what :func:`dtype_rule` states)."""
+    cases = item.cases(seed)
+    return [a.dtype for a in as_arrays(item.reference(*to_framework(item, cases[0])))] if cases else []
+
+
+def dtype_rule(item: Item, dtypes: list[np.dtype] | None = None) -> str:
+    """The item's dtype rule in words: the same sentence in its test cell and its feedback.
+
+    ``dtypes``: the reference's output dtypes (:func:`reference_dtypes`; the feedback passes the one
+    output it judges). An item that must keep its dtype and returns no floats (a bool mask, integer
+    positions) is told so, not given the floating rule.
+    """
+    if item.dtype_must_match and dtypes and not any(np.dtype(d).kind == "f" for d in dtypes):
+        names = list(dict.fromkeys(np.dtype(d).name for d in dtypes))
+        if names == ["bool"]:
+            return "a bool output (True/False), not 0/1 numbers"
+        if all(np.dtype(d).kind in "iu" for d in dtypes):
+            return f"an integer output ({' or '.join(names)}, as the reference returns), not a float"
+        return f"outputs of dtype {', '.join(names)} (as the reference returns them), not floats"
     if item.dtype_must_match:
         return "the output keeps the input's floating dtype (float32 in, float32 out; float64 in, float64 out)"
     if item.rtol == 0 and item.atol < 1:
@@ -146,6 +164,16 @@ def _letters(item: Item, shape: tuple[int, ...], j: int = 0) -> str:
     groups = re.findall(r"\([^()]*\)", item.shape)
     letters = groups[j] if len(groups) > 1 and j < len(groups) else item.shape
     return f"{letters} = {sizes}" if letters else sizes
+
+
+def output_label(item: Item, j: int, n: int) -> str:
+    """``"output 2 (preemptions): "`` for output ``j`` of ``n``: the name comes from the item's ``shape``
+    when it names each output (``"used (steps,), shared (steps,), ..."``), so the feedback of a loop
+    returning five arrays says which one is wrong; ``"output 1: "`` when it does not; ``""`` for one output."""
+    if n <= 1:
+        return ""
+    names = re.findall(r"(?<![\w.])([A-Za-z_]\w*) \(", item.shape)
+    return f"output {j} ({names[j]}): " if len(names) == n else f"output {j}: "
 
 
 def mistake_text(m: Mistake) -> str:
@@ -200,7 +228,7 @@ def compare_output(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
 def _dtype_message(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray) -> str:
     """A wrong dtype, the rule it breaks, and whether the values are right apart from it (a
     dtype message must not hide a real bug)."""
-    msg = f"expected dtype {ref.dtype}, got {got.dtype} (dtype rule: {dtype_rule(item)})"
+    msg = f"expected dtype {ref.dtype}, got {got.dtype} (dtype rule: {dtype_rule(item, [ref.dtype])})"
     if got.dtype == np.float64 and ref.dtype == np.float32:
         msg += "; float64 returned for float32 input (a float64 constant, or a new tensor made without dtype=...)"
     if got.dtype.kind not in "fiub" or ref.dtype == np.bool_ or got.dtype == np.bool_:
@@ -295,7 +323,9 @@ def _values_shown(item: Item, cases: list[Case], outputs: list, message: str) ->
         k = tuple(int(n) for n in np.argwhere(~np.isclose(g.astype(float), r.astype(float), rtol=0, atol=item.atol))[0])
         at = f" at index {k}"
         g, r = g[k], r[k]
-    return (f"{f'output {j}: ' if j else ''}returned {_show(np.asarray(g))}, expected {_show(np.asarray(r))}{at} "
+    label = output_label(item, j, len(g_all) if (g_all := outputs[i] if i < len(outputs) else []) else 1)
+    label = "" if label == "output 0: " else label  # an unnamed first output: as before, no label
+    return (f"{label}returned {_show(np.asarray(g))}, expected {_show(np.asarray(r))}{at} "
             f"on the smallest public case that separates them" + (f" — {named[0]}" if named else "")
             + f" [case {i + 1} of {len(cases)}: {describe_case(cases[i])}]")
 
@@ -332,7 +362,7 @@ def _judge(item: Item, cases: list[Case], child: dict[str, Any], cell_lines: dic
         for j, (g, r) in enumerate(zip(got, refs)):
             verdict = compare_output(item, case, j, g, r)
             if verdict:
-                name = f"output {j}: " if len(refs) > 1 else ""
+                name = output_label(item, j, len(refs))
                 return ItemResult(item.id, item.function, 0.0, item.points, verdict[0],
                                   name + verdict[1] + where)
     return ItemResult(item.id, item.function, float(item.points), item.points, PASSED,

@@ -27,6 +27,16 @@ RETURN_KINDS = frozenset({"tensor subclass", "array subclass", "complex tensor",
                           "torch.Tensor", "numpy.ndarray", "sparse or special tensor",
                           "unusual dtype"})
 MAX_LINE = 100_000
+# Modules a learner may import that the grading environment may lack: a ModuleNotFoundError names one of
+# these (a fixed vocabulary: a module name the child made up is not echoed); any other is "a module".
+KNOWN_MODULES = frozenset({
+    "einops", "opt_einsum", "jax", "jaxlib", "flax", "tensorflow", "keras", "scipy", "sklearn", "pandas",
+    "polars", "matplotlib", "seaborn", "plotly", "transformers", "tokenizers", "datasets", "accelerate",
+    "xformers", "flash_attn", "triton", "numba", "cupy", "torchvision", "torchaudio", "torchtext",
+    "sympy", "tqdm", "IPython", "ipywidgets", "requests", "safetensors", "huggingface_hub", "timm",
+})
+# What the sandbox imports from (its read-only view of the grader's runtime), checked in the parent.
+PROVIDED = ("numpy", "torch", "triton")
 
 
 # ---- child side (runs in the sandbox; it only DESCRIBES, it never renders) ----------------------
@@ -40,6 +50,8 @@ def exception_report(e: BaseException) -> dict[str, Any]:
         if m:
             out["cell"], out["line"] = int(m.group(1)), int(tb.tb_lineno)
         tb = tb.tb_next
+    if isinstance(e, ModuleNotFoundError) and isinstance(e.name, str) and e.name:
+        out["module"] = e.name.split(".")[0][:60]  # the parent names it only if it is a known module
     m = CELL_FILE.match(e.filename) if isinstance(e, SyntaxError) and isinstance(e.filename, str) else None
     if m and isinstance(e.lineno, int):  # a cell that does not compile has no frame of its own
         out["cell"], out["line"] = int(m.group(1)), e.lineno
@@ -62,6 +74,23 @@ def return_kind(x: Any) -> str:
 # ---- parent side (validates and renders) --------------------------------------------------------
 def exception_name(raw: Any) -> str:
     return raw if isinstance(raw, str) and raw in BUILTIN_EXCEPTIONS else "an exception"
+
+
+def provided() -> str:
+    """What a graded notebook can import: the standard library, the packages of ``PROVIDED`` that the
+    grader's runtime has (the sandbox sees that runtime read-only) and the staged course package."""
+    import importlib.util
+
+    have = [m for m in PROVIDED if importlib.util.find_spec(m) is not None]
+    return f"the Python standard library, {', '.join(have)} and the course's package"
+
+
+def missing_module(report: dict) -> str:
+    """``: `einops` is not installed where notebooks are graded (...)`` for a ModuleNotFoundError."""
+    module = report.get("module")
+    named = f"`{module}`" if isinstance(module, str) and module in KNOWN_MODULES else "the module"
+    return (f": {named} is not installed where notebooks are graded, which provides {provided()}; "
+            "write that part with these")
 
 
 def where(report: dict, cell_lines: dict[int, int] | None) -> str:
@@ -95,7 +124,8 @@ def render_child(status: str, report: dict, *, function: str, forbidden: tuple[s
         name = exception_name(report.get("exception"))
         if name == "SystemExit":
             return "called sys.exit()" + where(report, cell_lines)
-        return f"raised {name}{where(report, cell_lines)}"
+        note = missing_module(report) if name == "ModuleNotFoundError" else ""
+        return f"raised {name}{where(report, cell_lines)}{note}"
     return ""  # timeout, crashed, invalid result, ...: the parent's own words are added by the caller
 
 
@@ -107,7 +137,9 @@ def cell_note(report: Any, cell_lines: dict[int, int] | None = None) -> str | No
     if cell_lines is not None and index not in cell_lines:
         return None
     loc = where({**report, "cell": index}, cell_lines)
-    return f"cell {index}: raised {exception_name(report.get('exception'))}{loc.replace(f' of cell {index}', '')}"
+    name = exception_name(report.get("exception"))
+    note = missing_module(report) if name == "ModuleNotFoundError" else ""
+    return f"cell {index}: raised {name}{loc.replace(f' of cell {index}', '')}{note}"
 
 
 _BUILTIN_TYPES = frozenset(n for n, v in vars(builtins).items() if isinstance(v, type)) | {"NoneType"}

@@ -40,13 +40,37 @@ def gradescope(results: list[ItemResult], notes: list[str] = ()) -> dict:
     }
 
 
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def feedback_md(student: str, results: list[ItemResult], notes: list[str] = ()) -> str:
+    """The student's feedback, by exercise (an item id's prefix, ``ex02`` of ``ex02_attention``):
+    first a table with one row per exercise, then each exercise that lost points, its failed items
+    with their feedback first and the items passed on one line; the exercises with full marks last,
+    on one line. (It was one table of every item: 84 rows, the failures scattered among them.)"""
     total, most = sum(r.points for r in results), sum(r.max_points for r in results)
-    out = [f"# Feedback for {student}", "", f"**Score: {total:g} / {most:g}**", "",
-           "| item | points | status | feedback |", "|---|---|---|---|"]
+    groups: dict[str, list[ItemResult]] = {}
     for r in results:
-        msg = r.message.replace("|", "\\|").replace("\n", " ")
-        out.append(f"| `{r.id}` (`{r.function}`) | {r.points:g}/{r.max_points:g} | {r.status} | {msg} |")
+        groups.setdefault(r.id.split("_")[0], []).append(r)
+    out = [f"# Feedback for {student}", "", f"**Score: {total:g} / {most:g}**", "",
+           "| exercise | points | items passed |", "|---|---|---|"]
+    for ex, rs in groups.items():
+        out.append(f"| {ex} | {sum(r.points for r in rs):g}/{sum(r.max_points for r in rs):g} | "
+                   f"{sum(r.passed for r in rs)} of {len(rs)} |")
+    for ex, rs in groups.items():
+        failed = [r for r in rs if not r.passed]
+        if not failed:
+            continue
+        out += ["", f"## {ex}: {sum(r.points for r in rs):g}/{sum(r.max_points for r in rs):g} points", ""]
+        out += [f"- **`{r.id}`** (`{r.function}`, {r.points:g}/{r.max_points:g}) — {r.status}: {_md(r.message)}"
+                for r in failed]
+        passed = [r for r in rs if r.passed]
+        if passed:
+            out.append(f"- passed: {', '.join(f'`{r.id}`' for r in passed)}")
+    complete = [ex for ex, rs in groups.items() if all(r.passed for r in rs)]
+    if complete:
+        out += ["", f"**Full marks:** {', '.join(complete)}"]
     if notes:
         out += ["", "## Notes", ""] + [f"- {n}" for n in notes]
     return "\n".join(out) + "\n"

@@ -30,6 +30,8 @@ DOCUMENTED = [
      "score: 0/9"),
     ("README.md", ("mkdir -p my-work && cp exercises/ex04_multi_head_attention.ipynb my-work/",
                    ".venv/bin/mha-course check my-work/ex04_multi_head_attention.ipynb"), "root", "score: 0/9"),
+    ("README.md", ".venv/bin/mha-course hint ex04 3", "root", "ex04 task 3 — "),
+    ("README.md", ".venv/bin/mha-course hint ex04", "root", "mha-course hint ex04 3  task 3 — "),
     ("README.md", "mha-course grade submissions/ --out graded/", "root", "graded 0 student(s)"),
     ("docs/instructor_guide.md", "mha-course release --nbgrader course --assignment ps1 --notebooks ex01 ex02",
      "outside", "next, in course: nbgrader generate_assignment ps1"),
@@ -83,6 +85,24 @@ def test_documented_command_runs(doc, command, where, expect, course: Path, tmp_
     graded_ok = done.returncode == 1 and "check" in command  # a check of unfinished work exits 1
     assert done.returncode == 0 or graded_ok, f"`{command}` in {cwd} exited {done.returncode}:\n{out[-3000:]}"
     assert expect in out, out[-3000:]
+
+
+def test_the_hint_commands_check_suggests_run(course: Path) -> None:
+    """``mha-course check`` in a terminal ends each failed item with the command that shows its next
+    hint; that command exists and prints the hint (it said ``hint("ex02", 1)``, a Python call, and
+    there was no ``mha-course hint``)."""
+    scripts = Path(sys.executable).parent
+    env = dict(os.environ, PATH=os.pathsep.join([str(scripts), os.environ.get("PATH", "")]),
+               PYTHONPATH=str(ROOT))
+    done = subprocess.run(["mha-course", "check", "exercises/ex02_scaled_dot_product_attention.ipynb"],
+                          cwd=course, env=env, capture_output=True, text=True, timeout=300)
+    suggested = re.findall(r"stuck on \S+\? (.+?) shows the next hint", done.stdout)
+    assert suggested and all(s.startswith("mha-course hint ex02 ") for s in suggested), done.stdout[-3000:]
+    for command in suggested:
+        shown = subprocess.run(command.split(), cwd=course, env=env, capture_output=True, text=True,
+                               timeout=120)
+        assert shown.returncode == 0 and " of " in shown.stdout and "ex02 task" in shown.stdout, \
+            (command, shown.stdout, shown.stderr)
 
 
 def test_readme_map_lists_every_exercise_items() -> None:

@@ -62,3 +62,40 @@ def test_gradescope_installs_the_tested_torch() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     pinned = re.search(r'TORCH_SPEC="\$\{TORCH_SPEC:-(torch==[0-9.]+)\}"', ci).group(1)
     assert f'TORCH_SPEC="{pinned}"' in setup and 'install --quiet "$TORCH_SPEC"' in setup
+
+
+def test_triton_installs_on_linux_only() -> None:
+    """Triton publishes Linux wheels only: `make lab` (EXTRAS=triton,hf) failed on macOS and Windows.
+    The extra carries a platform marker; hf, which has wheels everywhere, none (issue 32)."""
+    Requirement = pytest.importorskip("packaging.requirements").Requirement
+    extras = _project()["optional-dependencies"]
+    for req in map(Requirement, extras["triton"]):
+        assert req.marker is not None, req
+        for platform, wanted in (("linux", True), ("darwin", False), ("win32", False)):
+            assert req.marker.evaluate({"sys_platform": platform}) is wanted, (req, platform)
+    assert all(Requirement(r).marker is None for r in extras["hf"])
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "**Linux only**: Triton publishes no macOS or Windows wheels" in readme
+
+
+def test_make_site_installs_no_dev_extra(tmp_path: Path) -> None:
+    """`make site` installed the dev extra into the learner's venv (nbgrader's menus in their Lab):
+    it installs the site extra (Pagefind, Playwright), which holds no nbgrader (issue 32)."""
+    extras = _extras(_dry_run("site", tmp_path))
+    assert "site" in extras and "dev" not in extras, extras
+    site = _bounds(_project()["optional-dependencies"]["site"])
+    assert {"pagefind", "playwright"} <= set(site) and "nbgrader" not in site, site
+
+
+def test_readme_windows_and_server_lines() -> None:
+    """The README's Windows install learns with the hf extra (it installed `.[dev]` without hf, so
+    chapter 20 could not run) and its http.server line listens on this machine only (issue 32)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    windows = readme[readme.index("**Windows without make**"):]
+    windows = windows[:windows.index("```\n", windows.index("```powershell") + 5)]
+    assert '.venv\\Scripts\\python -m pip install -e ".[hf]"' in windows, windows
+    assert '-e ".[dev,hf]"' in windows and '-e ".[dev]"' not in windows, windows
+    servers = re.findall(r"python -m http\.server[^`\n]*", readme)
+    assert servers and all("-b 127.0.0.1" in s for s in servers), servers
+    ci = (ROOT / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8")
+    assert '-e ".[dev]"' not in ci and '-e ".[dev,hf]"' in ci

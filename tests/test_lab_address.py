@@ -10,10 +10,12 @@ command line (no browser, a free port), reads the address it prints, and loads i
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -65,6 +67,12 @@ def test_the_printed_address_is_the_start_page(tmp_path: Path) -> None:
         # `/` (what a learner types after losing the tab) leads there too
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/?{url.query}", timeout=30) as page:
             assert urllib.parse.urlsplit(page.geturl()).path == f"/lab/tree/{START}"
+        # no news pop-up over the first notebook: the Lab serves fetchNews = Never (see tools/lab.py)
+        settings = f"http://127.0.0.1:{port}/lab/api/settings/@jupyterlab/apputils-extension:notification?{url.query}"
+        with urllib.request.urlopen(settings, timeout=30) as page:
+            served = json.loads(page.read().decode())
+        defaults = {k: v.get("default") for k, v in served["schema"]["properties"].items()}  # overrides land here
+        assert defaults["fetchNews"] == "false" and defaults["checkForUpdates"] is False, defaults
     finally:
         process.terminate()
         try:
@@ -72,3 +80,30 @@ def test_the_printed_address_is_the_start_page(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def test_the_banner_names_the_port_given(monkeypatch, capsys) -> None:
+    """tools/lab.py printed "http://127.0.0.1:8888/..." whatever --port was given (issue 32)."""
+    lab = _lab_tool()
+    monkeypatch.setattr(lab.subprocess, "call", lambda *a, **k: 0)
+    for argv, shown in ((["--no-browser", "--port=8890"], 8890), (["--port", "9001"], 9001),
+                        (["--ServerApp.port=8765"], 8765), ([], 8888)):
+        assert lab.main(argv) == 0
+        out = capsys.readouterr().out
+        assert f"http://127.0.0.1:{shown}/lab/tree/{START}?token=" in out, (argv, out)
+        assert ("8888 unless it is in use" in out) == (not argv), out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jupyterlab_server") is None, reason="needs jupyterlab_server")
+def test_the_course_lab_does_not_ask_for_news(tmp_path: Path) -> None:
+    """The Lab's "Would you like to get notified about official Jupyter news?" pop-up covered the first
+    notebook: the course's Lab sets the default of fetchNews to Never, through JupyterLab's
+    labconfig/default_setting_overrides.json layer, and leaves the learner's own settings alone."""
+    lab = _lab_tool()
+    env = lab.environment(dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "config")))
+    read = ("from jupyterlab_server.settings_utils import _get_overrides; import json; "
+            f"print(json.dumps(_get_overrides({str(tmp_path / 'none')!r})[0]))")
+    done = subprocess.run([sys.executable, "-c", read], env=env, capture_output=True, text=True, check=True)
+    overrides = json.loads(done.stdout)["@jupyterlab/apputils-extension:notification"]
+    assert overrides == {"fetchNews": "false", "checkForUpdates": False}, overrides
+    assert lab.environment(env)["JUPYTER_CONFIG_PATH"] == env["JUPYTER_CONFIG_PATH"]  # added once

@@ -229,3 +229,17 @@ def test_slots_needed():
     assert slots_needed([1, 4, 5, 9], 4) == 4 + 4 + 8 + 12
     assert slots_needed([1, 4, 5, 9], max_len=16) == 64
     assert slots_needed([5], 1) == 5
+
+
+def test_help_documents_what_a_scheduler_uses() -> None:
+    """ex16's scheduler is written on BlockPool's ``allocate``, ``release``, ``refcount`` and ``free``;
+    ``help(BlockPool)`` showed only the first two (issue 32)."""
+    import pydoc
+
+    from mha_course.paged.pool import BlockPool
+
+    text = pydoc.render_doc(BlockPool, renderer=pydoc.plaintext)
+    for what in ("free:", "refcount:", "len(pool.free)", "pool.refcount[b] += 1"):
+        assert what in text, what
+    for method in (BlockPool.allocate, BlockPool.release, BlockPool.blocks_in_use.fget):
+        assert method.__doc__, method

@@ -90,3 +90,24 @@ def test_outputs_and_added_cells_count_as_work(course: Path) -> None:
     added.cells.append(nbformat.v4.new_code_cell("my_scratch = 1"))
     assert holds_work(nbformat.writes(added), generated)
     assert holds_work("not a notebook", generated)
+
+
+def test_release_says_what_it_wrote(course: Path, capsys) -> None:
+    """``release`` ended with "exercises/ is up to date (1 file(s) written)" whatever it wrote (the
+    hints table, docs/mistakes.md, or nothing), and listed an exercise without a solution as written
+    (issue 31, item 11)."""
+    capsys.readouterr()
+    assert _release(course) == 0
+    assert capsys.readouterr().out.strip().endswith(
+        f"release wrote nothing: the 1 exercise notebook(s) in {course / 'exercises'}/, the hints table "
+        "were already current")
+    _change_solution(course)
+    (course / "hints.json").write_text("{}\n", encoding="utf-8")
+    orphan = course / "exercises" / "ex99_dropped.ipynb"
+    orphan.write_text("{}", encoding="utf-8")
+    assert _release(course) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {course / 'exercises' / NAME}\n" in out and f"wrote {course / 'hints.json'}\n" in out, out
+    assert f"wrote {orphan}" not in out and f"not written: {orphan} has no solution" in out, out
+    assert f"release wrote 1 of 1 exercise notebook(s), {course / 'hints.json'}; everything else" in out, out
+    assert orphan.read_text(encoding="utf-8") == "{}"

@@ -34,7 +34,7 @@ import nbformat
 from mha_course.grading.nbgrader_tests import (
     LEARNER_SEED,  # the seed check() uses: inputs learners may see
 )
-from mha_grader.compare import dtype_rule
+from mha_grader.compare import dtype_rule, reference_dtypes
 from mha_grader.items import Item
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -169,7 +169,7 @@ def test_cell_source(item: Item, seed: int | None = None) -> str:
     """The nbgrader test cell of ``item``; with ``seed``, the hidden re-check on that seed."""
     lines = [f"# Graded test: {item.id} ({item.points:g} point{'s' if item.points != 1 else ''}), "
              f"the course's check of `{item.function}`.",
-             f"# dtype rule: {dtype_rule(item)}.",
+             f"# dtype rule: {dtype_rule(item, reference_dtypes(item) if item.dtype_must_match else None)}.",
              "from mha_course.grading.nbgrader_tests import assert_item",
              "",
              f'assert_item("{item.id}")  # the learners\' inputs (seed {LEARNER_SEED}, as check() uses)']

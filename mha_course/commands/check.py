@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     results, notes = grade_notebook(args.notebook, items, args.seed, limits, mode)
     from mha_course.grading.hints import hint_notes
 
-    notes = [*notes, *hint_notes(results)]
+    notes = [*notes, *hint_notes(results, cli=True)]  # a terminal: the command that runs there
     where = {"bwrap": "in a bubblewrap sandbox", "user": "as a dedicated unprivileged user",
              "none": "NOT isolated (no sandbox here; fine for checking your own work)"}[mode]
     print_results(results, notes, title=f"{resolve(args.notebook)}: {args.notebook} ({where}; "

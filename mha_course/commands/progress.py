@@ -21,5 +21,5 @@ def run(args: argparse.Namespace) -> int:
     if folder is None:
         print(f"folder: no such folder: {args.folder} (looked here and in the folders above)")
         return 2
-    progress(folder)
+    progress(folder, cli=True)  # a terminal: the next hints as `mha-course hint` commands
     return 0

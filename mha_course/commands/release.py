@@ -84,7 +84,27 @@ def run(args: argparse.Namespace) -> int:
         return 1 if changed else 0
     for target, copy in work:
         print(f"{target} held work (outputs or filled-in tasks): copied to {copy} first")
-    for p in changed:
-        print(f"wrote {p}")
-    print(f"exercises/ is up to date ({len(changed)} file(s) written)")
+    print(written_report(args.solutions, args.exercises, changed))
     return 0
+
+
+def written_report(solutions: Path, exercises: Path, changed: list[Path]) -> str:
+    """What ``release`` wrote, file by file and in a summary line (what kind each file is), and the
+    exercises it did NOT write: one without a solution is left as it is (it was listed as written)."""
+    stale = [p for p in changed if p.parent == exercises and p.name.startswith("ex")
+             and not (solutions / p.name).exists()]
+    wrote = [p for p in changed if p not in stale]
+    notebooks = [p for p in wrote if p.suffix == ".ipynb"]
+    others = [p for p in wrote if p.suffix != ".ipynb"]  # the hints table, docs/mistakes.md
+    total = len(list(solutions.glob("ex*.ipynb")))
+    lines = [f"wrote {p}" for p in wrote]
+    lines += [f"not written: {p} has no solution in {solutions}/ (left as it is; remove it by hand if the "
+              "exercise was dropped)" for p in stale]
+    parts = [f"{len(notebooks)} of {total} exercise notebook(s)"] + [str(p) for p in others]
+    if wrote:
+        lines.append(f"release wrote {', '.join(parts)}; everything else was already current")
+    else:
+        page = " and docs/mistakes.md" if (exercises.parent / "docs").is_dir() else ""
+        lines.append(f"release wrote nothing: the {total} exercise notebook(s) in {exercises}/, the hints "
+                     f"table{page} were already current")
+    return "\n".join(lines)

@@ -65,26 +65,40 @@ def _stem(exercise: str) -> str:
     return hits[0]
 
 
-def _listing(stem: str) -> str:
+def call(prefix: str, task: int | str, cli: bool = False) -> str:
+    """How to ask for ``task``'s next hint: ``hint("ex04", 3)`` in Python, ``mha-course hint ex04 3`` in a
+    terminal (where ``check`` and ``progress`` print it)."""
+    return f"mha-course hint {prefix} {task}" if cli else f'hint("{prefix}", {task})'
+
+
+def _listing(stem: str, cli: bool = False) -> str:
     prefix = stem.split("_")[0]
     lines = [f"{stem}: hints for each task, one level per call"]
     for k, t in table()[stem].items():
-        lines.append(f'  hint("{prefix}", {k})  task {k} — {t["title"]} ({len(t["levels"])} levels)')
+        lines.append(f'  {call(prefix, k, cli)}  task {k} — {t["title"]} ({len(t["levels"])} levels)')
     return "\n".join(lines)
 
 
-def hint_text(exercise: str, task: int | None = None, level: int | None = None) -> str:
-    """What ``hint`` prints (and, unless ``level`` is given, advances the remembered level)."""
+def hint_text(exercise: str, task: int | None = None, level: int | None = None, cli: bool = False) -> str:
+    """What ``hint`` prints (and, unless ``level`` is given, advances the remembered level).
+
+    ``cli``: for ``mha-course hint``, a new process each time: the next level is the one after the
+    highest asked so far (``~/.mha-course/hints-asked.json``, as ``progress`` reads), not this kernel's.
+    """
     stem = _stem(exercise)
     if task is None:
-        return _listing(stem)
+        return _listing(stem, cli)
     tasks = table()[stem]
     if str(task) not in tasks:
         raise ValueError(f"task: expected one of {', '.join(tasks)} for {stem}, got {task!r}")
     entry, key = tasks[str(task)], (stem, int(task))
     n = len(entry["levels"])
     if level is None:
-        level = min(_shown.get(key, 0) + 1, n)
+        if cli:
+            before = hints_asked().get(stem, {}).get(str(task), 0)
+        else:
+            before = _shown.get(key, 0)
+        level = min(before + 1, n)
     elif not 1 <= int(level) <= n:
         raise ValueError(f"level: expected 1 .. {n} for {stem} task {task}, got {level!r}")
     level = int(level)
@@ -94,7 +108,7 @@ def hint_text(exercise: str, task: int | None = None, level: int | None = None) 
                      for line in entry["levels"][level - 1].split("\n"))
     prefix = stem.split("_")[0]
     if level < n:
-        after = f'(call hint("{prefix}", {task}) again for hint {level + 1} of {n})'
+        after = f"({'run' if cli else 'call'} {call(prefix, task, cli)} again for hint {level + 1} of {n})"
     else:
         after = "(that was the last hint; the chapter's notebook shows the idea worked out)"
     return f"{prefix} task {task} — {entry['title']}: hint {level} of {n}\n{body}\n{after}"
@@ -108,18 +122,20 @@ def hint(exercise: str, task: int | None = None, level: int | None = None) -> No
     print(hint_text(exercise, task, level))
 
 
-def pointer(item_id: str) -> str | None:
-    """``'hint("ex04", 3)'`` for a graded item's id, or None if it has no hints."""
+def pointer(item_id: str, cli: bool = False) -> str | None:
+    """``'hint("ex04", 3)'`` (``'mha-course hint ex04 3'`` if ``cli``) for a graded item's id, or None if
+    it has no hints."""
     for stem, tasks in table().items():
         for k, t in tasks.items():
             if t["item"] == item_id:
-                return f'hint("{stem.split("_")[0]}", {k})'
+                return call(stem.split("_")[0], k, cli)
     return None
 
 
-def hint_notes(results) -> list[str]:
-    """One note per failed item (an ``ItemResult``) that has hints: which call shows the next one."""
-    calls = [(r.id, None if r.passed else pointer(r.id)) for r in results]
+def hint_notes(results, cli: bool = False) -> list[str]:
+    """One note per failed item (an ``ItemResult``) that has hints: which call (``cli``: which terminal
+    command) shows the next one."""
+    calls = [(r.id, None if r.passed else pointer(r.id, cli)) for r in results]
     return [f"stuck on {item_id}? {call} shows the next hint" for item_id, call in calls if call]
 
 

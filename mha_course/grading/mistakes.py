@@ -36,6 +36,7 @@ REPEAT_NOT_INTERLEAVE = ("key/value heads in the order 0, 1, 0, 1, ...: query he
 H_INSTEAD_OF_G = ("counted the query heads H instead of the key/value heads G: only the G "
                   "key/value heads are cached — that is the point of GQA/MQA")
 NO_FACTOR_2 = "missing the factor 2: the cache holds keys AND values"
+NO_W_O = "output projection W_O missing: the output is the merged heads themselves"
 
 
 def naive_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:

@@ -34,7 +34,9 @@ except ImportError:  # the optional extra is missing
     triton = tl = None
 
 INSTALL_HINT = ('Triton is not installed: in the course folder, pip install -e ".[triton]" '
-                '(or pip install "triton>=3.0"); a CUDA build of torch already ships its own.')
+                '(or pip install "triton>=3.0"); a CUDA build of torch already ships its own. Triton '
+                'publishes Linux wheels only: on macOS or Windows the extra installs nothing (use Linux, '
+                'e.g. WSL, for these cells).')
 
 
 def triton_available() -> bool:

@@ -34,9 +34,25 @@ class Exercise:
         return sum(r.points for r in self.results)
 
 
-def _next_hints(stem: str, results: list) -> list[str]:
-    """For each failing item with hints: the call that shows the first level not asked yet."""
-    from mha_course.grading.hints import table
+class Progress(list):
+    """The rows ``progress()`` returns: a list of :class:`Exercise` whose repr is one line.
+
+    A cell ending in ``mha_course.progress()`` shows the printed table, then this one line, instead of
+    the dataclasses' full repr (every item's result: tens of kilobytes).
+    """
+
+    def __repr__(self) -> str:
+        found = [row for row in self if row.notebook is not None]
+        points = sum(row.points for row in self)
+        top = sum(row.max_points for row in self)
+        return (f"<progress: {points:g}/{top:g} points, {len(found)} of {len(self)} exercises found; "
+                "the rows are a list of Exercise>")
+
+
+def _next_hints(stem: str, results: list, cli: bool = False) -> list[str]:
+    """For each failing item with hints: the call (``cli``: the terminal command) that shows the first
+    level not asked yet."""
+    from mha_course.grading.hints import call, table
 
     asked = hints_asked().get(stem, {})
     failing = {r.id for r in results if not r.passed}
@@ -45,13 +61,14 @@ def _next_hints(stem: str, results: list) -> list[str]:
     for task, entry in table().get(stem, {}).items():
         if entry["item"] in failing:
             level, n = asked.get(task, 0) + 1, len(entry["levels"])
-            out.append(f'hint("{prefix}", {task}) level {level} of {n}' if level <= n
-                       else f'hint("{prefix}", {task}): all {n} levels asked')
+            out.append(f"{call(prefix, task, cli)} level {level} of {n}" if level <= n
+                       else f"{call(prefix, task, cli)}: all {n} levels asked")
     return out
 
 
-def collect(folder: str | os.PathLike = "exercises") -> list[Exercise]:
-    """Grade every exercise found in ``folder`` (by file name) on the public inputs."""
+def collect(folder: str | os.PathLike = "exercises", cli: bool = False) -> list[Exercise]:
+    """Grade every exercise found in ``folder`` (by file name) on the public inputs (``cli``: the next
+    hints as terminal commands, for ``mha-course progress``)."""
     from mha_course.grading import grade_submission
     from mha_course.grading.nbgrader_tests import LEARNER_SEED
     from mha_grader.registry import notebooks
@@ -65,7 +82,7 @@ def collect(folder: str | os.PathLike = "exercises") -> list[Exercise]:
         row = Exercise(stem, found.get(stem), max_points=sum(it.points for it in items))
         if stem in graded:
             row.results = list(graded[stem][0])
-            row.next_hints = _next_hints(stem, row.results)
+            row.next_hints = _next_hints(stem, row.results, cli)
         rows.append(row)
     return rows
 
@@ -85,7 +102,7 @@ def report(rows: list[Exercise]) -> str:
     return "\n".join(lines)
 
 
-def progress(folder: str | os.PathLike = "exercises", quiet: bool = False) -> list[Exercise]:
+def progress(folder: str | os.PathLike = "exercises", quiet: bool = False, cli: bool = False) -> Progress:
     """Print (unless ``quiet``) and return your progress on every exercise in ``folder``.
 
     From a notebook in ``exercises/`` or ``notebooks/``, ``progress("../exercises")``; a relative
@@ -96,7 +113,7 @@ def progress(folder: str | os.PathLike = "exercises", quiet: bool = False) -> li
         from mha_course.learner.paths import locate_folder
 
         path = locate_folder(path) or path
-    rows = collect(path)
+    rows = Progress(collect(path, cli=True) if cli else collect(path))
     if not quiet:
         print(f"progress in {path}/ (saved notebooks; nothing is changed)")
         print(report(rows))

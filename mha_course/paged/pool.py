@@ -25,6 +25,15 @@ class BlockPool:
     it (:func:`mha_course.paged_attention` uses that view; interleaved blocks it reads as one masked
     span of the pool, or gathers).
 
+    Attributes:
+        free: the blocks no sequence holds, a list used as a stack: :meth:`allocate` pops from its
+            end, :meth:`release` appends a block whose count drops to 0. ``len(pool.free)`` is how many
+            blocks can still be handed out (a scheduler checks it before admitting a request).
+        refcount: ``refcount[b]``, how many sequences hold block ``b`` (a list of N ints): 0 = free,
+            1 = one owner, 2 or more = shared (a prompt prefix found by its hash). Sharing a block is
+            ``pool.refcount[b] += 1``; :meth:`release` undoes one holder.
+        block_size, num_blocks: bs tokens per block, N blocks.
+
     Shape:
         key, value: (N, G, bs, D); key_heads, value_heads: (G, N, bs, D); N = num_tokens / bs.
     """
@@ -53,9 +62,12 @@ class BlockPool:
 
     @property
     def blocks_in_use(self) -> int:
+        """Blocks held by at least one sequence: ``num_blocks - len(free)``."""
         return self.num_blocks - len(self.free)
 
     def allocate(self) -> int:
+        """Hand out a free block with ``refcount`` 1 and return its index; RuntimeError when ``free``
+        is empty."""
         if not self.free:
             raise RuntimeError(f"pool: all {self.num_blocks} blocks are in use; free a sequence "
                                f"or make the pool larger")
@@ -64,6 +76,8 @@ class BlockPool:
         return block
 
     def release(self, block: int) -> None:
+        """One holder lets go of ``block``: its ``refcount`` drops by 1, and at 0 it goes back on ``free``
+        (its keys and values are then stale: the next owner writes over them)."""
         self.refcount[block] -= 1
         if self.refcount[block] == 0:
             self.free.append(block)

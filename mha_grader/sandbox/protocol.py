@@ -10,6 +10,7 @@ reads a unit's items only from its folder, see ``unit_dir``). Per item:
        # a failure may DESCRIBE itself, never in free text (see feedback.py):
        "exception": "<a built-in exception's name>", "cell": <int>, "line": <int>,
        "forbidden": ["<a forbidden dotted name>", ...], "got": "<a return kind>",
+       "module": "<the top-level module a ModuleNotFoundError could not find>",
        "outputs": [[{"dtype": "float32", "shape": [2, 5, 8]}, ...], ...]}   # per case, per output
 
   ``outputs`` is present only (and then required) when the status is ``"ok"``.
@@ -50,6 +51,7 @@ DETAILS = {
     "forbidden": lambda v: isinstance(v, list) and len(v) <= 32 and all(
         isinstance(n, str) and len(n) <= MAX_NAME and _WORD.match(n.replace(".", "_")[:61]) for n in v),
     "got": lambda v: isinstance(v, str) and bool(_WORD.match(v)),
+    "module": lambda v: isinstance(v, str) and bool(_WORD.match(v)),  # rendered only if feedback.py knows it
 }
 MAX_CASES, MAX_OUTPUTS, MAX_NDIM = 64, 8, 8
 MAX_ARRAY_BYTES = 160 * 2**20

@@ -11,7 +11,7 @@ from grading_helpers import solution
 import mha_course
 from mha_course.authoring import release
 from mha_course.grading import all_items
-from mha_grader.compare import dtype_rule
+from mha_grader.compare import dtype_rule, reference_dtypes
 from mha_grader.inprocess import grade_namespace
 
 ALIBI = '''
@@ -53,7 +53,35 @@ def test_self_check_and_grader_agree_on_the_dtype(item_id, source, dtype, capsys
 
 def test_every_test_cell_states_its_dtype_rule():
     for it in all_items():
-        assert f"# dtype rule: {dtype_rule(it)}." in release.test_cell_source(it)
+        dtypes = reference_dtypes(it) if it.dtype_must_match else None
+        assert f"# dtype rule: {dtype_rule(it, dtypes)}." in release.test_cell_source(it)
+
+
+def test_bool_and_int_items_state_no_float_rule():
+    """A mask (bool) or positions (int) item's graded cell stated "the output keeps the input's floating
+    dtype" (issue 32): the rule now says what the reference returns."""
+    wrong = []
+    for it in all_items():
+        if not it.dtype_must_match:
+            continue
+        kinds = {d.kind for d in reference_dtypes(it)}
+        rule = release.test_cell_source(it).split("# dtype rule: ")[1].split("\n")[0]
+        if "f" not in kinds and ("float32" in rule or "floating" in rule):
+            wrong.append((it.id, rule))
+    assert not wrong, wrong
+    rules = {it.id: dtype_rule(it, reference_dtypes(it)) for it in all_items()
+             if it.id in ("ex02_causal_mask", "ex16_block_lookup", "ex02_attention")}
+    assert rules["ex02_causal_mask"].startswith("a bool output"), rules
+    assert rules["ex16_block_lookup"].startswith("an integer output (int64"), rules
+    assert "floating dtype" in rules["ex02_attention"], rules
+
+
+def test_a_float_mask_is_told_the_bool_rule():
+    items = [it for it in all_items() if it.id == "ex02_causal_mask"]
+    ns = {"torch": torch}
+    exec("def make_causal_mask(L, S):\n    return torch.ones(L, S).tril()\n", ns)  # 0./1. floats
+    (r,) = grade_namespace(ns, items, 12345)
+    assert r.status == "wrong dtype" and "dtype rule: a bool output" in r.message, r.message
 
 
 def test_a_dtype_message_names_the_rule_and_does_not_hide_a_real_bug():

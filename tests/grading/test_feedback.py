@@ -134,3 +134,46 @@ def test_a_prediction_is_numbers_the_parent_writes():
     assert "returned [" in shown.message and shown.message.count("your prediction (ungraded") == 1
     missing = _ablation(lambda m: [m])  # no prediction returned
     assert missing.status == "wrong type" and "your prediction" in missing.message
+
+
+def test_a_missing_module_is_named_with_what_the_sandbox_provides(tmp_path):
+    """``import einops`` (a package the grader lacks) said only "raised ModuleNotFoundError" (issue 31):
+    a known module is named, with what the sandbox can import; a name the child made up is not echoed."""
+    from grading_helpers import grade_many
+
+    made_up = f"{MARK.replace('-', '_')}_module"
+    sub = build("ex02", tmp_path / "sub" / f"{EX02}.ipynb", extra=[(1, "import einops")], replace={
+        "ex02_attention": f"def attention(query, key, value, attn_mask=None):\n    import {made_up}\n",
+        "ex02_scaled_scores": "def scaled_scores(query, key):\n    from einops import einsum\n"})
+    results, notes = grade_many({"s": (sub, "ex02")})["s"]
+    text = " ".join(notes)
+    assert "raised ModuleNotFoundError at line 1: `einops` is not installed where notebooks are graded, " \
+           "which provides the Python standard library, numpy, torch" in text, notes
+    assert "`einops` is not installed" in results["ex02_scaled_scores"].message, results["ex02_scaled_scores"]
+    attention = results["ex02_attention"].message
+    assert "the module is not installed" in attention and MARK.replace("-", "_") not in attention, attention
+
+
+def test_feedback_groups_items_by_exercise_failures_first():
+    """feedback.md was one table of every item (84 rows for the course), failures among them: it is one
+    row per exercise, then each exercise that lost points with its failures first (issue 31, item 11)."""
+    from mha_grader.compare import ItemResult
+    from mha_grader.report import feedback_md
+
+    def r(item_id, ok, message="all 4 cases match"):
+        return ItemResult(item_id, item_id.split("_", 1)[1], 1.0 if ok else 0.0, 1.0,
+                          "passed" if ok else "wrong values", message)
+
+    results = [r("ex01_softmax", True), r("ex01_attend", True), r("ex02_scaled_scores", True),
+               r("ex02_attention", False, "output 0: mask inverted | a"), r("ex02_causal_mask", True),
+               r("ex03_project_qkv", False, "no `project_qkv` defined")]
+    text = feedback_md("alice", results, ["cell 3: raised KeyError"])
+    lines = text.splitlines()
+    assert "**Score: 4 / 6**" in text
+    assert "| ex01 | 2/2 | 2 of 2 |" in lines and "| ex02 | 2/3 | 2 of 3 |" in lines and "| ex03 | 0/1 | 0 of 1 |" in lines
+    ex02 = lines.index("## ex02: 2/3 points")
+    assert lines[ex02 + 2].startswith("- **`ex02_attention`** (`attention`, 0/1) — wrong values: output 0: mask inverted \\| a")
+    assert lines[ex02 + 3] == "- passed: `ex02_scaled_scores`, `ex02_causal_mask`"
+    assert lines.index("## ex03: 0/1 points") > ex02 and "## ex01" not in text
+    assert "**Full marks:** ex01" in lines
+    assert sum(line.startswith("| ex0") for line in lines) == 3  # one row per exercise, not per item

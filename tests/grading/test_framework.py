@@ -107,6 +107,20 @@ def test_verdicts_name_dtype_shape_and_nan():
     assert (r.points, r.status) == (0.0, "timeout")
 
 
+def test_serve_feedback_names_which_of_its_five_outputs_is_wrong():
+    """ex16's serve returns (used, shared, preemptions, finish, tokens): a wrong one is named, not only
+    numbered (it said "output 2: ..."), in class grading and on the public inputs (values shown)."""
+    item = next(it for it in ITEMS if it.id == "ex16_serve")
+    cases = item.cases(3)
+    refs = [as_arrays(item.reference(*to_framework(item, c))) for c in cases]
+    for j, name in enumerate(("used", "shared", "preemptions", "finish", "tokens")):
+        outs = [[a.copy() for a in ref] for ref in refs]
+        outs[0][j].flat[0] += 7  # off in one entry of output j only
+        for public in (False, True):
+            r = judge(item, cases, {"status": "ok", "outputs": outs}, public=public)
+            assert not r.passed and r.message.startswith(f"output {j} ({name}): "), (public, r.message)
+
+
 def test_bool_outputs_must_match_exactly():
     item = next(it for it in ITEMS if it.id == "ex02_causal_mask")
     cases = item.cases(0)

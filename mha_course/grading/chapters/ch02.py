@@ -127,6 +127,10 @@ ITEMS = [
                     variant=lambda q, k, v, m: M.attention_variant(q, k, v, m, softmax_dim=-2, return_weights=True)),
             Mistake("mask inverted", M.MASK_INVERTED,
                     variant=lambda q, k, v, m: M.attention_variant(q, k, v, m, mask_mode="inverted", return_weights=True)),
+            # the same mistake with torch.softmax (NaN, not 0, on a row the inverted mask blocks entirely)
+            Mistake("mask inverted", M.MASK_INVERTED,
+                    variant=lambda q, k, v, m: M.attention_variant(q, k, v, m, mask_mode="inverted", softmax="naive",
+                                                                   return_weights=True)),
             Mistake("mask after softmax", M.MASK_AFTER_SOFTMAX,
                     variant=lambda q, k, v, m: M.attention_variant(q, k, v, m, mask_mode="after_softmax",
                                                                    return_weights=True)),

@@ -20,7 +20,6 @@ MERGE_WITH_VIEW = ("heads merged with view/reshape only: the shape is (B, T, E) 
                    "row mixes several tokens' features")
 MERGE_INTERLEAVED = ("features interleaved: each token's row holds the heads' features in the "
                      "order (D, H), so one head's D features are not side by side")
-NO_W_O = "output projection W_O missing: the output is the merged heads themselves"
 WEIGHTS_TRANSPOSED = ("weights used transposed: here every W is (E_in, E_out) and a projection is "
                       "x @ W (nn.Linear stores weight as (out, in) and computes x @ weight.T)")
 PARAMS_DEPEND_ON_H = ("the count does not depend on H: W_Q, W_K, W_V, W_O are E x E whatever the "
@@ -121,7 +120,7 @@ ITEMS = [
             Mistake("scaled by 1/sqrt(E)", M.SCALE_BY_E, variant=_forward_variant(scale="sqrt_e")),
             Mistake("no scaling", M.NO_SCALE, variant=_forward_variant(scale="none")),
             Mistake("wrong axis", M.WRONG_AXIS, variant=_forward_variant(softmax_dim=-2)),
-            Mistake("no W_O", NO_W_O, variant=_forward_variant(out_proj=False)),
+            Mistake("no W_O", M.NO_W_O, variant=_forward_variant(out_proj=False)),
             Mistake("transposed weights", WEIGHTS_TRANSPOSED, variant=_forward_variant(transposed=True)),
         ),
         forbidden=_SDPA_FORBID,

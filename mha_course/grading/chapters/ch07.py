@@ -63,14 +63,15 @@ def _gqa_forward_reference(x, W_Q, W_K, W_V, W_O, H, G):
 
 
 def _gqa_forward_variant(x, W_Q, W_K, W_V, W_O, H, G, *, expand=repeat_kv, split=split_heads,
-                         scale="sqrt_d"):
-    """The forward pass with one mistake: a wrong head expansion, split or scale."""
+                         scale="sqrt_d", out_proj=True):
+    """The forward pass with one mistake: a wrong head expansion, split or scale, or no W_O."""
     q = split(x @ W_Q.T, H)  # (B, T, E) -> (B, H, T, D)
     k = expand(split(x @ W_K.T, G), H // G)  # (B, T, G*D) -> (B, G, T, D) -> (B, H, T, D)
     v = expand(split(x @ W_V.T, G), H // G)  # (B, T, G*D) -> (B, G, T, D) -> (B, H, T, D)
     heads, weights = M.attention_variant(q, k, v, scale=scale, embed_dim=x.shape[-1],
                                          return_weights=True)  # (B, H, T, D), (B, H, T, T)
-    return merge_heads(heads) @ W_O.T, weights  # (B, H, T, D) -> (B, T, E) -> (B, T, E)
+    merged = merge_heads(heads)  # (B, H, T, D) -> (B, T, E)
+    return (merged @ W_O.T if out_proj else merged), weights  # (B, T, E) -> (B, T, E)
 
 
 # ---- ex07_kv_cache_bytes ----------------------------------------------------------------------
@@ -147,6 +148,7 @@ ITEMS = [
                     variant=lambda *a: _gqa_forward_variant(*a, scale="none")),
             Mistake("heads not merged", HEADS_NOT_MERGED,
                     matches=lambda out, case: out.ndim == 4),
+            Mistake("no W_O", M.NO_W_O, variant=lambda *a: _gqa_forward_variant(*a, out_proj=False)),
         ),
         forbidden=_ATTENTION_FORBID,
     ),

@@ -19,6 +19,11 @@ the same way, less their free-block LRU and batch limits):
   a block in use whose hash matches is shared (reference count + 1) instead of allocated, up to the
   first miss. The partial last block is never hashed. A block whose count drops to 0 is free and
   forgets its hash.
+- "Only a step that preempted nobody admits" changes no output on any trace: the preempted request
+  waits at the front, needs at least the blocks its release freed (its tokens only grew, and the
+  blocks it still shares stay cached either way), and the preempting request took one of them, so
+  admission would stop at it anyway. ``mode="admits after preemption"`` ignores the rule; it is not a
+  named mistake: tests/grading/test_serving_reference.py shows it equal to "ok" on every trace tried.
 - ``used[s]``, ``shared[s]``: blocks in use, and blocks with two or more users, after step s's
   writes, before the requests that emitted their last token this step release their blocks.
 """
@@ -29,7 +34,7 @@ from collections import deque
 
 import numpy as np
 
-MODES = ("ok", "partial block hashed", "no parent", "not freed", "oldest preempted")
+MODES = ("ok", "partial block hashed", "no parent", "not freed", "oldest preempted", "admits after preemption")
 
 
 def serve_reference(prompts, arrivals, outputs, block_size, num_blocks, num_steps, mode="ok",
@@ -118,7 +123,7 @@ def serve_reference(prompts, arrivals, outputs, block_size, num_blocks, num_step
             kv[i] += 1
             if emit(i, step, done):
                 running.remove(i)
-        while waiting and not any_preempted:
+        while waiting and (not any_preempted or mode == "admits after preemption"):
             i = waiting[0]
             hs = hashes(tokens[i])
             hits = 0
