@@ -248,9 +248,12 @@ class MultiHeadAttention(nn.Module):
                 f"got {shape_str(value)}"
             )
 
-    def _build_mask(self, attn_mask, key_padding_mask, is_causal, B, L, S, offset, dtype, device):
+    def _build_mask(self, attn_mask, key_padding_mask, is_causal, B, L, S, offset, dtype, device,
+                    positions=None):
         """One SDPA-convention mask (bool True = may attend, or additive) of shape broadcastable
-        to (B, H, L, S), or None."""
+        to (B, H, L, S), or None. With ``positions`` (the keys a cache will return,
+        :meth:`~mha_course.caches.base.Cache.mask_positions`) it is built over those keys only:
+        (B, H, L, S_read), never over every position seen."""
         H = self.num_heads
         if attn_mask is not None:
             check_tensor("attn_mask", attn_mask)
@@ -269,7 +272,17 @@ class MultiHeadAttention(nn.Module):
             kpm = key_padding_to_attn_mask(key_padding_mask, B, S)  # (B, S) -> (B, 1, 1, S)
         # One new query at the end (a decode step, S = offset + 1) sees every key: no mask.
         needs_causal = is_causal and not (L == 1 and S == offset + 1)
-        causal = causal_mask(L, S, offset=offset, device=device) if needs_causal else None
+        if positions is None:
+            causal = causal_mask(L, S, offset=offset, device=device) if needs_causal else None
+            return combine_masks(attn_mask, kpm, causal, dtype=dtype)
+        j = positions.to(device)  # (S_read,) the positions of the keys the cache will return
+        if attn_mask is not None and attn_mask.shape[-1] != 1:
+            attn_mask = attn_mask[..., j]  # (..., L, S) -> (..., L, S_read)
+        if kpm is not None:
+            kpm = kpm[..., j]  # (B, 1, 1, S) -> (B, 1, 1, S_read)
+        # query i sits at position offset + i: (L, 1) vs (1, S_read) -> (L, S_read)
+        causal = (j[None, :] <= torch.arange(offset, offset + L, device=device)[:, None]
+                  if needs_causal else None)
         return combine_masks(attn_mask, kpm, causal, dtype=dtype)
 
     def forward(
@@ -313,13 +326,17 @@ class MultiHeadAttention(nn.Module):
         H, G = self.num_heads, self.num_kv_heads
         offset = 0 if kv_cache is None else kv_cache.length  # positions cached before this call
         S = offset + key.shape[1]
+        # the keys the cache will return (None: all S, in order): masks are built at that size
+        positions = None if kv_cache is None else kv_cache.mask_positions(key.shape[1])
         # Check (and build) every mask before the cache grows: a bad call leaves the cache as it was.
         mask = self._build_mask(attn_mask, key_padding_mask, is_causal, B, L, S, offset,
-                                query.dtype, query.device)  # broadcasts to (B, H, L, S), or None
+                                query.dtype, query.device, positions)  # (B, H, L, S_read), or None
         if self.alibi:  # (H, L, S) bias on the scores; query i sits at position offset + i
             bias = alibi_bias(H, L, S, offset=offset, slopes=self.alibi_slopes,
                               dtype=query.dtype, device=query.device)
-            mask = combine_masks(mask, bias, dtype=query.dtype)  # -> broadcasts to (B, H, L, S)
+            if positions is not None:
+                bias = bias[..., positions.to(query.device)]  # (H, L, S) -> (H, L, S_read)
+            mask = combine_masks(mask, bias, dtype=query.dtype)  # -> broadcasts to (B, H, L, S_read)
         multipliers = None if head_mask is None else _head_multipliers(head_mask, B, H, query.dtype)
 
         q = _split(self.q_proj(query), H)  # (B, L, E) -> (B, H, L, D)
@@ -334,7 +351,7 @@ class MultiHeadAttention(nn.Module):
         restricted = False
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)  # (B, G, S_new, D) -> (B, G, S_old + S_new, D)
-            narrowed = kv_cache.restrict_mask(mask, L)  # (..., L, S) -> (..., L, S_kept); same object if all kept
+            narrowed = kv_cache.restrict_mask(mask, L)  # a window's band on (..., L, S_kept); same object if none
             restricted, mask = narrowed is not mask, narrowed  # chapter 14: a cache that drops tokens
 
         p = self.dropout if self.training else 0.0

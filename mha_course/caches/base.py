@@ -15,6 +15,10 @@ per-layer caches, a test) can use any of them without asking which one it holds:
 - ``reset()`` starts a new sequence; ``restrict_mask(mask, L)`` turns a mask over all ``length``
   positions into one over the keys ``update`` returned (the identity unless the cache drops
   tokens).
+- ``mask_positions(L)`` says, BEFORE the update of ``L`` new tokens, the positions of the keys
+  that update will return, in its order (None: all of ``0 .. length + L - 1``), so that a caller
+  builds its masks once at the size attention reads (transformers' ``get_mask_sizes``), not over
+  every position seen and then cut; ``restrict_mask`` takes such a mask as it is.
 
 Hugging Face's ``transformers.Cache`` plays the same role with one object for all layers
 (``update(key, value, layer_idx)``, ``get_seq_length()``, ``reset()``, and per-layer mask sizes);
@@ -147,6 +151,15 @@ class Cache(ABC):
     def allocated_bytes(self) -> int:
         """Bytes reserved (``>= nbytes``)."""
         return tensor_bytes(self.allocated())
+
+    def mask_positions(self, L: int) -> torch.Tensor | None:
+        """The positions of the keys the next ``update`` of ``L`` tokens returns, in its order:
+        None here (every position ``0 .. length + L - 1``, in order).
+
+        Shape:
+            Returns (S_read,) int64, or None.
+        """
+        return None
 
     def restrict_mask(self, mask: torch.Tensor | None, L: int) -> torch.Tensor | None:
         """A mask over all ``length`` positions -> one over the keys the last ``update`` returned.

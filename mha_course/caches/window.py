@@ -156,12 +156,30 @@ class SlidingWindowCache(Cache):
         self.key_positions, self._length = positions, start + S_new
         return k_all, v_all
 
-    def restrict_mask(self, mask: torch.Tensor | None, L: int) -> torch.Tensor:
-        """Turn a mask over all ``length`` positions into one over the kept keys, and apply the
-        band: the last ``L`` positions are the queries.
+    def mask_positions(self, L: int) -> torch.Tensor:
+        """The positions the next ``update`` of ``L`` tokens returns: the sinks, the filled ring
+        slots (in slot order), then the ``L`` new ones — what a caller builds its mask over.
 
         Shape:
-            mask: broadcastable to (B, H, L, length), or None. Returns (..., L, S_kept).
+            Returns (S_kept,) int64, S_kept <= num_sink + W + L.
+        """
+        check_nonnegative_int("L", L, "(new tokens)")
+        start = self._length
+        device = None if self.slot_position is None else self.slot_position.device
+        new = torch.arange(start, start + L, device=device)
+        if self.slot_position is None:
+            return new
+        filled = (self.slot_position >= 0).nonzero().flatten()
+        return torch.cat([torch.arange(min(start, self.num_sink), device=device),
+                          self.slot_position[filled], new])
+
+    def restrict_mask(self, mask: torch.Tensor | None, L: int) -> torch.Tensor:
+        """Apply the band to a mask over the kept keys (built at :meth:`mask_positions`) or over
+        all ``length`` positions (gathered first): the last ``L`` positions are the queries.
+
+        Shape:
+            mask: broadcastable to (B, H, L, S_kept) or (B, H, L, length), or None.
+            Returns (..., L, S_kept).
         """
         if self.key_positions is None:
             raise ValueError("kv_cache: restrict_mask needs an update() first")
@@ -170,7 +188,10 @@ class SlidingWindowCache(Cache):
         band = _visible(p, j[None, :], self.window, self.num_sink)  # (L, S_kept)
         if mask is None:
             return band
-        gathered = mask if mask.shape[-1] == 1 else mask[..., j]  # (..., L, length) -> (..., L, S_kept)
+        # a mask already at the kept size is used as it is (when S_kept == length nothing was
+        # dropped yet, the slots are in position order, and both readings agree)
+        kept = mask.shape[-1] in (1, j.numel())
+        gathered = mask if kept else mask[..., j]  # (..., L, length) -> (..., L, S_kept)
         dtype = mask.dtype if mask.is_floating_point() else torch.float32
         return combine_masks(gathered, band, dtype=dtype)
 
