@@ -77,6 +77,7 @@ def stager() -> Stager:
         if _STAGER is None:
             space.sweep_stale()  # what a grader that was killed left behind
             root = Path(tempfile.mkdtemp(prefix=f"mha-stage-{os.getpid()}-"))
+            space.hold(root)  # alive while we are (space.sweep_stale)
             os.chmod(root, 0o711)  # enter, not list: a child finds only the folders it is given
             atexit.register(shutil.rmtree, root, True)
             _STAGER = Stager(root)

@@ -381,7 +381,9 @@ def test_a_hostile_student_in_a_container_sized_budget(tmp_path):
 def test_what_a_killed_grader_left_is_removed_on_the_next_start(tmp_path):
     """A grader killed mid-run (SIGKILL, OOM) leaves its run folder, with its tmpfs mounted when
     root; the next start (``space.sweep_stale``) unmounts and removes it, and leaves a live
-    grader's folders alone."""
+    grader's folders alone. Alive means: it holds its folder's lock, whatever pid its name
+    carries (a grader in another PID namespace: its pid is dead, or someone else's, here).
+    (Before the fix: the sweep went by the pid in the name, and deleted the live folder.)"""
     import os
     import subprocess
 
@@ -389,15 +391,33 @@ def test_what_a_killed_grader_left_is_removed_on_the_next_start(tmp_path):
     proc = subprocess.Popen(["true"])
     proc.wait()
     dead = proc.pid  # a pid that has just exited
-    stale = tmp_path / f"mha-grade-{dead}-abc"
+    stale = tmp_path / f"mha-grade-{os.getpid()}-abc"  # our own pid, but nobody holds its lock
     (stale / "run0" / "out").mkdir(parents=True)
+    os.close(space.lock(stale))  # its grader took the lock, then died
     if space.can_mount():
         space._mount_tmpfs(str(stale / "run0" / "out"), 2**20, 64, "0700")
         (stale / "run0" / "out" / "x").write_text("left behind")
-    live = tmp_path / f"mha-grade-{os.getpid()}-def"
-    live.mkdir()
-    odd = tmp_path / "mha-stage-12345678"  # a mkdtemp name without a pid: never touched
-    odd.mkdir()
-    assert space.sweep_stale(str(tmp_path)) == [str(stale)]
-    assert not stale.exists() and live.exists() and odd.exists()
+    elsewhere = tmp_path / f"mha-grade-{dead}-def"  # a live grader of another PID namespace
+    elsewhere.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time; "
+                               "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600); "
+                               "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+                               str(elsewhere / space.LOCK)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        ours = tmp_path / f"mha-stage-{dead}-ghi"  # ours, held by this process (``space.held``)
+        ours.mkdir()
+        with space.held(ours):
+            young = tmp_path / "mha-master-12345678"  # no lock yet (just made): left alone
+            young.mkdir()
+            old = tmp_path / "mha-master-87654321"  # no lock, and older than the grace: removed
+            old.mkdir()
+            os.utime(old, (0, 0))
+            assert sorted(space.sweep_stale(str(tmp_path))) == sorted([str(stale), str(old)])
+            assert ours.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not stale.exists() and elsewhere.exists() and young.exists() and not old.exists()
     assert not any(str(tmp_path) in line for line in open("/proc/self/mounts"))
+    assert sorted(space.sweep_stale(str(tmp_path))) == sorted([str(elsewhere), str(ours)])  # let go
