@@ -32,14 +32,22 @@ def _limits(**kw):
     return Limits(**{**TEST_LIMITS.__dict__, **kw})
 
 
-# A cell that finds the progress file it inherited and keeps rewriting it (going back to
-# "setup", which has a start-up allowance, and to a stage that is not in the plan).
+# A cell that finds the progress it inherited (the file, and the harness's progress stream, from
+# the harness's frames) and keeps rewriting it (going back to "setup", which has a start-up
+# allowance, and to a stage that is not in the plan).
 STRETCH = r'''
-import os, time
+import os, sys, time
 _fd = next(int(f) for f in os.listdir("/proc/self/fd")
            if os.readlink(f"/proc/self/fd/{f}").endswith("/progress"))
+_f = sys._getframe()
+while _f is not None and "job" not in _f.f_locals:
+    _f = _f.f_back
+_stream = _f.f_locals["job"].get("progress_fd")
 for _i in range(10_000):
-    os.pwrite(_fd, (("setup" if _i % 2 else "cell x 1").ljust(100) + "\n").encode(), 0)
+    _line = (("setup" if _i % 2 else "cell x 1").ljust(100) + "\n").encode()
+    os.pwrite(_fd, _line, 0)
+    if _stream is not None:
+        os.write(_stream, _line)
     time.sleep(0.5)
 '''
 
@@ -59,14 +67,64 @@ def test_a_cell_cannot_stretch_its_wall_limit_by_writing_progress(tmp_path):
     assert all(r.status == "invalid result" and "progress" in r.message for r in res.values()), res
 
 
+# A slow cell (8 s; the item limit is 3 s) that, while it sleeps, names the stages AFTER its own
+# in the progress it inherited (the file, and the harness's progress stream), one every 2 s, so
+# each later stage starts its allowance early; then it defines the graded function. Three quick
+# cells follow it: the harness names their stages again within microseconds. It reads the plan
+# as the parent does (the job and the protocol, from the harness's frames).
+AHEAD = r'''
+import os, sys, time
+from mha_grader.sandbox import protocol as _p
+_f = sys._getframe()
+while _f is not None and not {"nb", "job", "cell"} <= set(_f.f_locals):
+    _f = _f.f_back
+_job, _nb, _cell = _f.f_locals["job"], _f.f_locals["nb"], _f.f_locals["cell"]
+_plan = _p.stage_plan(_job)
+_at = _plan.index(_p.cell_stage(_nb["name"], _cell["index"]))
+_file = next(int(f) for f in os.listdir("/proc/self/fd")
+             if os.readlink(f"/proc/self/fd/{f}").endswith("/progress"))
+for _stage in _plan[_at + 1:_at + 4]:
+    time.sleep(2.0)
+    _line = (_stage.ljust(100) + "\n").encode()
+    os.pwrite(_file, _line, 0)
+    if _job.get("progress_fd") is not None:
+        os.write(_job["progress_fd"], _line)
+time.sleep(2.0)
+'''
+SLOW = "import time\ntime.sleep(8.0)\n"
+GOOD_MASK = "def make_causal_mask(L, S):\n    return torch.tril(torch.ones(L, S, dtype=torch.bool))\n"
+BROKEN_MASK = "def make_causal_mask(L, S):\n    raise NotImplementedError\n"
+
+
+def test_a_slow_cell_cannot_buy_time_by_naming_later_stages(tmp_path):
+    """Item limit 3 s: an honest cell that needs 8 s is stopped and skipped, so the item its
+    function serves is lost; the same cell that names later stages while it sleeps (so each
+    starts its allowance early) must not earn it: the harness names those stages again when they
+    really start, the parent reads every line (a stream, not a file it polls), and the
+    submission's items get "invalid result" saying its progress was tampered with. (Before the
+    fix: the parent polled a file the harness rewrites, missed the repeats, and the slow cell's
+    item passed.)"""
+    _require_sandbox()
+    jobs = {}
+    for name, cell in (("honest", SLOW), ("ahead", AHEAD)):
+        jobs[name] = (build("ex02", tmp_path / name / f"{EX02}.ipynb", replace={CAUSAL: BROKEN_MASK},
+                            extra=[(-1, cell + GOOD_MASK), *((-1, f"_x = {k}") for k in range(3))]), "ex02")
+    got = grade_many(jobs, limits=_limits(item_timeout=3.0, student_timeout=90.0, notebook_timeout=90.0))
+    honest, ahead = got["honest"][0][CAUSAL], got["ahead"][0][CAUSAL]
+    assert not honest.passed and any("timeout" in n for n in got["honest"][1]), (honest, got["honest"][1])
+    assert not ahead.passed, f"the cell bought time by naming later stages: {ahead}"
+    assert ahead.status == "invalid result" and "progress" in ahead.message, ahead
+
+
 def _modes() -> list[str]:
     return ["bwrap", "user"] if sys.platform.startswith("linux") else []
 
 
 def _need(mode: str) -> None:
     from mha_grader.sandbox import space
-    if mode == "user" and isolation.user_problem():
-        pytest.skip(f"mode user: {isolation.user_problem()}")
+    if mode == "user":
+        from grading_helpers import require_user_mode
+        require_user_mode()  # root, and the dedicated uid can read the runtime (not a 0700 clone)
     if mode == "bwrap":
         _require_sandbox()
     if not space.can_mount():
