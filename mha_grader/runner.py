@@ -143,7 +143,7 @@ def _grade(notebooks: dict[str, Path], items: dict[str, list[Item]], seed, limit
            mode: str) -> dict[str, Graded]:
     plan = _plan(notebooks, items, seed, limits)
     one_unit = confine.unit_mode(mode) == "sandbox"  # no Landlock here: one sandbox per unit
-    with tempfile.TemporaryDirectory(prefix=space.run_prefix()) as tmp:
+    with tempfile.TemporaryDirectory(prefix=space.run_prefix()) as tmp, space.held(tmp):
         os.chmod(tmp, 0o711)  # mode "user": the child's uid may pass through to its own run only
         for attempt in range(plan.max_runs()):
             todo = plan.todo(one_unit)

@@ -244,7 +244,10 @@ class Stager:
         if self._master is None:
             import atexit
             import tempfile
-            master = Path(tempfile.mkdtemp(prefix=f"mha-master-{os.getpid()}-"))  # 0700; pid: space.sweep_stale
+
+            from mha_grader.sandbox import space
+            master = Path(tempfile.mkdtemp(prefix=f"mha-master-{os.getpid()}-"))  # 0700
+            space.hold(master)  # alive while we are (space.sweep_stale)
             atexit.register(shutil.rmtree, master, True)
             _copy(package_dir(COURSE), master / COURSE)
             _stub_grading(master / COURSE)

@@ -473,9 +473,14 @@ def main(job_dir: str, out_dir: str) -> None:
     with np.load(os.path.join(job_dir, "inputs.npz"), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     progress = os.open(os.path.join(out_dir, "progress"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    stream = job.get("progress_fd")  # the parent's clock reads THIS (launch._Stream), line by line
+    write = os.write
 
     def mark(stage: str) -> None:
-        os.pwrite(progress, (stage[:protocol.MAX_STAGE].ljust(protocol.MAX_STAGE) + "\n").encode(), 0)
+        line = (stage[:protocol.MAX_STAGE].ljust(protocol.MAX_STAGE) + "\n").encode()
+        os.pwrite(progress, line, 0)  # the zygote's record of where a unit stopped
+        if stream is not None:
+            write(stream, line)  # < PIPE_BUF: one atomic write
 
     mark(protocol.SETUP)
     torch = None

@@ -84,7 +84,7 @@ def choose(requested: str | None = None, allow_none: bool = False) -> str:
     req = requested or os.environ.get(ENV_VAR) or "auto"
     if req not in (*MODES, "auto"):
         raise ValueError(f"{ENV_VAR}: expected one of bwrap, user, none, auto; got {req!r}")
-    if req == "none" or (req == "auto" and allow_none and bwrap_problem() and user_problem()):
+    if req == "none" or (req == "auto" and allow_none and bwrap_problem() and user_runtime_problem()):
         if not allow_none:
             raise IsolationUnavailable("isolation 'none' was asked for, but class grading "
                                        "needs --no-isolation to run without a sandbox")
@@ -93,9 +93,14 @@ def choose(requested: str | None = None, allow_none: bool = False) -> str:
         return "bwrap"
     if req == "bwrap":
         raise IsolationUnavailable(HOW_TO.format(why=bwrap_problem()))
-    if user_problem() is None:
+    # Mode "user" only where its uid can read the runtime: else every child would fail to start
+    # and the class would get a gradebook of zeros instead of this refusal.
+    problem = user_runtime_problem()
+    if problem is None:
         return "user"
-    raise IsolationUnavailable(HOW_TO.format(why=f"{bwrap_problem()}; {user_problem()}"))
+    if req == "user":
+        raise IsolationUnavailable(f"{ENV_VAR}=user, but {problem}")
+    raise IsolationUnavailable(HOW_TO.format(why=f"{bwrap_problem()}; {problem}"))
 
 
 # ------------------------------------------------------------------------- the runtime to expose

@@ -63,7 +63,7 @@ class Limits:
     result_mb: int = 64  # bytes of results the parent reads back per student (and per run)
 
 
-TAMPERED = "tampered"  # run_child's ``killed`` when learner code wrote the progress file
+TAMPERED = "tampered"  # run_child's ``killed`` when learner code wrote the progress
 DISK_FULL = "disk full"  # ... when the child filled its writable space (space.py)
 _DEBUG = bool(os.environ.get("MHA_GRADER_DEBUG"))  # show the child's stderr (for maintainers)
 _STAGE_LOCK = threading.Lock()
@@ -77,6 +77,7 @@ def stager() -> Stager:
         if _STAGER is None:
             space.sweep_stale()  # what a grader that was killed left behind
             root = Path(tempfile.mkdtemp(prefix=f"mha-stage-{os.getpid()}-"))
+            space.hold(root)  # alive while we are (space.sweep_stale)
             os.chmod(root, 0o711)  # enter, not list: a child finds only the folders it is given
             atexit.register(shutil.rmtree, root, True)
             _STAGER = Stager(root)
@@ -139,17 +140,37 @@ def _preexec(limits: Limits, nproc: int, notebooks: int, uid: int | None):
     return apply
 
 
-def _progress(out: Path) -> str:
-    try:
-        fd = os.open(out / "progress", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return ""
-    try:
-        return os.read(fd, 101).decode("ascii", "replace").strip()
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
+class _Stream:
+    """The child's progress as the parent reads it: a pipe the harness writes one line to per
+    stage (``child.main``'s ``mark``). A pipe, not a file rewritten in place: the parent reads
+    EVERY line, in the order written, so a stage written twice - a cell that named a later
+    stage to buy its allowance early, then the harness naming it again when it really starts -
+    is seen, and no poll can miss it."""
+
+    def __init__(self, fd: int, limit: int) -> None:
+        self.fd, self._buf, self._left, self.broken = fd, b"", limit, False
+        os.set_blocking(fd, False)
+
+    def read(self) -> list[str]:
+        """The complete lines written since the last call (``broken`` on a line too long or
+        more bytes than the plan's stages can take)."""
+        while not self.broken:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                break
+            if not chunk:
+                break
+            self._left -= len(chunk)
+            self._buf += chunk
+            if self._left < 0:
+                self.broken = True
+        *lines, self._buf = self._buf.split(b"\n")
+        if len(self._buf) > protocol.MAX_STAGE:
+            self.broken = True
+        return [line.decode("ascii", "replace").strip() for line in lines]
 
 
 def _env(home: str) -> dict[str, str]:
@@ -200,6 +221,27 @@ def _gone(pid: int | None, timeout: float = 10.0) -> None:
 
 def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Limits,
               deadline: float, mode: str, pass_fds: list[int] = ()) -> tuple[str, str | None, int | None]:
+    """See ``_run_child``; the progress stream's pipe (``_Stream``) is closed however it ends."""
+    pipe = list(os.pipe())
+    try:
+        return _run_child(root, spec, arrays, limits, deadline, mode, pass_fds, pipe)
+    finally:
+        _close(pipe)
+
+
+def _close(pipe: list[int | None], *which: int) -> None:
+    """Close ``pipe``'s ends (``which``, or both) once each: a number closed twice could be
+    another thread's descriptor by then."""
+    for k in which or range(len(pipe)):
+        if pipe[k] is not None:
+            with contextlib.suppress(OSError):
+                os.close(pipe[k])
+            pipe[k] = None
+
+
+def _run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Limits,
+               deadline: float, mode: str, pass_fds: list[int], pipe: list[int | None],
+               ) -> tuple[str, str | None, int | None]:
     """Run one child on ``spec`` in ``root/{job,out}``; returns (last stage, killed, code).
 
     ``pass_fds``: descriptors the child inherits (the evidence channels' sockets, channel.py);
@@ -227,7 +269,8 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
     os.chmod(job, 0o755)
     python = isolation.interpreter(mode)
     engine = str(stager().engine())
-    spec = {**spec, "no_network": mode != "none"}
+    prog_r, prog_w = pipe  # the progress stream (``_Stream``): the child inherits prog_w
+    spec = {**spec, "no_network": mode != "none", "progress_fd": prog_w}
     if mode == "user":  # the child reads only these, and never the installed course (reach.py)
         problem = reach.user_problem(isolation._traversable)
         if problem:
@@ -271,20 +314,23 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
                 [*(prefix or []), *cmd], cwd=home if mode != "bwrap" else None, env=env,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=None if _DEBUG else subprocess.DEVNULL, start_new_session=True,
-                close_fds=True, pass_fds=(*((info_w,) if info_w is not None else ()), *pass_fds),
+                close_fds=True, pass_fds=(*((info_w,) if info_w is not None else ()), prog_w, *pass_fds),
                 preexec_fn=None if prefix else _preexec(limits, nproc, len(spec["notebooks"]), uid))
             _LIVE.add(proc.pid)
+        _close(pipe, 1)
         inner = None
         if info_w is not None:
             os.close(info_w)
             inner = _read_info(info_r)
             os.close(info_r)
-        clock = _StageClock(protocol.stage_plan(spec))
+        plan = protocol.stage_plan(spec)
+        clock = _StageClock(plan)
+        stream = _Stream(prog_r, (len(plan) + 1) * (protocol.MAX_STAGE + 1))
         killed, filled = None, False
         try:
             while proc.poll() is None:
                 now = time.monotonic()
-                clock.saw(_progress(out), now)
+                clock.saw(stream, now)
                 filled = filled or (sized and (space.full(out) or space.full(scratch)))
                 if clock.tampered:
                     killed = TAMPERED
@@ -295,7 +341,9 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
                 time.sleep(0.05)
         finally:
             _kill(proc, inner, mode)
-        clock.saw(_progress(out), time.monotonic())
+            clock.saw(stream, time.monotonic())  # what it wrote before it ended
+        if clock.tampered and killed is None:
+            killed = TAMPERED
     from mha_grader.sandbox.child import (
         DISK_FULL_FLAG,  # the zygote looked before it cleared each unit's files
     )
@@ -307,27 +355,27 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
 
 
 class _StageClock:
-    """The parent's timing of a child's stages (``protocol.stage_plan``): a reported stage counts
-    only if it comes later in the plan than the last one counted, so what the child writes can
-    attribute time but never buy more of it (each stage starts its allowance once). A stage out
-    of order, seen in ``TAMPER_POLLS`` polls in a row (the harness only ever moves forward, so it
-    is not a torn read), means that learner code writes the progress: ``tampered``."""
-
-    TAMPER_POLLS = 3
+    """The parent's timing of a child's stages (``protocol.stage_plan``), by the parent's clock
+    alone: a stage starts its allowance when the parent reads it from the progress stream
+    (``_Stream``), and each stage must come LATER in the plan than the one before. The harness
+    writes each stage once, in order; so a stage named again or out of order (a cell that named
+    a later stage to start its allowance early: the harness names it again when it really
+    starts), a stage not in the plan, or a line too long means that learner code writes the
+    progress: ``tampered``, and no stage it named is trusted. A cell cannot stretch its own wall
+    limit by naming later stages, and cannot go back to buy a stage's allowance twice."""
 
     def __init__(self, plan: list[str]) -> None:
         self._pos = {s: k for k, s in enumerate(plan)}
-        self.stage, self._at, self._since, self._odd = "", -1, time.monotonic(), 0
+        self.stage, self._at, self._since, self.tampered = "", -1, time.monotonic(), False
 
-    def saw(self, stage: str, now: float) -> None:
-        k = self._pos.get(stage, -1)
-        if k > self._at:
+    def saw(self, stream: _Stream, now: float) -> None:
+        for stage in stream.read():
+            k = self._pos.get(stage, -1)
+            if self.tampered or k <= self._at:
+                self.tampered = True
+                return
             self.stage, self._at, self._since = stage, k, now
-        self._odd = 0 if k >= self._at or stage == "" else self._odd + 1
-
-    @property
-    def tampered(self) -> bool:
-        return self._odd >= self.TAMPER_POLLS
+        self.tampered = self.tampered or stream.broken
 
     def overdue(self, now: float, item_timeout: float) -> bool:
         start_up = 30 if self._at <= 0 else 0  # before and during "setup" (imports)

@@ -270,13 +270,15 @@ def read_result(out_dir: Path, item_id: str, budget: int | None = None) -> dict:
 
 
 # ---------------------------------------------------------------- progress: the stage grammar
-# The child reports where it is in ONE line of ``out/progress``: ``setup``; per unit (in job
-# order) ``cell <unit> <cell index>`` for each cell, ``item <item id>`` for each item, then
-# ``unit <unit> end``; finally ``done``. The parent derives the same list from the job
-# (``stage_plan``) and accepts a stage only if it comes LATER in that list than the last one it
-# accepted: a cell that rewrites the progress it inherited can neither go back (``setup`` again,
-# its own cell again) nor name a stage of its own, so every stage gets one wall allowance at
-# most and the run as a whole at most ``len(plan)`` of them, timed by the parent's clock alone.
+# The child reports where it is, one line per stage, on the progress STREAM (a pipe, the job's
+# ``progress_fd``; the zygote also keeps the last line in ``out/progress`` for itself):
+# ``setup``; per unit (in job order) ``cell <unit> <cell index>`` for each cell, ``item <item
+# id>`` for each item, then ``unit <unit> end``; finally ``done``. The parent derives the same
+# list from the job (``stage_plan``), reads every line in order, and requires each to come LATER
+# in that list than the one before (``launch._StageClock``): a cell that writes the progress it
+# inherited can neither go back (``setup`` again, its own cell again), name a stage of its own,
+# nor name later stages early (the harness names them again when they start: a repeat), so
+# every stage gets one wall allowance at most, timed by the parent's clock alone.
 
 SETUP, DONE = "setup", "done"
 MAX_STAGE = 100  # characters of one progress line

@@ -10,7 +10,9 @@ it, lies in that same folder; after an editable install it lies in a checkout, n
 - ``user``: the child, before it imports anything, restricts its own READS with Landlock
   (``restrict_reads``, any Landlock ABI): it may read only the runtime, site-packages, the
   engine, its job and staged courses, its own folders, ``/usr``, ``/lib*``, ``/bin``, ``/etc``,
-  ``/proc``, ``/sys`` and ``/dev`` (``user_roots``), and none of the hidden folders inside them.
+  ``/proc``, ``/sys`` and ``/dev`` (``user_roots``), and none of the hidden folders inside them;
+  a folder that holds a hidden one (site-packages after a wheel install) may still be listed
+  (``listable``), so every other package in it imports.
   Where Landlock is missing, the parent refuses mode ``user`` unless the dedicated uid cannot
   read the hidden folders anyway (``user_problem``).
 """
@@ -76,8 +78,22 @@ def user_roots(python: str, folders: list[str]) -> list[str]:
 def allowed(roots: list[str], hide: list[str]) -> list[str]:
     """``roots`` with every folder of ``hide`` cut out: a root holding a hidden folder is
     replaced by its entries (recursively), so Landlock's allow-list of trees can express it."""
+    return _cut(roots, hide)[0]
+
+
+def listable(roots: list[str], hide: list[str]) -> list[str]:
+    """The folders ``allowed`` replaced by their entries (site-packages holding the installed
+    course, a checkout holding the venv): they may still be LISTED, or Python's import system,
+    which lists a folder to find a module in it, finds nothing there that was not imported before
+    the child was confined (Triton, a learner's ``import networkx``). Landlock grants listing to
+    the whole tree below, so a hidden folder's NAMES can be listed too; its files cannot be read."""
+    return _cut(roots, hide)[1]
+
+
+def _cut(roots: list[str], hide: list[str]) -> tuple[list[str], list[str]]:
     hide = _around(roots, [os.path.realpath(h) for h in hide])
     out: list[str] = []
+    between: list[str] = []
 
     def walk(p: str, depth: int) -> None:
         if not os.path.exists(p) or any(_inside(p, h) for h in hide):
@@ -85,12 +101,13 @@ def allowed(roots: list[str], hide: list[str]) -> list[str]:
         if not any(_inside(h, p) for h in hide):
             out.append(p)
         elif depth < 32 and os.path.isdir(p):
+            between.append(p)
             for name in sorted(os.listdir(p)):
                 walk(os.path.realpath(os.path.join(p, name)), depth + 1)
 
     for r in roots:
         walk(os.path.realpath(r), 0)
-    return sorted(set(out))
+    return sorted(set(out)), sorted(set(between))
 
 
 def _around(roots: list[str], hide: list[str]) -> list[str]:
@@ -146,9 +163,12 @@ def restrict_reads(roots: list[str], hide: list[str]) -> None:
 
     read = L.AccessFS.READ_FILE | L.AccessFS.READ_DIR
     ruleset = L.Ruleset(handled_fs=read, handled_net=L.AccessNet.NONE)
+    trees, folders = _cut(roots, hide)
     try:
-        for p in allowed(roots, hide):
+        for p in trees:
             ruleset.allow_path(p, read if os.path.isdir(p) else L.AccessFS.READ_FILE)
+        for p in folders:  # list, never read: the hidden entries stay unreadable
+            ruleset.allow_path(p, L.AccessFS.READ_DIR)
         ruleset.restrict()
     finally:
         ruleset.close()

@@ -17,17 +17,23 @@ Every place a child may write is a tmpfs with ``size=`` and ``nr_inodes=`` (``Li
   set ``nr_inodes``); the results folder is host disk, bounded per file by RLIMIT_FSIZE only
   (see the guide's Security section).
 
-``sweep_stale`` removes what a grader that died (SIGKILL, OOM) left in the temp folder.
+``sweep_stale`` removes what a grader that died (SIGKILL, OOM) left in the temp folder. A grader
+tells it "alive" by the folder's ``LOCK`` file, which it holds ``flock``-ed as long as the folder
+lives (``hold``/``held``); the kernel drops the lock when the grader dies, however it dies. Not by
+its pid: two graders that share ``/tmp`` across PID namespaces (two containers) see different pid
+numbers, and a pid in a folder's name may be dead here while its grader is alive there.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 _MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 1 << 14, 1 << 18
@@ -89,31 +95,77 @@ def private_scratch(size: int, inodes: int) -> None:
 
 
 def run_prefix() -> str:
-    """The prefix of this grader's temp folders: ``mha-grade-<pid>-`` (``sweep_stale`` reads it)."""
+    """The prefix of this grader's run folders, ``mha-grade-<pid>-`` (the pid only says who made
+    it, for a person looking at ``/tmp``: ``sweep_stale`` goes by the folder's lock)."""
     return f"mha-grade-{os.getpid()}-"
 
 
-def _alive(pid: int) -> bool:
+LOCK = ".alive.lock"  # in each grader folder: flock-ed by the grader that made it, while it lives
+UNLOCKED_GRACE = 600.0  # seconds: a folder without a LOCK file younger than this is left alone
+_HELD: dict[str, int] = {}  # folder -> the descriptor holding its lock (process-lifetime folders)
+
+
+def lock(folder: str | os.PathLike) -> int:
+    """Create ``folder/LOCK`` and hold an exclusive ``flock`` on it; returns the descriptor (the
+    lock lasts until it is closed, or this process dies). Not inherited by children (O_CLOEXEC)."""
+    fd = os.open(os.path.join(folder, LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def hold(folder: str | os.PathLike) -> None:
+    """Hold ``folder``'s lock for the rest of this process (the stage and master folders)."""
+    _HELD[str(folder)] = lock(folder)
+
+
+@contextlib.contextmanager
+def held(folder: str | os.PathLike):
+    """Hold ``folder``'s lock while the block runs (a run folder, removed at its end)."""
+    fd = lock(folder)
+    try:
+        yield folder
+    finally:
+        os.close(fd)
+
+
+def _dead(folder: str) -> bool:
+    """Is the grader that made ``folder`` gone? Its lock is free (we can take it), or it never
+    made one and the folder is older than ``UNLOCKED_GRACE`` (a grader killed between
+    ``mkdtemp`` and ``lock``, or one from before the locks)."""
+    try:
+        fd = os.open(os.path.join(folder, LOCK), os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        try:
+            return time.time() - os.lstat(folder).st_mtime > UNLOCKED_GRACE
+        except OSError:
+            return False
+    except OSError:
         return False
-    except PermissionError:
-        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # held: its grader lives (in this PID namespace or another)
+    finally:
+        os.close(fd)
     return True
 
 
 def sweep_stale(tmp: str | None = None, prefixes: tuple[str, ...] = ("mha-grade-", "mha-stage-",
                                                                      "mha-master-")) -> list[str]:
-    """Remove ``<tmp>/<prefix><pid>-*`` folders whose grader ``pid`` is dead (a crash, an OOM
-    kill): unmount any tmpfs under them, then delete. Returns what was removed."""
+    """Remove ``<tmp>/<prefix>*`` folders whose grader is dead (a crash, an OOM kill: its
+    ``LOCK`` is free, see ``_dead``): unmount any tmpfs under them, then delete. Returns what
+    was removed."""
     tmp = tmp or tempfile.gettempdir()
     removed = []
     with contextlib.suppress(OSError):
         for e in os.scandir(tmp):
-            pre = next((p for p in prefixes if e.name.startswith(p)), None)
-            pid, sep, _ = e.name[len(pre):].partition("-") if pre else ("", "", "")
-            if not (sep and pid.isdigit()) or _alive(int(pid)) or not e.is_dir(follow_symlinks=False):
+            if not any(e.name.startswith(p) for p in prefixes) or not e.is_dir(follow_symlinks=False):
+                continue
+            if not _dead(e.path):
                 continue
             for m in _mounts_under(e.path):
                 _LIBC.umount2(os.fsencode(m), _MNT_DETACH)

@@ -239,3 +239,52 @@ def test_no_staged_course_was_poisoned(graded):
             assert "POISONED" not in (course / name).read_text(), course / name
         assert oct((course / "ops" / "masks.py").stat().st_mode & 0o777) == "0o644"
 
+
+
+# ---------------------------------------------------------------- drivers in the learner's process
+
+# ex19's ring_step that does no ring and no merge: it walks up to what its driver holds (the
+# frames by sys._getframe and inspect, and every dict gc knows) for the WHOLE keys and values,
+# and returns the final attention of its queries at every step (issue #30, route 5).
+RING_FROM_THE_DRIVER = '''
+def ring_step(out, lse, query, key, value, q_pos, k_pos, is_causal, scale):
+    import gc, inspect, sys
+    def full(x):
+        return isinstance(x, torch.Tensor) and x.dim() == 4 and x.shape[-2] > key.shape[-2]
+    found = {}
+    frames = [sys._getframe(1), *(i.frame for i in inspect.stack()[1:])]
+    for f in frames:
+        for name in ("key", "value"):
+            if full(f.f_locals.get(name)):
+                found.setdefault(name, f.f_locals[name])
+    if len(found) < 2:
+        for d in gc.get_referrers(*(f.f_locals for f in frames)) + [o for o in gc.get_objects() if isinstance(o, dict)]:
+            for name in ("key", "value"):
+                v = d.get(name) if isinstance(d, dict) else None
+                v = torch.as_tensor(v) if v is not None and hasattr(v, "shape") and len(v.shape) == 4 else v
+                if full(v):
+                    found.setdefault(name, v)
+    if len(found) < 2:
+        return out, lse  # nothing to read: no answer
+    K, V = found["key"].to(query.dtype), found["value"].to(query.dtype)
+    scores = (query @ K.transpose(-2, -1)) * scale
+    if is_causal:
+        scores = scores.masked_fill(torch.arange(K.shape[-2])[None, :] > q_pos[:, None], float("-inf"))
+    best = torch.logsumexp(scores, -1)
+    return torch.softmax(scores, -1) @ V, best
+'''
+
+
+def test_a_ring_step_cannot_answer_from_its_drivers_frames(tmp_path):
+    """ex19's ``ring_step`` returns the final answer at every step from the whole keys and values
+    it finds above it (frames, ``inspect``, ``gc``): it must score 0 on the item. The parent
+    holds the ring now and hands the driver one key/value block per step, each only after the
+    state before, which it checks. (Before the fix: 3/3, the driver held every rank's keys and
+    values in the learner's process.)"""
+    nb = build("ex19", tmp_path / "ring" / "ex19_ring_attention.ipynb",
+               replace={"ex19_ring_step": RING_FROM_THE_DRIVER})
+    res, notes = grade_many({"ring": (nb, "ex19")})["ring"]
+    r = res["ex19_ring_step"]
+    assert r.points == 0.0 and r.status == "wrong values", f"the step answered from the driver: {r} {notes}"
+    others = [x for i, x in res.items() if i != "ex19_ring_step"]
+    assert others and all(x.passed for x in others), others

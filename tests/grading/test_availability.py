@@ -32,14 +32,22 @@ def _limits(**kw):
     return Limits(**{**TEST_LIMITS.__dict__, **kw})
 
 
-# A cell that finds the progress file it inherited and keeps rewriting it (going back to
-# "setup", which has a start-up allowance, and to a stage that is not in the plan).
+# A cell that finds the progress it inherited (the file, and the harness's progress stream, from
+# the harness's frames) and keeps rewriting it (going back to "setup", which has a start-up
+# allowance, and to a stage that is not in the plan).
 STRETCH = r'''
-import os, time
+import os, sys, time
 _fd = next(int(f) for f in os.listdir("/proc/self/fd")
            if os.readlink(f"/proc/self/fd/{f}").endswith("/progress"))
+_f = sys._getframe()
+while _f is not None and "job" not in _f.f_locals:
+    _f = _f.f_back
+_stream = _f.f_locals["job"].get("progress_fd")
 for _i in range(10_000):
-    os.pwrite(_fd, (("setup" if _i % 2 else "cell x 1").ljust(100) + "\n").encode(), 0)
+    _line = (("setup" if _i % 2 else "cell x 1").ljust(100) + "\n").encode()
+    os.pwrite(_fd, _line, 0)
+    if _stream is not None:
+        os.write(_stream, _line)
     time.sleep(0.5)
 '''
 
@@ -59,14 +67,64 @@ def test_a_cell_cannot_stretch_its_wall_limit_by_writing_progress(tmp_path):
     assert all(r.status == "invalid result" and "progress" in r.message for r in res.values()), res
 
 
+# A slow cell (8 s; the item limit is 3 s) that, while it sleeps, names the stages AFTER its own
+# in the progress it inherited (the file, and the harness's progress stream), one every 2 s, so
+# each later stage starts its allowance early; then it defines the graded function. Three quick
+# cells follow it: the harness names their stages again within microseconds. It reads the plan
+# as the parent does (the job and the protocol, from the harness's frames).
+AHEAD = r'''
+import os, sys, time
+from mha_grader.sandbox import protocol as _p
+_f = sys._getframe()
+while _f is not None and not {"nb", "job", "cell"} <= set(_f.f_locals):
+    _f = _f.f_back
+_job, _nb, _cell = _f.f_locals["job"], _f.f_locals["nb"], _f.f_locals["cell"]
+_plan = _p.stage_plan(_job)
+_at = _plan.index(_p.cell_stage(_nb["name"], _cell["index"]))
+_file = next(int(f) for f in os.listdir("/proc/self/fd")
+             if os.readlink(f"/proc/self/fd/{f}").endswith("/progress"))
+for _stage in _plan[_at + 1:_at + 4]:
+    time.sleep(2.0)
+    _line = (_stage.ljust(100) + "\n").encode()
+    os.pwrite(_file, _line, 0)
+    if _job.get("progress_fd") is not None:
+        os.write(_job["progress_fd"], _line)
+time.sleep(2.0)
+'''
+SLOW = "import time\ntime.sleep(8.0)\n"
+GOOD_MASK = "def make_causal_mask(L, S):\n    return torch.tril(torch.ones(L, S, dtype=torch.bool))\n"
+BROKEN_MASK = "def make_causal_mask(L, S):\n    raise NotImplementedError\n"
+
+
+def test_a_slow_cell_cannot_buy_time_by_naming_later_stages(tmp_path):
+    """Item limit 3 s: an honest cell that needs 8 s is stopped and skipped, so the item its
+    function serves is lost; the same cell that names later stages while it sleeps (so each
+    starts its allowance early) must not earn it: the harness names those stages again when they
+    really start, the parent reads every line (a stream, not a file it polls), and the
+    submission's items get "invalid result" saying its progress was tampered with. (Before the
+    fix: the parent polled a file the harness rewrites, missed the repeats, and the slow cell's
+    item passed.)"""
+    _require_sandbox()
+    jobs = {}
+    for name, cell in (("honest", SLOW), ("ahead", AHEAD)):
+        jobs[name] = (build("ex02", tmp_path / name / f"{EX02}.ipynb", replace={CAUSAL: BROKEN_MASK},
+                            extra=[(-1, cell + GOOD_MASK), *((-1, f"_x = {k}") for k in range(3))]), "ex02")
+    got = grade_many(jobs, limits=_limits(item_timeout=3.0, student_timeout=90.0, notebook_timeout=90.0))
+    honest, ahead = got["honest"][0][CAUSAL], got["ahead"][0][CAUSAL]
+    assert not honest.passed and any("timeout" in n for n in got["honest"][1]), (honest, got["honest"][1])
+    assert not ahead.passed, f"the cell bought time by naming later stages: {ahead}"
+    assert ahead.status == "invalid result" and "progress" in ahead.message, ahead
+
+
 def _modes() -> list[str]:
     return ["bwrap", "user"] if sys.platform.startswith("linux") else []
 
 
 def _need(mode: str) -> None:
     from mha_grader.sandbox import space
-    if mode == "user" and isolation.user_problem():
-        pytest.skip(f"mode user: {isolation.user_problem()}")
+    if mode == "user":
+        from grading_helpers import require_user_mode
+        require_user_mode()  # root, and the dedicated uid can read the runtime (not a 0700 clone)
     if mode == "bwrap":
         _require_sandbox()
     if not space.can_mount():
@@ -381,7 +439,9 @@ def test_a_hostile_student_in_a_container_sized_budget(tmp_path):
 def test_what_a_killed_grader_left_is_removed_on_the_next_start(tmp_path):
     """A grader killed mid-run (SIGKILL, OOM) leaves its run folder, with its tmpfs mounted when
     root; the next start (``space.sweep_stale``) unmounts and removes it, and leaves a live
-    grader's folders alone."""
+    grader's folders alone. Alive means: it holds its folder's lock, whatever pid its name
+    carries (a grader in another PID namespace: its pid is dead, or someone else's, here).
+    (Before the fix: the sweep went by the pid in the name, and deleted the live folder.)"""
     import os
     import subprocess
 
@@ -389,15 +449,33 @@ def test_what_a_killed_grader_left_is_removed_on_the_next_start(tmp_path):
     proc = subprocess.Popen(["true"])
     proc.wait()
     dead = proc.pid  # a pid that has just exited
-    stale = tmp_path / f"mha-grade-{dead}-abc"
+    stale = tmp_path / f"mha-grade-{os.getpid()}-abc"  # our own pid, but nobody holds its lock
     (stale / "run0" / "out").mkdir(parents=True)
+    os.close(space.lock(stale))  # its grader took the lock, then died
     if space.can_mount():
         space._mount_tmpfs(str(stale / "run0" / "out"), 2**20, 64, "0700")
         (stale / "run0" / "out" / "x").write_text("left behind")
-    live = tmp_path / f"mha-grade-{os.getpid()}-def"
-    live.mkdir()
-    odd = tmp_path / "mha-stage-12345678"  # a mkdtemp name without a pid: never touched
-    odd.mkdir()
-    assert space.sweep_stale(str(tmp_path)) == [str(stale)]
-    assert not stale.exists() and live.exists() and odd.exists()
+    elsewhere = tmp_path / f"mha-grade-{dead}-def"  # a live grader of another PID namespace
+    elsewhere.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time; "
+                               "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600); "
+                               "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+                               str(elsewhere / space.LOCK)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        ours = tmp_path / f"mha-stage-{dead}-ghi"  # ours, held by this process (``space.held``)
+        ours.mkdir()
+        with space.held(ours):
+            young = tmp_path / "mha-master-12345678"  # no lock yet (just made): left alone
+            young.mkdir()
+            old = tmp_path / "mha-master-87654321"  # no lock, and older than the grace: removed
+            old.mkdir()
+            os.utime(old, (0, 0))
+            assert sorted(space.sweep_stale(str(tmp_path))) == sorted([str(stale), str(old)])
+            assert ours.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not stale.exists() and elsewhere.exists() and young.exists() and not old.exists()
     assert not any(str(tmp_path) in line for line in open("/proc/self/mounts"))
+    assert sorted(space.sweep_stale(str(tmp_path))) == sorted([str(elsewhere), str(ours)])  # let go

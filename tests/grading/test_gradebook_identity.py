@@ -33,7 +33,7 @@ def test_identity_and_collisions():
 
 
 def test_grade_class_rejects_names_no_one_can_tell_apart(tmp_path):
-    if not sys.platform.startswith("linux") or (isolation.bwrap_problem() and isolation.user_problem()):
+    if not sys.platform.startswith("linux") or (isolation.bwrap_problem() and isolation.user_runtime_problem()):
         pytest.skip("class grading needs the OS sandbox")
     from mha_grader.classroom import grade_class
     sub = tmp_path / "sub"

@@ -47,7 +47,8 @@ MODES = [("bwrap", "landlock"), ("bwrap", "sandbox")] + (
 GRADE = """import json, sys
 from mha_course.grading import Limits, grade_submission, items_for
 import mha_course
-(res, notes), = grade_submission({"ex02": sys.argv[1]}, {"ex02": items_for("ex02")}, 7,
+ex = sys.argv[2] if len(sys.argv) > 2 else "ex02"
+(res, notes), = grade_submission({ex: sys.argv[1]}, {ex: items_for(ex)}, 7,
                                  Limits(item_timeout=15.0, notebook_timeout=150.0)).values()
 print(json.dumps({"course": mha_course.__file__, "notes": notes,
                   "results": {r.id: [r.points, r.status, r.message] for r in res}}))
@@ -117,12 +118,12 @@ def _real(venv: Path, cwd: Path) -> str:
                           cwd=cwd, env=_wheel_env(), capture_output=True, text=True, check=True).stdout.strip()
 
 
-def _grade(python: Path | str, notebook: Path, mode: str, units: str, cwd: Path) -> dict:
+def _grade(python: Path | str, notebook: Path, mode: str, units: str, cwd: Path, ex: str = "ex02") -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MHA_GRADER_")}
     if str(python) != sys.executable:
         env = _wheel_env()  # the wheel, not this checkout
     env.update(MHA_GRADER_ISOLATION=mode, MHA_GRADER_UNITS=units)
-    proc = subprocess.run([str(python), "-c", GRADE, str(notebook)], cwd=cwd, env=env,
+    proc = subprocess.run([str(python), "-c", GRADE, str(notebook), ex], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -144,6 +145,23 @@ def test_wheel_install_is_out_of_reach(wheel_venv, tmp_path, mode, units):
     got = _grade(py, _attack(tmp_path / "sub" / f"{EX02}.ipynb", real), mode, units, tmp_path)
     assert got["course"].startswith(str(wheel_venv))
     _check(got, "wheel")
+
+
+EX17_STEM = "ex17_flash_attention_triton"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mode user needs a root grader")
+def test_mode_user_with_a_wheel_install_imports_every_installed_package(wheel_venv, tmp_path):
+    """Mode ``user`` with a wheel install: the installed course is hidden inside site-packages,
+    yet every other installed package imports (Triton for ex17, and a learner's ``mpmath``,
+    ``networkx``): the honest ex17 solution gets full marks. (Before the fix: hiding the course
+    took site-packages' right to be listed, so any package not imported before confinement was
+    "not found": ex17 scored 0.)"""
+    nb = build("ex17", tmp_path / "sub" / f"{EX17_STEM}.ipynb", extra=[(-1, "import mpmath, networkx\n")])
+    got = _grade(wheel_venv / "bin" / "python", nb, "user", "landlock", tmp_path, ex="ex17")
+    bad = {i: r for i, r in got["results"].items() if r[1] != "passed"}
+    assert not bad and got["results"], (bad, got["notes"])
+    assert not any("cell" in n for n in got["notes"]), got["notes"]
 
 
 @pytest.mark.parametrize(("mode", "units"), MODES, ids=[f"{m}-{u}" for m, u in MODES])

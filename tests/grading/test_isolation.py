@@ -115,6 +115,8 @@ def attention(query, key, value, attn_mask=None):
     out = harness("out_dir")
     {FORGERY}
     os.pwrite(harness("progress"), ("done".ljust(100) + "\n").encode(), 0)
+    if harness("job").get("progress_fd") is not None:  # and the stream the parent's clock reads
+        os.write(harness("job")["progress_fd"], ("done".ljust(100) + "\n").encode())
     os._exit(0)
 '''
 FORGED_PASSED = ('json.dump({"status": "passed", "message": "all 4 cases match"}, '

@@ -186,3 +186,21 @@ def test_grade_refuses_without_isolation_and_stamps_no_isolation(tmp_path, monke
     assert "not isolated" in (tmp_path / "out2" / "alice" / "feedback.md").read_text()
     assert json.loads((tmp_path / "out2" / "alice" / "results.json").read_text())["output"].startswith("not isolated")
     assert "NOT ISOLATED" in json.loads((tmp_path / "out2" / "grading.json").read_text())["isolation"]
+
+
+def test_forced_user_mode_the_grading_user_cannot_run_refuses(tmp_path, monkeypatch, capsys):
+    """``MHA_GRADER_ISOLATION=user`` where the dedicated uid cannot read the runtime (a venv in
+    a 0700 folder): the grader refuses (exit 2, saying why), and writes no gradebook. (Before the
+    fix: exit 0 and a grades.csv of zeros, every child failing to start.)"""
+    from mha_course.commands import grade
+    monkeypatch.setenv(isolation.ENV_VAR, "user")
+    monkeypatch.setattr(isolation, "user_problem", lambda: None)  # as if root on Linux
+    monkeypatch.setattr(isolation, "_traversable", lambda path: False)  # as if in a 0700 folder
+    sub = tmp_path / "sub"
+    (sub / "alice").mkdir(parents=True)
+    shutil.copy(SOLUTIONS / EX01, sub / "alice" / EX01)
+    assert grade.run(_args(sub, tmp_path / "out", False)) == 2
+    said = capsys.readouterr().err
+    assert "refusing" in said and "MHA_GRADER_ISOLATION=user" in said, said
+    assert "the dedicated grading user cannot read" in said, said
+    assert not (tmp_path / "out" / "grades.csv").exists()

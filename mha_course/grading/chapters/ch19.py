@@ -10,6 +10,7 @@ import torch
 
 from mha_course.grading.child.drivers import drive_ring  # noqa: F401 - the item's driver, for the tests
 from mha_course.grading.forbidden import ATTENTION
+from mha_course.grading.oracles.ring import run_ring, serve_ring
 from mha_course.kernels.ring import chunk_ids
 from mha_grader.items import Item, Mistake
 
@@ -156,7 +157,8 @@ def _full_attention(query, key, value, positions, sources, is_causal):
         T = q.shape[-2]
         scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
     lse = torch.logsumexp(scores, -1)  # (B, H, T)
-    return (torch.exp(scores - lse[..., None]) @ v).to(query.dtype), lse.to(query.dtype)
+    # ... and every intermediate state right (the parent's ring checks them: oracles/ring.py)
+    return (torch.exp(scores - lse[..., None]) @ v).to(query.dtype), lse.to(query.dtype), torch.tensor(True)
 
 
 def _step(mode):
@@ -179,7 +181,7 @@ def _step(mode):
 
 
 def _ring_variant(mode):
-    return lambda *case: drive_ring(_step(mode), *case)
+    return lambda *case: run_ring(_step(mode), *case)
 
 
 def _ring_nonfinite(big: bool):
@@ -235,8 +237,9 @@ ITEMS = [
         id="ex19_ring_step", uses=("merge_safe",), notebook=NOTEBOOK, function="ring_step", points=3,
         task="one ring step: this block's causal attention (global positions) with its log-sum-exp, "
              "merged into the running (out, lse); driven over whole rings against float64 attention",
-        make_cases=_ring_cases, shape="out (B, H, T, Dv), lse (B, H, T)", reference=_full_attention,
-        driver="mha_course.grading.child.drivers:drive_ring", rtol=1e-3, atol=1e-4,
+        make_cases=_ring_cases, shape="out (B, H, T, Dv), lse (B, H, T), every state right ()",
+        reference=_full_attention, driver="mha_course.grading.child.drivers:drive_ring", rtol=1e-3,
+        atol=1e-4, service=serve_ring, hidden=("key", "value"),
         mistakes=(
             Mistake("no max", _NO_MAX, matches=_ring_nonfinite(big=True)),
             Mistake("empty partial", _EMPTY_NAN, matches=_ring_nonfinite(big=False)),
