@@ -14,12 +14,14 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from mha_grader import compare as C
+from mha_grader.collect import COMPETING, FOUND, Collected, collect, summary_rows
 from mha_grader.keys import StudentInputs, fingerprint
 from mha_grader.outputs import (
     check_notebook,
     check_student_folder,
     check_student_name,
     collisions,
+    csv_cell,
     fresh_folder,
     mkdir_new,
     write_new,
@@ -84,19 +86,23 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
     books = notebooks()
     who = students(submissions, shard)
     jobs, results, rejected = {}, {s: {} for s in who}, {}
+    collected: dict[str, Collected] = {}
     clash = collisions(who)
     for s in who:
         why = check_student_name(s) or clash.get(s) or check_student_folder(submissions / s)
+        got = collected[s] = Collected() if why else collect(submissions / s, books)
         for stem, items in books.items():
-            path = submissions / s / f"{stem}.ipynb"
-            bad = why or check_notebook(path)
+            path = got.taken.get(stem)
+            bad = why or (check_notebook(path) if path is not None else None)
             if bad:
-                rejected.setdefault(s, []).append(bad if why else f"{stem}: {bad}")
+                rejected.setdefault(s, []).append(bad if why else f"{got.source[stem]}: {bad}")
                 results[s][stem] = (_zero(items, C.REJECTED, bad), [])
-            elif path.is_file():
+            elif path is not None:
                 jobs.setdefault(s, {})[stem] = path
             else:
-                results[s][stem] = (_zero(items, C.MISSING_NOTEBOOK, f"no {stem}.ipynb handed in"), [])
+                results[s][stem] = (_zero(items, C.MISSING_NOTEBOOK,
+                                          f"no {stem}.ipynb handed in (no notebook in the folder is "
+                                          f"{stem.split('_')[0]}'s by its cells or its name)"), [])
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         futures = {pool.submit(grade_submission, paths, books, inputs(s), limits, mode): (s, paths)
                    for s, paths in jobs.items()}
@@ -111,7 +117,10 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
                                               f"grader error: {type(e).__name__}: {e}"[:300]), [])
     rows = {}
     for s in who:
-        flat, notes = [], []
+        got = collected[s]
+        flat = []
+        notes = [*got.notes, *(f"ignored {rel}: {why}" for rel, why in sorted(got.ignored.items())
+                               if rel.lower().endswith(".ipynb"))]
         for stem in books:
             res, nts = results[s][stem]
             flat += res
@@ -121,12 +130,40 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
         rows[s] = {r.id: r.points for r in flat}
     ids = [it.id for it in all_items()]
     write_gradebook(out, ids, rows, mode)
+    write_collection(out, collected)
     write_new(out / "grading.json", json.dumps(
         {**_inputs_meta(key, seed, submission), "shard": list(shard), "students": who, "items": ids,
          "isolation": mode if mode != "none" else "none (NOT ISOLATED: --no-isolation)",
          "units": _units_meta(mode),
-         "rejected": {s: sorted(set(r)) for s, r in rejected.items()}}, indent=1))
+         "rejected": {s: sorted(set(r)) for s, r in rejected.items()},
+         "collection": collection_counts(collected)}, indent=1))
     return rows
+
+
+COLLECTION_HEADER = ["student", "exercise", "status", "file", "rule or reason"]
+
+
+def write_collection(out: Path, collected: dict[str, Collected]) -> None:
+    """``OUT/collection.csv``: per student and exercise what was graded from which file (status
+    taken / found / competing / missing), then every file that was ignored and why."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(COLLECTION_HEADER)
+    for s in sorted(collected):
+        for row in summary_rows(s, collected[s]):
+            w.writerow([csv_cell(c) for c in row])
+    write_new(out / "collection.csv", buf.getvalue())
+
+
+def collection_counts(collected: dict[str, Collected]) -> dict[str, int]:
+    """Class-wide: notebooks found under another name or folder, exercises where different files
+    competed, files ignored."""
+    return {"found elsewhere": sum(st == FOUND for c in collected.values() for st in c.status.values()),
+            "competing": sum(st == COMPETING for c in collected.values() for st in c.status.values()),
+            "ignored files": sum(len(c.ignored) for c in collected.values())}
 
 
 def _units_meta(mode: str) -> str:

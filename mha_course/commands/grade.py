@@ -113,6 +113,22 @@ def run(args: argparse.Namespace) -> int:
     if args.no_isolation:
         print("NOT ISOLATED: graded without a sandbox (--no-isolation); the gradebook says so")
     how = said or f"PUBLIC seed {args.seed} (every student got the same inputs)"
+    _say_collection(args.out)
     print(f"graded {len(rows)} student(s) with {how} in {time.perf_counter() - start:.1f} s "
           f"-> {args.out / 'grades.csv'}")
     return 0
+
+
+def _say_collection(out: Path) -> None:
+    """One line on what the collector did for the class (details: OUT/collection.csv)."""
+    import json
+
+    try:
+        counts = json.loads((out / "grading.json").read_text(encoding="utf-8")).get("collection", {})
+    except (OSError, ValueError):
+        return
+    found, competing, ignored = (counts.get(k, 0) for k in ("found elsewhere", "competing", "ignored files"))
+    if found or competing or ignored:
+        print(f"collected: {found} notebook(s) found under another name or folder, {competing} "
+              f"exercise(s) where different files competed, {ignored} file(s) ignored "
+              f"-> {out / 'collection.csv'}")
