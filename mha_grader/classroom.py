@@ -60,7 +60,8 @@ def _zero(items, status: str, message: str) -> list[C.ItemResult]:
 def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | None = None,
                 seed: int | None = None, submission: str = "", limits: Limits | None = None,
                 shard: tuple[int, int] = (1, 1), progress: bool = True, no_isolation: bool = False,
-                isolation_mode: str | None = None) -> dict[str, dict[str, float]]:
+                isolation_mode: str | None = None, assignment: list[str] | None = None
+                ) -> dict[str, dict[str, float]]:
     """Grade every student of the shard; write ``OUT/<student>/`` files and ``OUT/grades.csv``.
 
     Inputs: with ``key`` (the secret run key, see ``keys.py``) each student gets their own inputs,
@@ -69,7 +70,8 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
 
     Isolation: the strongest available (``isolation.choose``); ``IsolationUnavailable`` (saying
     how to get some) when there is none, unless ``no_isolation`` (then every output says "not
-    isolated"). ``OUT`` must be new or empty. Refused layouts (a student folder that is a link,
+    isolated"). ``assignment`` (notebook stems): grade only those exercises; items, totals,
+    columns and feedback are theirs alone. ``OUT`` must be new or empty. Refused layouts (a student folder that is a link,
     a hard-linked or symlinked notebook, a reserved or odd name) get status "rejected".
     """
     from tqdm.auto import tqdm
@@ -84,6 +86,11 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
     limits = limits or Limits()
     fresh_folder(out)
     books = notebooks()
+    if assignment is not None:
+        unknown = sorted(set(assignment) - set(books))
+        if unknown or not assignment:
+            raise ValueError(f"assignment: expected exercise notebook stems of the course, got {unknown or 'none'}")
+        books = {stem: items for stem, items in books.items() if stem in assignment}
     who = students(submissions, shard)
     jobs, results, rejected = {}, {s: {} for s in who}, {}
     collected: dict[str, Collected] = {}
@@ -128,11 +135,12 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
         if check_student_name(s) is None:  # a reserved or odd name gets no folder, only its row
             write_student(out, s, flat, notes, mode)
         rows[s] = {r.id: r.points for r in flat}
-    ids = [it.id for it in all_items()]
+    ids = [it.id for it in all_items() if it.notebook in books]
     write_gradebook(out, ids, rows, mode)
     write_collection(out, collected)
     write_new(out / "grading.json", json.dumps(
         {**_inputs_meta(key, seed, submission), "shard": list(shard), "students": who, "items": ids,
+         "assignment": list(books) if assignment is not None else "all exercises",
          "isolation": mode if mode != "none" else "none (NOT ISOLATED: --no-isolation)",
          "units": _units_meta(mode),
          "rejected": {s: sorted(set(r)) for s, r in rejected.items()},

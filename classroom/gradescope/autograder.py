@@ -68,6 +68,13 @@ def _assignment(path: Path) -> set[str] | None:
     return {w.lower()[:4] for w in path.read_text(encoding="utf-8").split()}
 
 
+def _stems(wanted: set[str] | None) -> list[str] | None:
+    """The notebook stems of the assignment's exercises (None: all of them)."""
+    if wanted is None:
+        return None
+    return [stem for prefix, stem in _known().items() if prefix in wanted] or None
+
+
 def report(graded: Path, notes: dict, assignment: set[str] | None, seconds: float) -> dict:
     """Gradescope's results.json (https://gradescope-autograders.readthedocs.io/en/latest/specs/)."""
     res = json.loads((graded / "student" / "results.json").read_text(encoding="utf-8"))
@@ -148,7 +155,7 @@ def run(root: Path) -> int:
         notes = collect(root / "submission", student, wanted)
         try:
             grade_class(student.parent, Path(work) / "graded", workers=1, key=key, submission=sid,
-                        progress=False)
+                        progress=False, assignment=_stems(wanted))
         except IsolationUnavailable as e:
             print(f"mha-course grade: refusing to grade: {e}", file=sys.stderr)
             code, out = 2, failed("no isolation is available on this machine", time.monotonic() - start)

@@ -20,13 +20,44 @@ def _shard(text: str) -> tuple[int, int]:
     return k, n
 
 
+def parse_assignment(text: str) -> list[str]:
+    """``"ex02,ex04"`` or a file listing exercises -> their notebook stems, in course order;
+    ``ValueError`` naming ``--assignment``, the expected form and what came in."""
+    from mha_grader.registry import notebooks, resolve
+
+    source = text
+    path = Path(text)
+    if path.is_file():
+        try:
+            source = "\n".join(line.split("#")[0] for line in path.read_text(encoding="utf-8").splitlines())
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"--assignment: cannot read the file {text!r} ({type(e).__name__})") from None
+    words = [w for w in source.replace(",", " ").split() if w]
+    known = sorted(s.split("_")[0] for s in notebooks())
+    form = (f"expected exercises such as ex02,ex04 (of {', '.join(known)}) or a file listing them")
+    if not words:
+        raise ValueError(f"--assignment: {form}; got {text!r}, which names none")
+    stems = set()
+    for w in words:
+        try:
+            stems.add(resolve(w))
+        except ValueError:
+            raise ValueError(f"--assignment: {form}; got {text!r}, and {w!r} is not one") from None
+    return [s for s in notebooks() if s in stems]
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mha_grader.sandbox.launch import Limits
 
     d = Limits()  # the one source of the limits' defaults
     parser.add_argument("submissions", type=Path, help="folder with one sub-folder per student")
     parser.add_argument("--out", type=Path, required=True, help="where the gradebook goes")
-    parser.add_argument("--workers", type=int, default=2, help="notebooks graded at once")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="students graded at once (one sandbox each, all of that student's notebooks)")
+    parser.add_argument("--assignment", default=None, metavar="EXERCISES|FILE",
+                        help="grade only these exercises: a comma-separated list such as ex02,ex04,ex05, "
+                             "or a file listing them (words separated by spaces, commas or lines; "
+                             "# starts a comment). Items, totals, columns and feedback are limited to them")
     keys = parser.add_mutually_exclusive_group()
     keys.add_argument("--key-file", type=Path, default=None,
                       help="the secret run key each student's inputs derive from (created 0600 if "
@@ -83,6 +114,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.submissions.is_dir():
         print(f"submissions: expected a folder of student folders, got {args.submissions}", file=sys.stderr)
         return 2
+    assignment = None
+    if args.assignment is not None:
+        try:
+            assignment = parse_assignment(args.assignment)
+        except ValueError as e:
+            print(f"grade: {e}", file=sys.stderr)
+            return 2
     key, said = None, ""
     if args.seed is None:
         path = args.key_file or default_key_path(args.out)
@@ -103,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         rows = grade_class(args.submissions, args.out, workers=args.workers, key=key, seed=args.seed,
                            submission=args.submission_id, limits=limits, shard=args.shard,
-                           progress=not args.no_progress, no_isolation=args.no_isolation)
+                           progress=not args.no_progress, no_isolation=args.no_isolation,
+                           assignment=assignment)
     except IsolationUnavailable as e:
         print(f"grade: refusing to grade a class: {e}", file=sys.stderr)
         return 2
@@ -114,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
         print("NOT ISOLATED: graded without a sandbox (--no-isolation); the gradebook says so")
     how = said or f"PUBLIC seed {args.seed} (every student got the same inputs)"
     _say_collection(args.out)
+    if assignment:
+        print(f"assignment: {', '.join(s.split('_')[0] for s in assignment)} (items, totals and columns "
+              f"of these exercises only)")
     print(f"graded {len(rows)} student(s) with {how} in {time.perf_counter() - start:.1f} s "
           f"-> {args.out / 'grades.csv'}")
     return 0
