@@ -66,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     keys.add_argument("--seed", type=int, default=None,
                       help="PUBLIC inputs, the same for every student (only where no secret can be "
                            "kept, e.g. a student's own CI); not for grading a class")
+    parser.add_argument("--students", default=None, metavar="NAMES",
+                        help="grade only these student folders (comma-separated), e.g. to regrade a few "
+                             "with the class's --key-file; put them back with `mha-course merge --replace`")
     parser.add_argument("--submission-id", default="",
                         help="mixed into every student's inputs (e.g. Gradescope's submission id, so "
                              "each resubmission gets fresh inputs)")
@@ -122,6 +125,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"grade: {e}", file=sys.stderr)
             return 2
     key, said = None, ""
+    if args.shard[1] > 1 and args.seed is None and args.key_file is None:
+        print(f"grade: --shard {args.shard[0]}/{args.shard[1]} needs --key-file PATH, the one key every "
+              f"shard of the class is graded with (without it each shard would make its own key next to "
+              f"its --out, and the shards would not merge)", file=sys.stderr)
+        return 2
     if args.seed is None:
         path = args.key_file or default_key_path(args.out)
         try:
@@ -142,7 +150,8 @@ def run(args: argparse.Namespace) -> int:
         rows = grade_class(args.submissions, args.out, workers=args.workers, key=key, seed=args.seed,
                            submission=args.submission_id, limits=limits, shard=args.shard,
                            progress=not args.no_progress, no_isolation=args.no_isolation,
-                           assignment=assignment)
+                           assignment=assignment,
+                           only=[w for w in args.students.split(",") if w.strip()] if args.students else None)
     except IsolationUnavailable as e:
         print(f"grade: refusing to grade a class: {e}", file=sys.stderr)
         return 2
