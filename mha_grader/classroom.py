@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from mha_grader import compare as C
+from mha_grader.class_report import tag_mistakes, write_class_report
 from mha_grader.collect import COMPETING, FOUND, Collected, collect, summary_rows
 from mha_grader.keys import StudentInputs, fingerprint
 from mha_grader.outputs import (
@@ -118,8 +120,17 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
                 results[s][stem] = (_zero(items, C.MISSING_NOTEBOOK,
                                           f"no {stem}.ipynb handed in (no notebook in the folder is "
                                           f"{stem.split('_')[0]}'s by its cells or its name)"), [])
+    seconds: dict[str, float] = {}
+
+    def timed(s: str, paths: dict[str, Path]):
+        start = time.perf_counter()
+        try:
+            return grade_submission(paths, books, inputs(s), limits, mode)
+        finally:
+            seconds[s] = round(time.perf_counter() - start, 2)
+
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = {pool.submit(grade_submission, paths, books, inputs(s), limits, mode): (s, paths)
+        futures = {pool.submit(timed, s, paths): (s, paths)
                    for s, paths in jobs.items()}
         for fut in tqdm(as_completed(futures), total=len(futures), desc="grading",
                         unit="student", disable=not progress):
@@ -131,6 +142,7 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
                     results[s][stem] = (_zero(books[stem], C.CRASHED,
                                               f"grader error: {type(e).__name__}: {e}"[:300]), [])
     rows = {}
+    by_id = {it.id: it for items in books.values() for it in items}
     for s in who:
         got = collected[s]
         flat = []
@@ -141,7 +153,7 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
             flat += res
             notes += [f"{stem}: {n}" for n in nts]
         if check_student_name(s) is None:  # a reserved or odd name gets no folder, only its row
-            write_student(out, s, flat, notes, mode)
+            write_student(out, s, flat, notes, mode, tag_mistakes(by_id, flat))
         rows[s] = {r.id: r.points for r in flat}
     ids = [it.id for it in all_items() if it.notebook in books]
     write_gradebook(out, ids, rows, mode)
@@ -153,7 +165,9 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
          "isolation": mode if mode != "none" else "none (NOT ISOLATED: --no-isolation)",
          "units": _units_meta(mode),
          "rejected": {s: sorted(set(r)) for s, r in rejected.items()},
-         "collection": collection_counts(collected)}, indent=1))
+         "collection": collection_counts(collected),
+         "seconds": {s: seconds[s] for s in sorted(seconds)}}, indent=1))
+    write_class_report(out, by_id)
     return rows
 
 
@@ -356,6 +370,8 @@ def merge(parts: list[Path], out: Path, replace: bool = False) -> dict[str, dict
     meta_out = {**json.loads(_inputs(metas[0])), "shard": [1, 1], "students": sorted(rows), "items": ids,
                 "assignment": metas[0].get("assignment", "all exercises"), "isolation": sorted(modes),
                 "merged_from": [str(p) for p in parts]}
+    meta_out["seconds"] = {s: float(m.get("seconds", {})[s]) for s, part in sorted(source.items())
+                           for p, m in zip(parts, metas) if p == part and s in m.get("seconds", {})}
     if replace:
         buf = io.StringIO()
         w = csv.writer(buf)
@@ -364,4 +380,5 @@ def merge(parts: list[Path], out: Path, replace: bool = False) -> dict[str, dict
         write_new(out / "changes.csv", buf.getvalue())
         meta_out["replaced"] = replaced
     _replace_file(out / "grading.json", json.dumps(meta_out, indent=1))
+    write_class_report(out, {it.id: it for it in all_items() if it.id in set(ids)})
     return rows

@@ -36,6 +36,8 @@ DOCUMENTED = [
     ("docs/instructor_guide.md", "mha-course release --nbgrader course --assignment ps1 --notebooks ex01 ex02",
      "outside", "next, in course: nbgrader generate_assignment ps1"),
     ("classroom/README.md", "mha-course grade submissions --out graded", "root", "graded 0 student(s)"),
+    ("docs/instructor_guide.md", ("mha-course grade submissions --out graded --workers 4", "mha-course report graded"),
+     "root", "-> graded/class_report.html"),
     ("docs/instructor_guide.md", "mha-course handout ../mha-course-student", "root", "left out: solutions/"),
     ("docs/instructor_guide.md", "mha-course grade submissions --out graded-ps1 --assignment ex01,ex02", "root",
      "assignment: ex01, ex02"),

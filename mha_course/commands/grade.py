@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"assignment: {', '.join(s.split('_')[0] for s in assignment)} (items, totals and columns "
               f"of these exercises only)")
     print(f"graded {len(rows)} student(s) with {how} in {time.perf_counter() - start:.1f} s "
-          f"-> {args.out / 'grades.csv'}")
+          f"-> {args.out / 'grades.csv'}; class report: {args.out / 'class_report.html'}")
     return 0
 
 
