@@ -9,7 +9,7 @@ import sys
 from mha_course import __version__
 
 # Subcommands in the order --help lists them; each is mha_course/commands/<name>.py.
-COMMANDS = ("check", "progress", "grade", "merge", "report", "release", "handout", "bench", "train", "generate", "info")
+COMMANDS = ("check", "progress", "grade", "merge", "report", "similarity", "release", "handout", "bench", "train", "generate", "info")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -38,6 +38,8 @@ DOCUMENTED = [
     ("classroom/README.md", "mha-course grade submissions --out graded", "root", "graded 0 student(s)"),
     ("docs/instructor_guide.md", ("mha-course grade submissions --out graded --workers 4", "mha-course report graded"),
      "root", "-> graded/class_report.html"),
+    ("docs/instructor_guide.md", "mha-course similarity submissions --out similarity", "root",
+     "0 pair(s) at or over 50%"),
     ("docs/instructor_guide.md", "mha-course handout ../mha-course-student", "root", "left out: solutions/"),
     ("docs/instructor_guide.md", "mha-course grade submissions --out graded-ps1 --assignment ex01,ex02", "root",
      "assignment: ex01, ex02"),
