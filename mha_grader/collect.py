@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_BYTES = 64 * 2**20  # read at most this much of one file to identify it
+MAX_NOTEBOOKS = 200  # notebooks identified per student folder; the rest are ignored, and said so
 _EXERCISE = re.compile(r"(?<![A-Za-z0-9])ex(\d{2})(?!\d)", re.IGNORECASE)
 _GRADE_ID = re.compile(rb'"grade_id"\s*:\s*"(ex\d{2})_')
 _STUB = re.compile(rb"raise NotImplementedError")
@@ -143,6 +144,11 @@ def collect(folder: Path, stems: list[str] | dict[str, object]) -> Collected:
 
     course = {s.split("_")[0].lower() for s in notebooks()}  # every exercise of the course
     groups: dict[str, list[_Candidate]] = {}
+    if len(files) > MAX_NOTEBOOKS:  # the documented place first, then by depth and name
+        files.sort(key=lambda f: (f[1].count("/"), f[1]))
+        for _, rel in files[MAX_NOTEBOOKS:]:
+            out.ignored[rel] = f"more than {MAX_NOTEBOOKS} notebooks in the folder: not read"
+        files = files[:MAX_NOTEBOOKS]
     for path, rel in files:
         st = os.lstat(path)
         regular = stat.S_ISREG(st.st_mode) and st.st_nlink == 1

@@ -94,3 +94,16 @@ def test_grade_collects_renamed_and_nested_notebooks(tmp_path):
     meta = json.loads((out / "grading.json").read_text())
     assert meta["collection"] == {"found elsewhere": 2, "competing": 0, "ignored files": 1}
     assert "2 notebook(s) found under another name or folder" in proc.stdout
+
+
+def test_a_folder_of_many_notebooks_is_bounded(tmp_path, monkeypatch):
+    from mha_grader import collect as C
+
+    monkeypatch.setattr(C, "MAX_NOTEBOOKS", 3)
+    for i in range(5):
+        (tmp_path / "deep").mkdir(exist_ok=True)
+        (tmp_path / "deep" / f"n{i}.ipynb").write_text("{}")
+    shutil.copy(SOLUTIONS / f"{EX01}.ipynb", tmp_path / f"{EX01}.ipynb")
+    got = C.collect(tmp_path, [EX01])
+    assert got.source == {EX01: f"{EX01}.ipynb"}  # the top of the folder is read first
+    assert sum("more than 3 notebooks" in why for why in got.ignored.values()) == 3
