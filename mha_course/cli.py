@@ -9,7 +9,8 @@ import sys
 from mha_course import __version__
 
 # Subcommands in the order --help lists them; each is mha_course/commands/<name>.py.
-COMMANDS = ("check", "progress", "hint", "grade", "merge", "release", "bench", "train", "generate", "info")
+COMMANDS = ("check", "progress", "hint", "grade", "merge", "report", "similarity", "release", "handout", "bench",
+            "train", "generate", "info")
 
 
 def build_parser() -> argparse.ArgumentParser:

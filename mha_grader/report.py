@@ -29,13 +29,17 @@ def print_results(results: list[ItemResult], notes: list[str] = (), title: str =
     print(f"score: {total:g}/{most:g}")
 
 
-def gradescope(results: list[ItemResult], notes: list[str] = ()) -> dict:
-    """Gradescope's results schema: score + one test per item."""
+def gradescope(results: list[ItemResult], notes: list[str] = (), mistakes: dict[str, str] | None = None) -> dict:
+    """Gradescope's results schema: score + one test per item; each test's ``extra_data`` holds
+    the status and, where the feedback names one, the mistake's id (``class_report.mistake_id``)."""
+    mistakes = mistakes or {}
     return {
         "score": float(sum(r.points for r in results)),
         "tests": [{"name": r.id, "score": float(r.points), "max_score": float(r.max_points),
                    "status": "passed" if r.passed else "failed",
-                   "output": f"{r.status}: {r.message}"} for r in results],
+                   "output": f"{r.status}: {r.message}",
+                   "extra_data": {"status": r.status, **({"mistake": mistakes[r.id]} if r.id in mistakes else {})}}
+                  for r in results],
         "output": "\n".join(notes),
     }
 
@@ -80,14 +84,14 @@ NOT_ISOLATED = "not isolated"
 
 
 def write_student(out_dir: Path, student: str, results: list[ItemResult], notes: list[str],
-                  isolation: str = "") -> None:
+                  isolation: str = "", mistakes: dict[str, str] | None = None) -> None:
     """``OUT/<student>/results.json`` and ``feedback.md``: new files in a new folder, no links
     followed. ``isolation="none"`` stamps "not isolated" on both."""
     if isolation == "none":
         notes = [f"{NOT_ISOLATED}: graded with --no-isolation (no sandbox)", *notes]
     d = out_dir / student
     mkdir_new(d)
-    write_new(d / "results.json", json.dumps(gradescope(results, notes), indent=1))
+    write_new(d / "results.json", json.dumps(gradescope(results, notes, mistakes), indent=1))
     write_new(d / "feedback.md", feedback_md(student, results, notes))
 
 

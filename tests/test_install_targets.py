@@ -17,7 +17,8 @@ from tests.test_environment import _bounds
 ROOT = Path(__file__).resolve().parents[1]
 MAINTAINER_TOOLS = {"pytest", "nbval", "hypothesis", "ruff", "pytest-xdist", "playwright",
                     "nbgrader", "pre-commit", "nbstripout", "pre-commit-hooks",
-                    "pagefind"}  # the static site's search index (make site)
+                    "pagefind",  # the static site's search index (make site)
+                    "copydetect"}  # mha-course similarity
 
 
 def _dry_run(target: str, tmp_path: Path) -> list[str]:
@@ -53,7 +54,7 @@ def test_make_test_adds_the_dev_extra(tmp_path: Path) -> None:
     assert "dev" in _extras(_dry_run("setup", tmp_path))  # .ci/run's default-path walk uses it
     project = _project()
     assert set(_bounds(project["optional-dependencies"]["dev"])) == MAINTAINER_TOOLS
-    assert "nbgrader" in _bounds(project["optional-dependencies"]["instructor"])
+    assert {"nbgrader", "copydetect"} <= set(_bounds(project["optional-dependencies"]["instructor"]))
 
 
 def test_gradescope_installs_the_tested_torch() -> None:

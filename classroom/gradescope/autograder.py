@@ -1,8 +1,9 @@
 """Gradescope's autograder run (``run_autograder`` calls ``python -I autograder.py ROOT``).
 
-1. **collect**: find the exercise notebooks anywhere in ``ROOT/submission`` (folders, browser
-   renames such as ``ex02_scaled_dot_product_attention (1).ipynb``) and copy each, as a new plain
-   file, to ``<work>/submissions/student/<exNN_topic>.ipynb``;
+1. **collect**: find the exercise notebooks anywhere in ``ROOT/submission`` by their content and
+   name (folders, browser renames such as ``ex02_scaled_dot_product_attention (1).ipynb``; the
+   course's one collector, ``mha_grader/collect.py``) and copy each, as a new plain file, to
+   ``<work>/submissions/student/<exNN_topic>.ipynb``;
 2. **grade** them with the course's grader (``mha_grader.classroom.grade_class``) and its own
    isolation: a bubblewrap sandbox, or a dedicated unprivileged user where the grader is root in a
    container; never without. The inputs are secret and fresh for every submission:
@@ -21,15 +22,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
-
-_EXERCISE = re.compile(r"(?<![A-Za-z0-9])ex(\d{2})(?!\d)", re.IGNORECASE)
-_SKIP_DIRS = {".ipynb_checkpoints", "__MACOSX", ".git"}
 
 
 def _known() -> dict[str, str]:
@@ -39,51 +36,27 @@ def _known() -> dict[str, str]:
     return {stem.split("_")[0]: stem for stem in notebooks()}
 
 
-def _candidates(upload: Path) -> tuple[list[Path], list[str]]:
-    found, notes = [], []
-    for folder, dirs, files in os.walk(upload):  # does not follow links to folders
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
-        for name in sorted(files):
-            path = Path(folder) / name
-            if name.startswith(".") or not name.lower().endswith(".ipynb"):
-                continue
-            if path.is_symlink() or not path.is_file():
-                notes.append(f"ignored {path.relative_to(upload)}: not a plain file")
-                continue
-            found.append(path)
-    return found, notes
-
-
 def collect(upload: Path, dest: Path, assignment: set[str] | None) -> dict:
-    """Copy the best file for each exercise into ``dest``; return the notes."""
+    """Copy the file the course's collector (``mha_grader.collect``, the one ``mha-course grade``
+    uses: content and name, anywhere in the upload, a stated rule for competing copies) takes
+    for each exercise into ``dest``; return what was taken and the notes."""
+    import stat
+
+    from mha_grader.collect import collect as find
+
     known = _known()
+    wanted = [stem for prefix, stem in known.items() if assignment is None or prefix in assignment]
     dest.mkdir(parents=True, exist_ok=True)
-    files, notes = _candidates(upload) if upload.is_dir() else ([], [])
-    by_exercise: dict[str, list[Path]] = {}
-    for path in files:
-        rel = path.relative_to(upload).as_posix()
-        m = _EXERCISE.search(path.name)
-        prefix = f"ex{m.group(1)}" if m else None
-        if prefix not in known:
-            notes.append(f"ignored {rel}: not the name of a graded exercise (exNN_<topic>.ipynb)")
-        elif assignment is not None and prefix not in assignment:
-            notes.append(f"ignored {rel}: {prefix} is not part of this assignment")
-        else:
-            by_exercise.setdefault(prefix, []).append(path)
-    taken = {}
-    for prefix, paths in sorted(by_exercise.items()):
-        stem = known[prefix]
-        # the most recently modified copy; then the exact name; then the shortest path
-        best = max(paths, key=lambda p: (p.stat().st_mtime, p.name == f"{stem}.ipynb", -len(str(p))))
-        shutil.copyfile(best, dest / f"{stem}.ipynb", follow_symlinks=False)
-        rel = best.relative_to(upload).as_posix()
-        taken[stem] = rel
-        if rel != f"{stem}.ipynb":
-            notes.append(f"graded {rel} as {stem}.ipynb")
-        for other in paths:
-            if other != best:
-                notes.append(f"ignored {other.relative_to(upload).as_posix()}: "
-                             f"{rel} is a newer copy of {prefix}")
+    got = find(upload, wanted)
+    notes, taken = list(got.notes), {}
+    for stem, path in sorted(got.taken.items()):
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            notes.append(f"ignored {got.source[stem]}: not a plain file")
+            continue
+        shutil.copyfile(path, dest / f"{stem}.ipynb", follow_symlinks=False)
+        taken[stem] = got.source[stem]
+    notes += [f"ignored {rel}: {why}" for rel, why in sorted(got.ignored.items())]
     if not taken:
         notes.insert(0, "no exercise notebook (exNN_<topic>.ipynb) was found in the upload")
     return {"taken": taken, "notes": notes}
@@ -93,6 +66,13 @@ def _assignment(path: Path) -> set[str] | None:
     if not path.is_file():
         return None
     return {w.lower()[:4] for w in path.read_text(encoding="utf-8").split()}
+
+
+def _stems(wanted: set[str] | None) -> list[str] | None:
+    """The notebook stems of the assignment's exercises (None: all of them)."""
+    if wanted is None:
+        return None
+    return [stem for prefix, stem in _known().items() if prefix in wanted] or None
 
 
 def report(graded: Path, notes: dict, assignment: set[str] | None, seconds: float) -> dict:
@@ -175,7 +155,7 @@ def run(root: Path) -> int:
         notes = collect(root / "submission", student, wanted)
         try:
             grade_class(student.parent, Path(work) / "graded", workers=1, key=key, submission=sid,
-                        progress=False)
+                        progress=False, assignment=_stems(wanted))
         except IsolationUnavailable as e:
             print(f"mha-course grade: refusing to grade: {e}", file=sys.stderr)
             code, out = 2, failed("no isolation is available on this machine", time.monotonic() - start)

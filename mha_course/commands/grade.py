@@ -20,13 +20,44 @@ def _shard(text: str) -> tuple[int, int]:
     return k, n
 
 
+def parse_assignment(text: str) -> list[str]:
+    """``"ex02,ex04"`` or a file listing exercises -> their notebook stems, in course order;
+    ``ValueError`` naming ``--assignment``, the expected form and what came in."""
+    from mha_grader.registry import notebooks, resolve
+
+    source = text
+    path = Path(text)
+    if path.is_file():
+        try:
+            source = "\n".join(line.split("#")[0] for line in path.read_text(encoding="utf-8").splitlines())
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"--assignment: cannot read the file {text!r} ({type(e).__name__})") from None
+    words = [w for w in source.replace(",", " ").split() if w]
+    known = sorted(s.split("_")[0] for s in notebooks())
+    form = (f"expected exercises such as ex02,ex04 (of {', '.join(known)}) or a file listing them")
+    if not words:
+        raise ValueError(f"--assignment: {form}; got {text!r}, which names none")
+    stems = set()
+    for w in words:
+        try:
+            stems.add(resolve(w))
+        except ValueError:
+            raise ValueError(f"--assignment: {form}; got {text!r}, and {w!r} is not one") from None
+    return [s for s in notebooks() if s in stems]
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mha_grader.sandbox.launch import Limits
 
     d = Limits()  # the one source of the limits' defaults
     parser.add_argument("submissions", type=Path, help="folder with one sub-folder per student")
     parser.add_argument("--out", type=Path, required=True, help="where the gradebook goes")
-    parser.add_argument("--workers", type=int, default=2, help="notebooks graded at once")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="students graded at once (one sandbox each, all of that student's notebooks)")
+    parser.add_argument("--assignment", default=None, metavar="EXERCISES|FILE",
+                        help="grade only these exercises: a comma-separated list such as ex02,ex04,ex05, "
+                             "or a file listing them (words separated by spaces, commas or lines; "
+                             "# starts a comment). Items, totals, columns and feedback are limited to them")
     keys = parser.add_mutually_exclusive_group()
     keys.add_argument("--key-file", type=Path, default=None,
                       help="the secret run key each student's inputs derive from (created 0600 if "
@@ -35,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     keys.add_argument("--seed", type=int, default=None,
                       help="PUBLIC inputs, the same for every student (only where no secret can be "
                            "kept, e.g. a student's own CI); not for grading a class")
+    parser.add_argument("--students", default=None, metavar="NAMES",
+                        help="grade only these student folders (comma-separated), e.g. to regrade a few "
+                             "with the class's --key-file; put them back with `mha-course merge --replace`")
     parser.add_argument("--submission-id", default="",
                         help="mixed into every student's inputs (e.g. Gradescope's submission id, so "
                              "each resubmission gets fresh inputs)")
@@ -83,7 +117,19 @@ def run(args: argparse.Namespace) -> int:
     if not args.submissions.is_dir():
         print(f"submissions: expected a folder of student folders, got {args.submissions}", file=sys.stderr)
         return 2
+    assignment = None
+    if args.assignment is not None:
+        try:
+            assignment = parse_assignment(args.assignment)
+        except ValueError as e:
+            print(f"grade: {e}", file=sys.stderr)
+            return 2
     key, said = None, ""
+    if args.shard[1] > 1 and args.seed is None and args.key_file is None:
+        print(f"grade: --shard {args.shard[0]}/{args.shard[1]} needs --key-file PATH, the one key every "
+              f"shard of the class is graded with (without it each shard would make its own key next to "
+              f"its --out, and the shards would not merge)", file=sys.stderr)
+        return 2
     if args.seed is None:
         path = args.key_file or default_key_path(args.out)
         try:
@@ -103,7 +149,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         rows = grade_class(args.submissions, args.out, workers=args.workers, key=key, seed=args.seed,
                            submission=args.submission_id, limits=limits, shard=args.shard,
-                           progress=not args.no_progress, no_isolation=args.no_isolation)
+                           progress=not args.no_progress, no_isolation=args.no_isolation,
+                           assignment=assignment,
+                           only=[w for w in args.students.split(",") if w.strip()] if args.students else None)
     except IsolationUnavailable as e:
         print(f"grade: refusing to grade a class: {e}", file=sys.stderr)
         return 2
@@ -113,6 +161,25 @@ def run(args: argparse.Namespace) -> int:
     if args.no_isolation:
         print("NOT ISOLATED: graded without a sandbox (--no-isolation); the gradebook says so")
     how = said or f"PUBLIC seed {args.seed} (every student got the same inputs)"
+    _say_collection(args.out)
+    if assignment:
+        print(f"assignment: {', '.join(s.split('_')[0] for s in assignment)} (items, totals and columns "
+              f"of these exercises only)")
     print(f"graded {len(rows)} student(s) with {how} in {time.perf_counter() - start:.1f} s "
-          f"-> {args.out / 'grades.csv'}")
+          f"-> {args.out / 'grades.csv'}; class report: {args.out / 'class_report.html'}")
     return 0
+
+
+def _say_collection(out: Path) -> None:
+    """One line on what the collector did for the class (details: OUT/collection.csv)."""
+    import json
+
+    try:
+        counts = json.loads((out / "grading.json").read_text(encoding="utf-8")).get("collection", {})
+    except (OSError, ValueError):
+        return
+    found, competing, ignored = (counts.get(k, 0) for k in ("found elsewhere", "competing", "ignored files"))
+    if found or competing or ignored:
+        print(f"collected: {found} notebook(s) found under another name or folder, {competing} "
+              f"exercise(s) where different files competed, {ignored} file(s) ignored "
+              f"-> {out / 'collection.csv'}")

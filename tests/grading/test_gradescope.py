@@ -221,24 +221,29 @@ def test_no_isolation_means_no_grade(tmp_path):
 
 
 def test_collect_picks_one_file_per_exercise(tmp_path):
-    """The collection step alone (no grading): names, copies, folders, links, other files."""
+    """The collection step alone (no grading): names, copies, folders, links, other files. Of two
+    different copies the one with more work in it wins (the course's stated rule,
+    ``mha_grader/collect.py``), not the most recently modified."""
     spec = importlib.util.spec_from_file_location("gradescope_autograder", RECIPE / "autograder.py")
     autograder = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(autograder)
     up = tmp_path / "upload"
-    files = {f"Copy of {EX01}.ipynb": "old", f"hw/{EX01} (2).ipynb": "new", "ex99_unknown.ipynb": "",
+    stub, done = (EXERCISES / f"{EX01}.ipynb").read_text(), solution_text(EX01)
+    files = {f"hw/{EX01} (2).ipynb": done, f"Copy of {EX01}.ipynb": stub, "ex99_unknown.ipynb": "",
              f"hw/.ipynb_checkpoints/{EX02}-checkpoint.ipynb": "", "alex02.ipynb": "", f"{EX02}.txt": ""}
-    for i, (rel, text) in enumerate(files.items()):
+    for i, (rel, text) in enumerate(files.items()):  # the stub is the newest file
         (up / rel).parent.mkdir(parents=True, exist_ok=True)
         (up / rel).write_text(text)
         os.utime(up / rel, (1_000_000 + i, 1_000_000 + i))
     (up / f"{EX02}.ipynb").symlink_to(SOLUTIONS / f"{EX02}.ipynb")
     got = autograder.collect(up, tmp_path / "dest", assignment=None)
-    assert got["taken"] == {EX01: f"hw/{EX01} (2).ipynb"}  # the newest copy; no link followed
+    assert got["taken"] == {EX01: f"hw/{EX01} (2).ipynb"}  # the copy with work in it; no link followed
     assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == [f"{EX01}.ipynb"]
-    assert (tmp_path / "dest" / f"{EX01}.ipynb").read_text() == "new"
+    assert (tmp_path / "dest" / f"{EX01}.ipynb").read_text() == done
     notes = "\n".join(got["notes"])
-    for rel in (f"Copy of {EX01}.ipynb", "ex99_unknown.ipynb", "alex02.ipynb", f"{EX02}.ipynb"):
+    assert "ex01: 2 different files compete" in notes and "fewest NotImplementedError" in notes
+    for rel in (f"Copy of {EX01}.ipynb", "ex99_unknown.ipynb", "alex02.ipynb", f"{EX02}.ipynb", f"{EX02}.txt",
+                "hw/.ipynb_checkpoints/"):
         assert f"ignored {rel}" in notes, (rel, notes)
     only_ex02 = autograder.collect(up, tmp_path / "dest2", assignment={"ex02"})
     assert only_ex02["taken"] == {} and "no exercise notebook" in only_ex02["notes"][0]
