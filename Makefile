@@ -65,7 +65,7 @@ unit: $(DEV_STAMP)
 	$(BIN)/python -m pytest tests -m "not browser" $(UNIT_ARGS)
 
 notebooks: $(DEV_STAMP)
-	$(BIN)/python -m pytest --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
+	$(BIN)/python -m pytest --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NB_ARGS)
 
 release: $(DEV_STAMP)
 	$(BIN)/mha-course release

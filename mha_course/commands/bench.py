@@ -12,7 +12,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="where to run (default cpu; cuda needs a GPU)")
     parser.add_argument("--quick", action="store_true",
-                        help="small shapes, few repeats (CPU: under a minute; what CI runs)")
+                        help="small shapes, few repeats, one CPU thread unless --threads says "
+                             "otherwise (CPU: under a minute; what CI runs)")
     parser.add_argument("--out", type=Path, default=None,
                         help="results JSON (default: bench_<device>_<mode>.json here); plots "
                              "are written next to it as <stem>_<plot>.png")
@@ -32,6 +33,10 @@ def run(args: argparse.Namespace) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("mha-course bench: --device cuda asked for, but torch sees no CUDA device")
         return 2
+    if args.quick and args.device == "cpu" and args.threads is None:
+        # one thread: on a shared 2-core machine two threads made the quick run bimodal (one
+        # variant's median 44x another's for the same work), as the other load came and went
+        args.threads = 1
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     if args.targets:

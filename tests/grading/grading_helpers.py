@@ -14,7 +14,8 @@ from mha_grader.submissions import make_submission
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
-WORKERS = int(os.environ.get("MHA_GRADE_WORKERS", "2"))
+# two grading threads on two cores; one under pytest-xdist, whose workers already fill the cores
+WORKERS = int(os.environ.get("MHA_GRADE_WORKERS", "1" if os.environ.get("PYTEST_XDIST_WORKER") else "2"))
 # Tight but not flaky on a loaded 2-core machine (child start-up has its own 30 s allowance).
 TEST_LIMITS = Limits(item_timeout=15.0, notebook_timeout=150.0, memory_gb=4.0)
 
