@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from mha_course import KIVICache
 from mha_course.experiments._common import write_result
 from mha_course.experiments.kv_quant import (
     CHUNK,
@@ -19,7 +20,6 @@ from mha_course.experiments.kv_quant import (
     _asym,
     _sym,
 )
-from mha_course.quant_schemes import KIVICache
 
 
 def test_write_result_appends_time_then_stamp_then_extras(tmp_path):

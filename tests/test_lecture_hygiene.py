@@ -213,14 +213,15 @@ def solution_leaks(text: str, bodies, window: int = WINDOW) -> list[str]:
 def test_solution_detector_catches_a_printed_kernel():
     # Chapter 17 before issue 32 printed its forward kernel (inspect.getsource), whose loop is
     # ex17's graded flash_fwd_kernel: the detector must see it in an output, comments and all.
+    # The kernel's text is read from the package's source file (wherever the package keeps it),
+    # so this needs neither Triton nor the module's import path.
     bodies = solution_bodies()
     assert any(name.startswith("ex17") for name, _ in bodies)
-    pytest.importorskip("triton")
-    import inspect
-
-    import mha_course.triton_flash as tf
-
-    printed = inspect.getsource(tf._fwd_kernel.fn)
+    (source,) = [p for p in (ROOT / "mha_course").rglob("*.py") if "def _fwd_kernel(" in p.read_text()]
+    text = source.read_text()
+    kernel = next(node for node in ast.walk(ast.parse(text))
+                  if isinstance(node, ast.FunctionDef) and node.name == "_fwd_kernel")
+    printed = "\n".join(text.splitlines()[kernel.lineno - 1:kernel.end_lineno])
     assert any(leak.startswith("ex17") for leak in solution_leaks(printed, bodies))
 
 
