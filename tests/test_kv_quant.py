@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from mha_course import KIVICache
 from mha_course.experiments._common import write_result
 from mha_course.experiments.kv_quant import (
     CHUNK,
@@ -14,7 +15,10 @@ from mha_course.experiments.kv_quant import (
     DECODE,
     DEFAULT_OUT,
     SCHEMA,
+    ResidualCache,
     TransformedCache,
+    _asym,
+    _sym,
 )
 
 
@@ -32,6 +36,22 @@ def test_transformed_cache_hands_back_the_transform_of_one_chunk():
     assert torch.equal(k2, 2 * k) and torch.equal(v2, -v) and c.length == 5
     with pytest.raises(ValueError, match="one prompt chunk"):
         c.update(k, v)
+
+
+def test_residual_cache_with_kivis_quantizers_is_kivi_and_holds_the_same_positions():
+    # Like with like (issue 32): the residual wrapper must keep exactly KIVI's full-precision positions.
+    kivi, same = KIVICache(2, 16, 16), ResidualCache(_asym("channel", 16, 2), _asym("token", None, 2))
+    int4 = ResidualCache(_sym("token", 4), _sym("token", 4))
+    torch.manual_seed(0)
+    for _ in range(40):
+        k, v = torch.randn(1, 2, 1, 8), torch.randn(1, 2, 1, 8)
+        (ka, va), (kb, vb), (kc, vc) = kivi.update(k, v), same.update(k, v), int4.update(k, v)
+        assert torch.equal(ka, kb) and torch.equal(va, vb)
+        assert int4.full_precision_tokens == kivi.full_precision_tokens
+        r_k, r_v = kivi.full_precision_tokens  # the residual is returned as it came
+        assert torch.equal(kc[..., kc.shape[-2] - r_k:, :], ka[..., ka.shape[-2] - r_k:, :])
+        assert torch.equal(vc[..., vc.shape[-2] - r_v:, :], va[..., va.shape[-2] - r_v:, :])
+    assert not torch.equal(kc, ka)  # the quantized part differs: other quantizers
 
 
 def test_committed_results_have_every_scheme_paired_on_all_windows():

@@ -17,7 +17,12 @@ validation), the per-position loss when every layer attends through keys and val
 Those run each window as one prompt chunk through the caches (the codes of a per-channel scale
 see the window's later keys: prefill quantization). KIVI's full scheme keeps recent tokens in full
 precision, which differs per query, so it is decoded one token at a time (all windows batched):
-``KIVI int4`` and ``KIVI int2`` (group 16, residual 16) against ``float decode``. Differences
+``KIVI int4`` and ``KIVI int2`` (group 16, residual 16) against ``float decode``. Like with like
+(issue 32): KIVI's residual keeps 38 % of the keys and 59 % of the values a query reads at this
+64-token context in full precision, so the same residual is also given to other quantizers —
+``int4 token +residual`` (symmetric int4 keys and values per token) and ``int2 asym K token
++residual`` (KIVI int2 with keys per token instead of per channel) — and KIVI's 2-bit quantizers
+run without it (``int2 asym K channel/16``, one chunk). Differences
 are paired per window (mean, standard error and a 95 % BCa bootstrap interval over the 593 windows:
 the uncertainty of the text sample, not of training — one trained model per recipe).
 
@@ -25,8 +30,8 @@ Also per layer: how far the keys' largest channel stands out (max over channels 
 absmax within a window over the median channel's; mean over windows and key/value heads) —
 KIVI's motivation is channels that stand out by an order of magnitude.
 
-Run ``python -m mha_course.experiments.kv_quant`` (6–8 minutes on one CPU thread of a 2-core machine at
-load 8–11); it writes
+Run ``python -m mha_course.experiments.kv_quant`` (3–8 minutes on one CPU thread of a 2-core
+machine, depending on its load: 3.1 at load 5, 6.0 at load 8–11); it writes
 ``results/ch16_kv_quant.json``, which notebook 16 loads.
 """
 
@@ -87,8 +92,38 @@ def _sym(axis: str, bits: int) -> Transform:
     return lambda x: dequantize(*quantize(x, axis, bits))
 
 
-def _asym(axis: str, group: int | None = None) -> Transform:
-    return lambda x: fake_quant_asymmetric(x, axis, 4, group)
+def _asym(axis: str, group: int | None = None, bits: int = 4) -> Transform:
+    return lambda x: fake_quant_asymmetric(x, axis, bits, group)
+
+
+class ResidualCache(KIVICache):
+    """KIVI's full-precision residual (the same positions held in full precision, token by token)
+    around any quantizers: keys leave the residual ``residual`` at a time through ``key_fn``,
+    values one at a time through ``value_fn``. With KIVI's own quantizers it equals
+    :class:`~mha_course.caches.quant_schemes.KIVICache`. Shape: as KIVICache."""
+
+    def __init__(self, key_fn: Transform, value_fn: Transform, group: int = GROUP,
+                 residual: int = RESIDUAL) -> None:
+        super().__init__(4, group, residual)
+        self.key_fn, self.value_fn = key_fn, value_fn
+
+    def update(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        check_new_kv(key, value, None if self.k_full is None else (self.k_full, self.v_full))
+        if self.k_full is None:
+            self.k_quant, self.v_quant = key[..., :0, :], value[..., :0, :]
+            self.k_full, self.v_full = key[..., :0, :], value[..., :0, :]
+        k_full = torch.cat([self.k_full, key], dim=-2)  # (B, G, r + S_new, D)
+        n = k_full.shape[-2] // self.residual * self.residual  # keys in whole residual blocks
+        if n:
+            self.k_quant = torch.cat([self.k_quant, self.key_fn(k_full[..., :n, :])], dim=-2)
+        self.k_full = k_full[..., n:, :]
+        v_full = torch.cat([self.v_full, value], dim=-2)
+        old = max(v_full.shape[-2] - self.residual, 0)  # values leaving the residual
+        if old:
+            self.v_quant = torch.cat([self.v_quant, self.value_fn(v_full[..., :old, :])], dim=-2)
+        self.v_full = v_full[..., old:, :]
+        return (torch.cat([self.k_quant, self.k_full], dim=-2),
+                torch.cat([self.v_quant, self.v_full], dim=-2))
 
 
 def _fp8(over: str) -> Transform:
@@ -104,11 +139,14 @@ CHUNK: dict[str, Callable[[], Cache]] = {
     "int4 asym K channel/16": lambda: TransformedCache(_asym("channel", GROUP), _asym("token")),
     "fp8 tensor": lambda: TransformedCache(_fp8("tensor"), _fp8("tensor")),
     "fp8 head": lambda: TransformedCache(_fp8("head"), _fp8("head")),
+    "int2 asym K channel/16": lambda: TransformedCache(_asym("channel", GROUP, 2), _asym("token", None, 2)),
 }
 DECODE: dict[str, Callable[[], Cache]] = {
     "float decode": KVCache,
     "KIVI int4": lambda: KIVICache(4, GROUP, RESIDUAL),
     "KIVI int2": lambda: KIVICache(2, GROUP, RESIDUAL),
+    "int4 token +residual": lambda: ResidualCache(_sym("token", 4), _sym("token", 4)),
+    "int2 asym K token +residual": lambda: ResidualCache(_asym("token", None, 2), _asym("token", None, 2)),
 }
 CONTRASTS = {  # (a, b): a − b, paired per window
     "int4 K channel - int4 token": ("int4 K channel", "int4 token"),
@@ -116,6 +154,8 @@ CONTRASTS = {  # (a, b): a − b, paired per window
     "int4 asym token - int4 token": ("int4 asym token", "int4 token"),
     "KIVI int4 - int4 token": ("KIVI int4", "int4 token"),
     "fp8 head - int8 token": ("fp8 head", "int8 token"),
+    "KIVI int2 - int4 token +residual": ("KIVI int2", "int4 token +residual"),
+    "KIVI int2 - int2 asym K token +residual": ("KIVI int2", "int2 asym K token +residual"),
 }
 
 
