@@ -523,3 +523,44 @@ def test_without_a_cgroup_the_status_says_so(tmp_path, monkeypatch):
     assert got["meta"]["resource_control"].startswith("NO cgroup per student (MHA_GRADER_CGROUPS=off)"), got["meta"]
     assert [line for line in proc.stderr.splitlines() if "no cgroup per student" in line], proc.stderr[-2000:]
     assert all(v == "passed" for v in got["status"]["alice"].values()), got["status"]
+
+
+FORKS = r'''
+import ctypes, os, time
+_libc = ctypes.CDLL(None)
+_n = 0
+for _ in range(200):
+    _p = _libc.fork()
+    if _p == 0:
+        time.sleep(2)
+        os._exit(0)
+    if _p < 0:
+        break
+    _n += 1
+'''
+
+
+def test_a_cell_cannot_fork_past_the_students_process_limit(tmp_path):
+    """bubblewrap as root: a cell forks 200 children (libc's fork); the student's cgroup
+    (pids.max: ``Limits.processes`` + the sandbox's own few) stops them, and the note names the
+    student's own cause. (Before: the sandbox's user is root outside, which the kernel exempts
+    from RLIMIT_NPROC -- even in a user namespace --: all 200 forks succeeded.)"""
+    import os
+
+    from mha_grader.sandbox import cgroup
+    _require_sandbox()
+    if os.geteuid() != 0:
+        pytest.skip("bubblewrap as root is what this is about")
+    if cgroup.problem():
+        pytest.skip(f"no cgroup per student here: {cgroup.problem()}")
+    check = ("if 0 < _n <= 72:\n        return torch.tril(torch.ones(L, S, dtype=torch.bool))\n"
+             "    raise RuntimeError(f'forked {_n} children')")
+    nb = build("ex02", tmp_path / "forks" / f"{EX02}.ipynb",
+               replace={CAUSAL: f"def make_causal_mask(L, S):\n    {check}\n"}, extra=[(2, FORKS)])
+    from mha_course.grading import items_for
+    from mha_grader.runner import grade_submission
+    results, notes = grade_submission({"nb": nb}, {"nb": items_for("ex02")}, 7, _limits(), "bwrap")["nb"]
+    by_id = {r.id: r for r in results}
+    stopped = any("too many processes: this submission tried" in n
+                  for n in [*notes, *(r.message for r in results)])
+    assert by_id[CAUSAL].passed or stopped, (by_id[CAUSAL], notes)
