@@ -275,6 +275,17 @@ class Group:
             return int(rows.get("throttled_time", 0)) / 1e9
         return 0.0
 
+    def busy(self) -> int:
+        """How many of its processes are running or waiting for a CPU now (state ``R``): more
+        than one means they compete for its quota (on a loaded machine the quota itself may
+        never be reached, so ``throttled`` alone cannot tell)."""
+        n = 0
+        for pid in self.pids():
+            with contextlib.suppress(OSError, IndexError):
+                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "R":
+                    n += 1
+        return n
+
     # ------------------------------------------------------------------ taking it down
 
     def pids(self) -> list[int]:

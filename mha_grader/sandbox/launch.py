@@ -79,7 +79,7 @@ TAMPERED = "tampered"  # run_child's ``killed`` when learner code wrote the prog
 DISK_FULL = "disk full"  # ... when the child filled its writable space (space.py)
 OUT_OF_MEMORY = "out of memory"  # ... when its cgroup ran out of memory (cgroup.py)
 TOO_MANY_PROCESSES = "too many processes"  # ... when a fork failed at its pids.max
-CPU_BOUND = "cpu bound"  # ... a stage ran past its limit while its cgroup was held to its CPU quota
+CPU_BOUND = "cpu bound"  # ... a stage ran past its limit while its processes competed for its CPU quota
 _DEBUG = bool(os.environ.get("MHA_GRADER_DEBUG"))  # show the child's stderr (for maintainers)
 _STAGE_LOCK = threading.Lock()
 _STAGER: Stager | None = None
@@ -231,7 +231,8 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
     back or off the plan (learner code wrote it); with the student's cgroup ``group``
     (``cgroup.py``: every process of the child starts in it), ``OUT_OF_MEMORY`` or
     ``TOO_MANY_PROCESSES`` when the kernel stopped it there (the whole sandbox is then stopped:
-    its processes die together), ``CPU_BOUND`` for a timeout while its CPU quota held it back.
+    its processes die together), ``CPU_BOUND`` for a timeout while several of its processes
+    competed for its CPU quota (or the quota held it back for a second or more).
     The stage returned is the last one the
     parent's clock accepted (see ``_StageClock``). When this returns, every process of the
     child is dead (its PID namespace, or every process of its uid, is gone).
@@ -323,7 +324,7 @@ def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Lim
                     break
                 if clock.overdue(now, limits.item_timeout) or now > deadline:
                     killed = "timeout"
-                    if group is not None and group.throttled() - held >= 1.0:
+                    if group is not None and (group.busy() >= 2 or group.throttled() - held >= 1.0):
                         killed = CPU_BOUND
                     break
                 time.sleep(0.05)

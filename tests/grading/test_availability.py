@@ -492,6 +492,7 @@ def test_a_hostile_student_cannot_take_a_classmate_down(tmp_path):
     try:
         got = _probe(sub, tmp_path / "out", cgroup=cg, ex="ex01,ex02")
         peak, kills = cg.peak(), cg.oom_kills()
+        left = [p.name for p in cg.path.glob("mha-student-*")]  # every student's cgroup removed
     finally:
         cg.remove()
     for s in ("alice", "bob"):
@@ -500,6 +501,7 @@ def test_a_hostile_student_cannot_take_a_classmate_down(tmp_path):
         assert not any(c in got["feedback"][s] for c in OWN_CAUSES), got["feedback"][s]
     assert any(c in got["feedback"]["adam"] for c in OWN_CAUSES), got["feedback"]["adam"]
     assert got["meta"]["resource_control"].startswith("a cgroup per student"), got["meta"]
+    assert not left, left
     notes = [n for n in got["feedback"]["adam"].splitlines() if n.startswith("- ")]
     print(f"class cgroup peak {peak / 2**20:.0f} MiB, OOM kills there {kills}, {got['seconds']:.0f} s;"
           f" {got['meta']['resource_control']}; adam's notes: {notes}")
@@ -564,3 +566,32 @@ def test_a_cell_cannot_fork_past_the_students_process_limit(tmp_path):
     stopped = any("too many processes: this submission tried" in n
                   for n in [*notes, *(r.message for r in results)])
     assert by_id[CAUSAL].passed or stopped, (by_id[CAUSAL], notes)
+
+
+SPIN_HERE = r'''
+import ctypes
+_libc = ctypes.CDLL(None)
+for _ in range(3):
+    if _libc.fork() == 0:
+        while True:
+            pass
+while True:
+    pass
+'''
+
+
+def test_a_stage_held_back_by_its_own_busy_processes_is_told_so(tmp_path):
+    """A cell starts three busy loops and spins itself: four processes in a 1-core quota. It runs
+    past its 4-s wall limit, and its note says its own processes wanted more CPU than its sandbox
+    may use (not just "took too long"). (Before: no CPU quota per student, no such cause.)"""
+    from mha_grader.sandbox import cgroup
+    _require_sandbox()
+    if cgroup.problem():
+        pytest.skip(f"no cgroup per student here: {cgroup.problem()}")
+    nb = build("ex02", tmp_path / "spin" / f"{EX02}.ipynb", extra=[(2, SPIN_HERE)])
+    from mha_course.grading import items_for
+    from mha_grader.runner import grade_submission
+    results, notes = grade_submission({"nb": nb}, {"nb": items_for("ex02")}, 7,
+                                      _limits(item_timeout=4.0), "bwrap")["nb"]
+    assert any("wanted more CPU than the 1 core(s) one student's sandbox may use" in n for n in notes), notes
+    assert all(r.passed for r in results), results
