@@ -8,8 +8,10 @@ whose position in the sorted list is ``k - 1`` modulo ``n``; ``merge`` joins sha
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -31,7 +33,7 @@ from mha_grader.outputs import (
 from mha_grader.registry import all_items, notebooks
 from mha_grader.report import write_gradebook, write_student
 from mha_grader.runner import grade_submission
-from mha_grader.sandbox import confine, isolation
+from mha_grader.sandbox import cgroup, confine, isolation
 from mha_grader.sandbox.launch import Limits
 
 _INPUT_KEYS = ("inputs", "key_fingerprint", "seed", "submission")
@@ -87,7 +89,7 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
         return StudentInputs(key, student, submission) if key is not None else int(seed)
 
     mode = "none" if no_isolation else isolation.choose(isolation_mode, allow_none=False)
-    limits = limits or Limits()
+    limits, control = resource_control(limits or Limits(), workers)
     fresh_folder(out)
     books = notebooks()
     if assignment is not None:
@@ -163,7 +165,7 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
          "assignment": list(books) if assignment is not None else "all exercises",
          **({"only students": sorted(only)} if only is not None else {}),
          "isolation": mode if mode != "none" else "none (NOT ISOLATED: --no-isolation)",
-         "units": _units_meta(mode),
+         "units": _units_meta(mode), "resource_control": control,
          "rejected": {s: sorted(set(r)) for s, r in rejected.items()},
          "collection": collection_counts(collected),
          "seconds": {s: seconds[s] for s in sorted(seconds)}}, indent=1))
@@ -195,6 +197,33 @@ def collection_counts(collected: dict[str, Collected]) -> dict[str, int]:
     return {"found elsewhere": sum(st == FOUND for c in collected.values() for st in c.status.values()),
             "competing": sum(st == COMPETING for c in collected.values() for st in c.status.values()),
             "ignored files": sum(len(c.ignored) for c in collected.values())}
+
+
+RESERVE = 320 * 2**20  # what the grader may grow by while it reads results (tests: < 300 MiB)
+
+
+def _rss() -> int:
+    try:
+        kib = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS:"))
+    except (OSError, StopIteration, ValueError):
+        return 0
+    return kib * 1024
+
+
+def resource_control(limits: Limits, workers: int) -> tuple[Limits, str]:
+    """Each student's sandbox as one cgroup (``cgroup.py``): its memory lowered so that
+    ``workers`` sandboxes and this grader fit in what the grader may use (so a sandbox that fills
+    its memory is its own OOM, never one whose victim is a classmate); the status for
+    ``grading.json``. Where no cgroup can be made, one line on stderr says so."""
+    why = cgroup.problem()
+    if why is None:
+        cgroup.sweep_stale()
+        memory = cgroup.fit(int(limits.student_memory_gb * 2**30), workers, _rss() + RESERVE)
+        limits = dataclasses.replace(limits, student_memory_gb=memory / 2**30)
+    else:
+        print(f"mha-grader: no cgroup per student ({why}); each sandbox is bounded only by "
+              "per-process limits (see the instructor guide, 'Per-student bounds')", file=sys.stderr)
+    return limits, cgroup.status(limits.bounds())
 
 
 def _units_meta(mode: str) -> str:

@@ -21,9 +21,18 @@ from mha_grader import compare as C
 from mha_grader.feedback import cell_note
 from mha_grader.items import STATIC_FORBIDDEN, Case, Dtype, Item
 from mha_grader.plan import Graded, Plan
-from mha_grader.sandbox import channel, confine, isolation, protocol, space
+from mha_grader.sandbox import cgroup, channel, confine, isolation, protocol, space
 from mha_grader.sandbox.child import CONFINE_FAILED
-from mha_grader.sandbox.launch import DISK_FULL, TAMPERED, Limits, run_child, stager
+from mha_grader.sandbox.launch import (
+    CPU_BOUND,
+    DISK_FULL,
+    OUT_OF_MEMORY,
+    TAMPERED,
+    TOO_MANY_PROCESSES,
+    Limits,
+    run_child,
+    stager,
+)
 from mha_grader.sandbox.threads import one_torch_thread
 from mha_grader.scan import ScanFailed, scan, used_names
 
@@ -88,12 +97,18 @@ def _why(killed: str | None, code: int | None, limits: Limits) -> tuple[str, str
                         f"files; results: {limits.result_mb} MiB)")
     if killed == TAMPERED:
         return C.INVALID_RESULT, "the submission wrote the grader's progress file (stages out of order)"
+    if killed in (OUT_OF_MEMORY, TOO_MANY_PROCESSES):  # the kernel, in this student's own cgroup
+        return C.CRASHED, cgroup.message(cgroup.MEMORY if killed == OUT_OF_MEMORY else cgroup.PROCESSES,
+                                         limits.bounds())
+    if killed == CPU_BOUND:
+        return C.TIMEOUT, cgroup.message(cgroup.CPU, limits.bounds())
     if code is not None and code > 128:  # bubblewrap reports a signal as 128 + its number
         code = -(code - 128)
     if killed or code == -signal.SIGXCPU:
         return C.TIMEOUT, ("took too long" if killed else "used too much CPU time")
     if code == -signal.SIGKILL:
-        return C.CRASHED, "the process was killed (SIGKILL: out of memory?)"
+        return C.CRASHED, ("the process was killed (SIGKILL)" if cgroup.problem() is None
+                           else "the process was killed (SIGKILL: out of memory?)")
     if code == -signal.SIGXFSZ:
         return C.CRASHED, "wrote a file larger than the limit"
     if code == CONFINE_FAILED:
@@ -141,7 +156,13 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
 
 def _grade(notebooks: dict[str, Path], items: dict[str, list[Item]], seed, limits: Limits,
            mode: str) -> dict[str, Graded]:
-    plan = _plan(notebooks, items, seed, limits)
+    with cgroup.student(limits.bounds()) as group:  # the student's accounted unit (or None)
+        return _grade_in(notebooks, items, seed, limits, mode, group)
+
+
+def _grade_in(notebooks: dict[str, Path], items: dict[str, list[Item]], seed, limits: Limits,
+              mode: str, group: cgroup.Group | None) -> dict[str, Graded]:
+    plan = _plan(notebooks, items, seed, limits, group)
     one_unit = confine.unit_mode(mode) == "sandbox"  # no Landlock here: one sandbox per unit
     with tempfile.TemporaryDirectory(prefix=space.run_prefix()) as tmp, space.held(tmp):
         os.chmod(tmp, 0o711)  # mode "user": the child's uid may pass through to its own run only
@@ -154,7 +175,7 @@ def _grade(notebooks: dict[str, Path], items: dict[str, list[Item]], seed, limit
                 break
             root = Path(tmp) / f"run{attempt}"
             try:
-                spec, servers, (stage, killed, code) = _run(plan, todo, root, limits, mode)
+                spec, servers, (stage, killed, code) = _run(plan, todo, root, limits, mode, group)
                 _read_back(plan, todo, root / "out", servers, protocol.stage_plan(spec), stage)
             finally:
                 space.release(root)
@@ -163,7 +184,8 @@ def _grade(notebooks: dict[str, Path], items: dict[str, list[Item]], seed, limit
     return plan.graded()
 
 
-def _plan(notebooks: dict[str, Path], items: dict[str, list[Item]], seed, limits: Limits) -> Plan:
+def _plan(notebooks: dict[str, Path], items: dict[str, list[Item]], seed, limits: Limits,
+          group: cgroup.Group | None = None) -> Plan:
     """Step 1: the student's deadline, cases, cells (read by ``scan.scan``, within the deadline)
     and units."""
     # One wall deadline per student (restarts included): sleeping cannot stretch it.
@@ -171,7 +193,7 @@ def _plan(notebooks: dict[str, Path], items: dict[str, list[Item]], seed, limits
                                       limits.notebook_timeout * max(1, len(notebooks)))
     plan = Plan(notebooks, items, {it.id: it.cases(seed) for n in notebooks for it in items[n]},
                 deadline, limits.result_mb * 2**20, public=isinstance(seed, (int, np.integer)))
-    for name, got in _scan(notebooks, limits, deadline).items():
+    for name, got in _scan(notebooks, limits, deadline, group).items():
         if "error" in got:
             plan.note(name, got["error"])
             for it in items[name]:
@@ -188,16 +210,19 @@ def _plan(notebooks: dict[str, Path], items: dict[str, list[Item]], seed, limits
     return plan
 
 
-def _scan(notebooks: dict[str, Path], limits: Limits, deadline: float) -> dict[str, dict]:
-    """Every notebook read in one limited process; if that fails, each alone (to name the one)."""
+def _scan(notebooks: dict[str, Path], limits: Limits, deadline: float,
+          group: cgroup.Group | None = None) -> dict[str, dict]:
+    """Every notebook read in one limited process (in the student's cgroup); if that fails, each
+    alone (to name the one)."""
     engine = str(stager().engine())
+    prefix = group.argv() if group is not None else []
 
     def wall() -> float:
         return max(1.0, min(limits.item_timeout, deadline - time.monotonic()))
 
     paths = {n: str(p) for n, p in notebooks.items()}
     try:
-        return scan(engine, paths, STATIC_FORBIDDEN, wall())
+        return scan(engine, paths, STATIC_FORBIDDEN, wall(), prefix)
     except ScanFailed as e:
         if len(paths) == 1:
             return {n: {"error": f"{Path(p).name} could not be read within the grader's limits: {e}"}
@@ -205,13 +230,14 @@ def _scan(notebooks: dict[str, Path], limits: Limits, deadline: float) -> dict[s
     out = {}
     for n, p in paths.items():
         try:
-            out.update(scan(engine, {n: p}, STATIC_FORBIDDEN, wall()))
+            out.update(scan(engine, {n: p}, STATIC_FORBIDDEN, wall(), prefix))
         except ScanFailed as e:
             out[n] = {"error": f"{Path(p).name} could not be read within the grader's limits: {e}"}
     return out
 
 
-def _run(plan: Plan, todo: dict[str, list[Item]], root: Path, limits: Limits, mode: str):
+def _run(plan: Plan, todo: dict[str, list[Item]], root: Path, limits: Limits, mode: str,
+         group: cgroup.Group | None = None):
     """Step 2: one child on ``todo``; returns (its job spec, the evidence servers, its outcome)."""
     arrays: dict[str, np.ndarray] = {}
     servers = _servers(todo, plan.cases)  # the parent's side of the evidence channels
@@ -233,7 +259,7 @@ def _run(plan: Plan, todo: dict[str, list[Item]], root: Path, limits: Limits, mo
                           for u, its in todo.items()]}
     try:
         outcome = run_child(root, spec, arrays, limits, plan.deadline, mode,
-                            pass_fds=[sk.fileno() for sk in socks.values()])
+                            pass_fds=[sk.fileno() for sk in socks.values()], group=group)
     finally:
         for sk in socks.values():
             sk.close()

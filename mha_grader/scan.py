@@ -133,15 +133,17 @@ def _limit(cpu: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def scan(engine: str, notebooks: dict[str, str], distinctive: set[str], wall: float) -> dict:
+def scan(engine: str, notebooks: dict[str, str], distinctive: set[str], wall: float,
+         prefix: list[str] = ()) -> dict:
     """``{name: {"cells": [...], "uses": [...]} | {"error": why}}``; ``ScanFailed`` past ``wall``
-    seconds or ``MEMORY_MB`` (the caller refuses the notebooks: "invalid notebook")."""
+    seconds or ``MEMORY_MB`` (the caller refuses the notebooks: "invalid notebook").
+    ``prefix``: a command that puts the scanner in the student's cgroup first (``cgroup.argv``)."""
     if os.name != "posix":
         raise RuntimeError("grading a saved notebook needs Linux or macOS (resource limits); on "
                            "Windows use WSL, or check('exNN') in the notebook")
     job = json.dumps({"notebooks": notebooks, "distinctive": sorted(distinctive),
                       "cpu": max(1, int(wall) + 1)})
-    proc = subprocess.Popen([os.path.realpath(sys.executable), "-I", "-S", "-c", _BOOT, engine, job],
+    proc = subprocess.Popen([*prefix, os.path.realpath(sys.executable), "-I", "-S", "-c", _BOOT, engine, job],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                             close_fds=True, start_new_session=True)

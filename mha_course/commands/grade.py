@@ -81,6 +81,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--student-timeout", type=float, default=d.student_timeout,
                         help="wall seconds per student, all notebooks and restarts included")
     parser.add_argument("--item-cpu", type=float, default=d.item_cpu, help="CPU seconds per item and cell")
+    parser.add_argument("--student-memory-gb", type=float, default=d.student_memory_gb,
+                        help="memory of one student's sandbox, all its processes together (its cgroup; "
+                             "lowered so that every worker's sandbox fits in what the grader may use)")
+    parser.add_argument("--student-cpus", type=float, default=d.student_cpus,
+                        help="CPU cores one student's sandbox may use, all its processes together (its cgroup)")
     parser.add_argument("--no-isolation", action="store_true",
                         help="grade WITHOUT a sandbox where none is available (student code can then "
                              "read and change what you can); every output then says 'not isolated'")
@@ -144,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
             print(warning)
     limits = Limits(memory_gb=args.memory_gb, item_timeout=args.timeout,
                     notebook_timeout=args.notebook_timeout, student_timeout=args.student_timeout,
-                    item_cpu=args.item_cpu)
+                    item_cpu=args.item_cpu, student_memory_gb=args.student_memory_gb,
+                    student_cpus=args.student_cpus)
     start = time.perf_counter()
     try:
         rows = grade_class(args.submissions, args.out, workers=args.workers, key=key, seed=args.seed,

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mha_grader.sandbox import isolation, nonet, protocol, reach, space
+from mha_grader.sandbox import cgroup, isolation, nonet, protocol, reach, space
 from mha_grader.stage import Stager
 
 try:
@@ -47,6 +47,11 @@ class Limits:
     Writable space: ``disk_mb`` MiB of temp and ``result_mb`` MiB of results, ``disk_files``
     files each, per child run (``space.py``); ``result_mb`` is also what the parent reads back
     per student, all runs together.
+    The student's sandbox as a whole (every process it starts, its scanner, its tmpfs pages):
+    ``student_memory_gb`` of memory (lowered by the class grader so that every worker's sandbox
+    and the grader fit in the memory it may use, ``cgroup.fit``), ``processes`` (+ the sandbox's
+    own few) and ``student_cpus`` cores, kept by the kernel in a cgroup per student
+    (``cgroup.py``) where one can be made.
     These defaults are also the defaults of ``mha-course grade``.
     """
 
@@ -61,10 +66,20 @@ class Limits:
     disk_mb: int = 128  # temp space (files, shared memory) of one child run: see space.py
     disk_files: int = 4096  # files (inodes) in it, and in its results folder
     result_mb: int = 64  # bytes of results the parent reads back per student (and per run)
+    student_memory_gb: float = 4.0  # one student's cgroup: all its processes together
+    student_cpus: float = 1.0  # ... and the CPU cores they share (CFS quota)
+
+    def bounds(self) -> cgroup.Bounds:
+        """What one student's cgroup may use (``cgroup.py``)."""
+        return cgroup.Bounds(int(self.student_memory_gb * 2**30), self.processes + cgroup.SLACK_PIDS,
+                             self.student_cpus)
 
 
 TAMPERED = "tampered"  # run_child's ``killed`` when learner code wrote the progress
 DISK_FULL = "disk full"  # ... when the child filled its writable space (space.py)
+OUT_OF_MEMORY = "out of memory"  # ... when its cgroup ran out of memory (cgroup.py)
+TOO_MANY_PROCESSES = "too many processes"  # ... when a fork failed at its pids.max
+CPU_BOUND = "cpu bound"  # ... a stage ran past its limit while its processes competed for its CPU quota
 _DEBUG = bool(os.environ.get("MHA_GRADER_DEBUG"))  # show the child's stderr (for maintainers)
 _STAGE_LOCK = threading.Lock()
 _STAGER: Stager | None = None
@@ -117,11 +132,14 @@ def _limit_argv(limits: Limits, nproc: int, notebooks: int) -> list[str] | None:
     return [choom, "-n", "1000", "--", setpriv, "--pdeathsig", "KILL", "--", prlimit, *flags, "--"]
 
 
-def _preexec(limits: Limits, nproc: int, notebooks: int, uid: int | None):
+def _preexec(limits: Limits, nproc: int, notebooks: int, uid: int | None,
+             group: cgroup.Group | None = None):
     scratch = limits.disk_mb * 2**20
     rlimits = _rlimits(limits, nproc, notebooks)
 
     def apply() -> None:
+        if group is not None:  # the student's cgroup, before anything else (and while root)
+            group.enter()
         if uid is not None:  # mode "user" (root): no host scratch folder is writable, only sized ones
             space.private_scratch(scratch, limits.disk_files)
         with contextlib.suppress(OSError):  # under memory pressure the kernel kills a child first
@@ -220,11 +238,12 @@ def _gone(pid: int | None, timeout: float = 10.0) -> None:
 
 
 def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Limits,
-              deadline: float, mode: str, pass_fds: list[int] = ()) -> tuple[str, str | None, int | None]:
+              deadline: float, mode: str, pass_fds: list[int] = (),
+              group: cgroup.Group | None = None) -> tuple[str, str | None, int | None]:
     """See ``_run_child``; the progress stream's pipe (``_Stream``) is closed however it ends."""
     pipe = list(os.pipe())
     try:
-        return _run_child(root, spec, arrays, limits, deadline, mode, pass_fds, pipe)
+        return _run_child(root, spec, arrays, limits, deadline, mode, pass_fds, pipe, group)
     finally:
         _close(pipe)
 
@@ -241,7 +260,7 @@ def _close(pipe: list[int | None], *which: int) -> None:
 
 def _run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Limits,
                deadline: float, mode: str, pass_fds: list[int], pipe: list[int | None],
-               ) -> tuple[str, str | None, int | None]:
+               group: cgroup.Group | None = None) -> tuple[str, str | None, int | None]:
     """Run one child on ``spec`` in ``root/{job,out}``; returns (last stage, killed, code).
 
     ``pass_fds``: descriptors the child inherits (the evidence channels' sockets, channel.py);
@@ -251,7 +270,12 @@ def _run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Li
     (start-up gets 30 s more) or the ``deadline``, ``DISK_FULL`` when it filled its sized
     writable space (``space.py``; the caller then calls ``space.release(root)`` after reading the
     results), ``TAMPERED`` when the child's progress went
-    back or off the plan (learner code wrote it). The stage returned is the last one the
+    back or off the plan (learner code wrote it); with the student's cgroup ``group``
+    (``cgroup.py``: every process of the child starts in it), ``OUT_OF_MEMORY`` or
+    ``TOO_MANY_PROCESSES`` when the kernel stopped it there (the whole sandbox is then stopped:
+    its processes die together), ``CPU_BOUND`` for a timeout while several of its processes
+    competed for its CPU quota (or the quota held it back for a second or more).
+    The stage returned is the last one the
     parent's clock accepted (see ``_StageClock``). When this returns, every process of the
     child is dead (its PID namespace, or every process of its uid, is gone).
     """
@@ -309,13 +333,18 @@ def _run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Li
         if mode == "none":
             _become_subreaper()
         prefix = _limit_argv(limits, nproc, len(spec["notebooks"])) if mode == "bwrap" else None
+        if prefix is not None and group is not None:
+            prefix = [*group.argv(), *prefix]
+        if group is not None:
+            group.mark()
+            held = group.throttled()
         with _LOCK:
             proc = subprocess.Popen(
                 [*(prefix or []), *cmd], cwd=home if mode != "bwrap" else None, env=env,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=None if _DEBUG else subprocess.DEVNULL, start_new_session=True,
                 close_fds=True, pass_fds=(*((info_w,) if info_w is not None else ()), prog_w, *pass_fds),
-                preexec_fn=None if prefix else _preexec(limits, nproc, len(spec["notebooks"]), uid))
+                preexec_fn=None if prefix else _preexec(limits, nproc, len(spec["notebooks"]), uid, group))
             _LIVE.add(proc.pid)
         _close(pipe, 1)
         inner = None
@@ -335,15 +364,27 @@ def _run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Li
                 if clock.tampered:
                     killed = TAMPERED
                     break
+                why = group.cause() if group is not None else None
+                if why is not None:  # v1 has no memory.oom.group: the sandbox dies as one
+                    killed = OUT_OF_MEMORY if why == cgroup.MEMORY else TOO_MANY_PROCESSES
+                    break
                 if clock.overdue(now, limits.item_timeout) or now > deadline:
                     killed = "timeout"
+                    if group is not None and (group.busy() >= 2 or group.throttled() - held >= 1.0):
+                        killed = CPU_BOUND
                     break
                 time.sleep(0.05)
         finally:
             _kill(proc, inner, mode)
+            if group is not None:
+                group.kill_all()
             clock.saw(stream, time.monotonic())  # what it wrote before it ended
         if clock.tampered and killed is None:
             killed = TAMPERED
+        if killed is None and group is not None:  # the kernel acted between the last poll and the end
+            why = group.cause()
+            if why is not None:
+                killed = OUT_OF_MEMORY if why == cgroup.MEMORY else TOO_MANY_PROCESSES
     from mha_grader.sandbox.child import (
         DISK_FULL_FLAG,  # the zygote looked before it cleared each unit's files
     )

@@ -198,12 +198,15 @@ start = time.monotonic()
 rows = grade_class(Path(sys.argv[1]), Path(sys.argv[2]), workers=2, seed=7, progress=False,
                    limits=Limits(item_timeout=15.0, notebook_timeout=150.0))
 res = {s: json.loads((Path(sys.argv[2]) / s / "results.json").read_text()) for s in rows}
+ex = tuple((sys.argv[3] if len(sys.argv) > 3 else "ex01").split(","))
 print("PROBE", json.dumps({"pid": os.getpid(), "before_kib": before, "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
       "seconds": time.monotonic() - start,
-      "status": {s: {t["name"]: t["output"].split(":")[0] for t in r["tests"] if t["name"].startswith("ex01")}
+      "status": {s: {t["name"]: t["output"].split(":")[0] for t in r["tests"] if t["name"].startswith(ex)}
                  for s, r in res.items()},
-      "score": {s: {t["name"]: t["score"] for t in r["tests"] if t["name"].startswith("ex01")}
-                for s, r in res.items()}}))
+      "score": {s: {t["name"]: t["score"] for t in r["tests"] if t["name"].startswith(ex)}
+                for s, r in res.items()},
+      "feedback": {s: (Path(sys.argv[2]) / s / "feedback.md").read_text() for s in rows},
+      "meta": json.loads((Path(sys.argv[2]) / "grading.json").read_text())}))
 '''
 
 # Every ex01 function of the hostile student returns as much as a result may be: three arrays
@@ -225,7 +228,7 @@ def _class(tmp_path, *hostile: str):
     return sub
 
 
-def _probe(sub, out, cgroup=None) -> dict:
+def _probe(sub, out, cgroup=None, ex: str = "ex01") -> dict:
     import json
     import os
     import subprocess
@@ -236,7 +239,7 @@ def _probe(sub, out, cgroup=None) -> dict:
         if cgroup is not None:
             cgroup.enter()
 
-    proc = subprocess.run([sys.executable, "-c", PROBE, str(sub), str(out)], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(sub), str(out), ex], cwd=ROOT,
                           capture_output=True, text=True, timeout=900, preexec_fn=enter,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, f"the grader died (exit {proc.returncode}): {proc.stderr[-3000:]}"
@@ -342,11 +345,11 @@ class _Cgroup:
     is on the unified hierarchy, else v1 (``memory.limit_in_bytes``); ``None`` from ``make`` with
     the reason when neither can be made here (not root, read-only /sys/fs/cgroup...)."""
 
-    def __init__(self, path, v2: bool) -> None:
-        self.path, self.v2 = path, v2
+    def __init__(self, path, v2: bool, pids=None) -> None:
+        self.path, self.v2, self.pids = path, v2, pids  # pids: v1's pids folder, if limited
 
     @classmethod
-    def make(cls, limit: int):
+    def make(cls, limit: int, pids: int | None = None):
         import os
         import uuid
         from pathlib import Path
@@ -360,12 +363,19 @@ class _Cgroup:
                 continue
             try:
                 if v2:
-                    (root / "cgroup.subtree_control").write_text("+memory")
+                    (root / "cgroup.subtree_control").write_text("+memory" + (" +pids" if pids else ""))
                 (root / name).mkdir()
                 (root / name / ("memory.max" if v2 else "memory.limit_in_bytes")).write_text(str(limit))
                 if v2 and (root / name / "memory.swap.max").exists():
                     (root / name / "memory.swap.max").write_text("0")
-                return cls(root / name, v2), ""
+                folder = None
+                if pids and v2:
+                    (root / name / "pids.max").write_text(str(pids))
+                elif pids:  # v1: its own hierarchy
+                    folder = Path("/sys/fs/cgroup/pids") / name
+                    folder.mkdir()
+                    (folder / "pids.max").write_text(str(pids))
+                return cls(root / name, v2, folder), ""
             except OSError as e:
                 with __import__("contextlib").suppress(OSError):
                     (root / name).rmdir()
@@ -376,6 +386,8 @@ class _Cgroup:
     def enter(self) -> None:  # in the grader's preexec: the grader and all it starts are inside
         import os
         (self.path / "cgroup.procs").write_text(str(os.getpid()))
+        if self.pids is not None:
+            (self.pids / "cgroup.procs").write_text(str(os.getpid()))
 
     def peak(self) -> int:
         f = self.path / ("memory.peak" if self.v2 else "memory.max_usage_in_bytes")
@@ -388,12 +400,13 @@ class _Cgroup:
 
     def remove(self) -> None:
         import time
-        for _ in range(50):
-            try:
-                self.path.rmdir()
-                return
-            except OSError:
-                time.sleep(0.1)
+        for path in (self.path, self.pids):
+            for _ in range(50 if path is not None else 0):
+                try:
+                    path.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.1)
 
 
 HOSTILE = ("_bomb = b'x' * (3 << 30)  # 3 GiB: more than the whole class may use",
@@ -479,3 +492,184 @@ def test_what_a_killed_grader_left_is_removed_on_the_next_start(tmp_path):
     assert not stale.exists() and elsewhere.exists() and young.exists() and not old.exists()
     assert not any(str(tmp_path) in line for line in open("/proc/self/mounts"))
     assert sorted(space.sweep_stale(str(tmp_path))) == sorted([str(elsewhere), str(ours)])  # let go
+
+
+# ---------------------------------------------------------------- a hostile class (issue #30: 1, 2, 4)
+
+# Each cell leaves its processes running (setsid, outside the cell) and returns at once. The
+# harness's os.fork/os.setsid stubs are a courtesy, not a boundary: libc's are one ctypes call away.
+DECOYS = r'''
+import ctypes, os, time
+_libc = ctypes.CDLL(None)
+if _libc.fork() == 0:  # a keeper: 36 decoys of 80 MiB each, re-spawned as they die
+    _libc.setsid()
+    _kids = set()
+    while True:
+        for _p in list(_kids):
+            try:
+                if os.waitpid(_p, os.WNOHANG)[0]:
+                    _kids.discard(_p)
+            except ChildProcessError:
+                _kids.discard(_p)
+        while len(_kids) < 36:
+            _p = _libc.fork()
+            if _p == 0:
+                _hold = b"x" * (80 << 20)
+                time.sleep(600)
+                os._exit(0)
+            if _p > 0:
+                _kids.add(_p)
+        time.sleep(0.05)
+time.sleep(12)  # the cell holds its unit alive while the decoys live
+'''
+SPINNERS = r'''
+import ctypes
+_libc = ctypes.CDLL(None)
+for _ in range(40):
+    if _libc.fork() == 0:
+        _libc.setsid()
+        while True:
+            pass
+'''
+FORK_BOMB = r'''
+import ctypes
+_libc = ctypes.CDLL(None)
+if _libc.fork() == 0:
+    _libc.setsid()
+    while True:
+        _libc.fork()
+'''
+CLASS_MB = 1536  # smaller than the guide's 2 GiB
+OWN_CAUSES = ("out of memory: this submission's processes together",
+              "too many processes: this submission tried",
+              "wanted more CPU than the")
+
+
+def test_a_hostile_student_cannot_take_a_classmate_down(tmp_path):
+    """The class grader (2 workers) runs in a cgroup of 1.5 GiB and 2000 tasks with "adam", whose
+    ex01 (NumPy: a small process) starts 36 decoys of 80 MiB (kept alive for 12 s), 40 busy loops
+    and a fork bomb, beside alice and bob (ex02's solution: torch, the largest processes). Each
+    student's sandbox is its own cgroup (cgroup.py), so the OOM killer, the pids limit and the CPU
+    quota act in adam's alone: alice and bob get every item, adam's feedback names his own cause
+    and theirs names none.
+    (Before: no cgroup per student -- the OOM killer took the largest process of the class, a
+    classmate's, whose feedback said "out of memory?", the busy loops and the fork bomb starved
+    them until their stages timed out.)"""
+    from mha_grader.sandbox import cgroup as student_cgroup
+    _require_sandbox()
+    if student_cgroup.problem():
+        pytest.skip(f"no cgroup per student here: {student_cgroup.problem()}")
+    cg, why = _Cgroup.make(CLASS_MB * 2**20, pids=2000)
+    if cg is None:
+        pytest.skip(f"no memory-limited cgroup can be made here: {why}")
+    sub = tmp_path / "class"
+    for s in ("alice", "bob"):
+        build("ex02", sub / s / f"{EX02}.ipynb")
+    build("ex01", sub / "adam" / "ex01_dot_product_attention.ipynb",
+          extra=[(0, DECOYS), (1, SPINNERS), (2, FORK_BOMB)])
+    try:
+        got = _probe(sub, tmp_path / "out", cgroup=cg, ex="ex01,ex02")
+        peak, kills = cg.peak(), cg.oom_kills()
+        left = [p.name for p in cg.path.glob("mha-student-*")]  # every student's cgroup removed
+    finally:
+        cg.remove()
+    for s in ("alice", "bob"):
+        mine = {k: v for k, v in got["status"][s].items() if k.startswith("ex02")}
+        assert mine and all(v == "passed" for v in mine.values()), (got["status"], got["feedback"][s])
+        assert not any(c in got["feedback"][s] for c in OWN_CAUSES), got["feedback"][s]
+    assert any(c in got["feedback"]["adam"] for c in OWN_CAUSES), got["feedback"]["adam"]
+    assert got["meta"]["resource_control"].startswith("a cgroup per student"), got["meta"]
+    assert not left, left
+    notes = [n for n in got["feedback"]["adam"].splitlines() if n.startswith("- ")]
+    print(f"class cgroup peak {peak / 2**20:.0f} MiB, OOM kills there {kills}, {got['seconds']:.0f} s;"
+          f" {got['meta']['resource_control']}; adam's notes: {notes}")
+
+
+
+def test_without_a_cgroup_the_status_says_so(tmp_path, monkeypatch):
+    """Where no cgroup can be made (here: turned off), grading.json records it and the grader
+    says so in one line; the student is still graded (per-process limits)."""
+    import subprocess
+
+    from grading_helpers import ROOT
+    _require_sandbox()
+    sub = tmp_path / "class"
+    build("ex01", sub / "alice" / "ex01_dot_product_attention.ipynb")
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT), "MHA_GRADER_CGROUPS": "off"}
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(sub), str(tmp_path / "out")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = __import__("json").loads(proc.stdout.split("PROBE", 1)[1])
+    assert got["meta"]["resource_control"].startswith("NO cgroup per student (MHA_GRADER_CGROUPS=off)"), got["meta"]
+    assert [line for line in proc.stderr.splitlines() if "no cgroup per student" in line], proc.stderr[-2000:]
+    assert all(v == "passed" for v in got["status"]["alice"].values()), got["status"]
+
+
+FORKS = r'''
+import ctypes, os, time
+_libc = ctypes.CDLL(None)
+_n = 0
+for _ in range(200):
+    _p = _libc.fork()
+    if _p == 0:
+        time.sleep(2)
+        os._exit(0)
+    if _p < 0:
+        break
+    _n += 1
+'''
+
+
+def test_a_cell_cannot_fork_past_the_students_process_limit(tmp_path):
+    """bubblewrap as root: a cell forks 200 children (libc's fork); the student's cgroup
+    (pids.max: ``Limits.processes`` + the sandbox's own few) stops them, and the note names the
+    student's own cause. (Before: the sandbox's user is root outside, which the kernel exempts
+    from RLIMIT_NPROC -- even in a user namespace --: all 200 forks succeeded.)"""
+    import os
+
+    from mha_grader.sandbox import cgroup
+    _require_sandbox()
+    if os.geteuid() != 0:
+        pytest.skip("bubblewrap as root is what this is about")
+    if cgroup.problem():
+        pytest.skip(f"no cgroup per student here: {cgroup.problem()}")
+    check = ("if 0 < _n <= 72:\n        return torch.tril(torch.ones(L, S, dtype=torch.bool))\n"
+             "    raise RuntimeError(f'forked {_n} children')")
+    nb = build("ex02", tmp_path / "forks" / f"{EX02}.ipynb",
+               replace={CAUSAL: f"def make_causal_mask(L, S):\n    {check}\n"}, extra=[(2, FORKS)])
+    from mha_course.grading import items_for
+    from mha_grader.runner import grade_submission
+    results, notes = grade_submission({"nb": nb}, {"nb": items_for("ex02")}, 7, _limits(), "bwrap")["nb"]
+    by_id = {r.id: r for r in results}
+    stopped = any("too many processes: this submission tried" in n
+                  for n in [*notes, *(r.message for r in results)])
+    assert by_id[CAUSAL].passed or stopped, (by_id[CAUSAL], notes)
+
+
+SPIN_HERE = r'''
+import ctypes
+_libc = ctypes.CDLL(None)
+for _ in range(3):
+    if _libc.fork() == 0:
+        while True:
+            pass
+while True:
+    pass
+'''
+
+
+def test_a_stage_held_back_by_its_own_busy_processes_is_told_so(tmp_path):
+    """A cell starts three busy loops and spins itself: four processes in a 1-core quota. It runs
+    past its 4-s wall limit, and its note says its own processes wanted more CPU than its sandbox
+    may use (not just "took too long"). (Before: no CPU quota per student, no such cause.)"""
+    from mha_grader.sandbox import cgroup
+    _require_sandbox()
+    if cgroup.problem():
+        pytest.skip(f"no cgroup per student here: {cgroup.problem()}")
+    nb = build("ex02", tmp_path / "spin" / f"{EX02}.ipynb", extra=[(2, SPIN_HERE)])
+    from mha_course.grading import items_for
+    from mha_grader.runner import grade_submission
+    results, notes = grade_submission({"nb": nb}, {"nb": items_for("ex02")}, 7,
+                                      _limits(item_timeout=4.0), "bwrap")["nb"]
+    assert any("wanted more CPU than the 1 core(s) one student's sandbox may use" in n for n in notes), notes
+    assert all(r.passed for r in results), results
