@@ -49,7 +49,8 @@ import site_search  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ("notebooks", "exercises")  # rendered; solutions/ (the instructor sources) are not
-GUIDES = ("README.md", "docs/instructor_guide.md", "docs/grading.md", "classroom/README.md", "CONTRIBUTING.md")
+GUIDES = ("README.md", "docs/instructor_guide.md", "docs/grading.md", "docs/reading_the_evidence.md",
+          "classroom/README.md", "CONTRIBUTING.md")
 HREF = re.compile(r'(href|src)="([^"]*)"')
 EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//|#)", re.I)  # http:, data:, mailto:, //, #anchor
 NAV_STYLE = """.course-nav{font-family:system-ui,sans-serif;padding:.5rem 1rem;background:#f3f3f3;
