@@ -47,7 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     if args.checkpoint.is_file():
-        model, name = load_checkpoint(args.checkpoint, verify_corpus=False).model, args.checkpoint.name
+        model, name = (
+            load_checkpoint(args.checkpoint, verify_corpus=False).model,
+            args.checkpoint.name,
+        )
     else:
         model, name = GPT(GPTConfig()).eval(), "untrained (no checkpoint found)"
     prompt = torch.randint(0, model.config.vocab_size, (args.batch, args.prompt))
@@ -57,21 +60,27 @@ def main(argv: list[str] | None = None) -> int:
         "course KVCache": lambda: generate(model, prompt, n, temperature=0.0),
         "course StaticKVCache": lambda: generate(model, prompt, n, temperature=0.0, caches=static),
         BASELINE: lambda: static_decode(model, prompt, n),
-        "no cache (recompute)": lambda: generate(model, prompt, n, temperature=0.0, use_cache=False),
+        "no cache (recompute)": lambda: generate(
+            model, prompt, n, temperature=0.0, use_cache=False
+        ),
     }
     ref = static_decode(model, prompt, n)
     for fn in fns.values():  # never time a wrong answer: all four decode the same tokens
         assert torch.equal(fn(), ref)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"GPT decode ({name}): B={args.batch}, {args.prompt}-token prompt + {n} new, greedy, "
-          f"fp32, {args.threads} thread(s), {args.rounds} interleaved rounds, load average "
-          f"{load:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"GPT decode ({name}): B={args.batch}, {args.prompt}-token prompt + {n} new, greedy, "
+        f"fp32, {args.threads} thread(s), {args.rounds} interleaved rounds, load average "
+        f"{load:.1f} on {os.cpu_count()} CPUs"
+    )
     results = time_interleaved(fns, "cpu", rounds=args.rounds, threads=args.threads)
     base = results[BASELINE]["ms_median"]
     for label, r in results.items():
         tok_s = args.batch * n / (r["ms_median"] / 1e3)
-        print(f"{label:>22}: median {r['ms_median']:8.2f} ms  IQR {r['ms_iqr']:6.2f} ms  "
-              f"{tok_s:8.0f} tokens/s  tokens/s ratio to the static loop {base / r['ms_median']:5.3f}")
+        print(
+            f"{label:>22}: median {r['ms_median']:8.2f} ms  IQR {r['ms_iqr']:6.2f} ms  "
+            f"{tok_s:8.0f} tokens/s  tokens/s ratio to the static loop {base / r['ms_median']:5.3f}"
+        )
     return 0
 
 

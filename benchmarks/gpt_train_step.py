@@ -51,19 +51,24 @@ def main(argv: list[str] | None = None) -> int:
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+
         return step
 
     fns = {"course (MultiHeadAttention, sdpa)": stepper(course), BASELINE: stepper(ref)}
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"GPT train step: B={args.batch_size} T={T} E={course.config.n_embd} "
-          f"L={course.config.n_layer} H={course.config.n_head} G={course.config.kv_heads} fp32, "
-          f"{args.threads} thread(s), {args.rounds} interleaved rounds, load average {load:.1f} "
-          f"on {os.cpu_count()} CPUs")
+    print(
+        f"GPT train step: B={args.batch_size} T={T} E={course.config.n_embd} "
+        f"L={course.config.n_layer} H={course.config.n_head} G={course.config.kv_heads} fp32, "
+        f"{args.threads} thread(s), {args.rounds} interleaved rounds, load average {load:.1f} "
+        f"on {os.cpu_count()} CPUs"
+    )
     results = time_interleaved(fns, "cpu", rounds=args.rounds, threads=args.threads)
     base = results[BASELINE]["ms_median"]
     for name, r in results.items():
-        print(f"{name:>34}: median {r['ms_median']:8.2f} ms  IQR {r['ms_iqr']:6.2f} ms  "
-              f"ratio {r['ms_median'] / base:5.3f}")
+        print(
+            f"{name:>34}: median {r['ms_median']:8.2f} ms  IQR {r['ms_iqr']:6.2f} ms  "
+            f"ratio {r['ms_median'] / base:5.3f}"
+        )
     return 0
 
 

@@ -38,6 +38,7 @@ def _case(B, H, G, L, S, D, seed=0):
 def _reference(q, k, v, d_out, causal):
     """Output and gradients of the course's float64 SDPA on the CPU (GQA by enable_gqa)."""
     from mha_course import scaled_dot_product_attention
+
     x = [t.clone().requires_grad_() for t in (q, k, v)]
     out = scaled_dot_product_attention(*x, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1])
     return (out, *torch.autograd.grad(out, x, d_out))
@@ -63,29 +64,34 @@ def _run_on_gpu(fn, case, dtype, causal):
 def check_sdpa(backend_name: str, dtype: torch.dtype) -> str:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
+
     backend = getattr(SDPBackend, backend_name)
     case = _case(2, 4, 4, 256, 256, 64)
 
     def fn(q, k, v, causal):
         with sdpa_kernel([backend]):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
     return _compare(_run_on_gpu(fn, case, dtype, True), _reference(*case, True), TOL[dtype])
 
 
 def check_triton(dtype: torch.dtype, D: int, G: int) -> str:
     import mha_course.kernels.triton_flash as tf
+
     if tf.interpreted():
         raise RuntimeError("TRITON_INTERPRET is set: unset it to check the compiled kernels")
     case = _case(2, 4, G, 200, 173, D)  # ragged: not multiples of any tile
 
     def fn(q, k, v, causal):
         return tf.triton_flash_attention(q, k, v, is_causal=causal)  # default tiles, as users get
+
     return _compare(_run_on_gpu(fn, case, dtype, True), _reference(*case, True), TOL[dtype])
 
 
 def check_flex(dtype: torch.dtype) -> str:
     import torch._dynamo
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
     torch._dynamo.reset()
     torch._dynamo.config.fail_on_recompile_limit_hit = True  # an eager fallback is an error
     compiled = torch.compile(flex_attention)
@@ -94,14 +100,32 @@ def check_flex(dtype: torch.dtype) -> str:
 
     def fn(q, k, v, causal):
         return compiled(q, k, v, block_mask=mask)
+
     return _compare(_run_on_gpu(fn, case, dtype, True), _reference(*case, True), TOL[dtype])
 
 
 def check_decode_bytes() -> str:
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "kv_cache_decode.py"), "--device", "cuda",
-           "--dtype", "bfloat16", "--quick", "--S", "1024", "--rounds", "2"]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "kv_cache_decode.py"),
+        "--device",
+        "cuda",
+        "--dtype",
+        "bfloat16",
+        "--quick",
+        "--S",
+        "1024",
+        "--rounds",
+        "2",
+    ]
+    run = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     if run.returncode != 0:
         raise RuntimeError(f"exit {run.returncode}: {(run.stderr or run.stdout)[-300:]}")
     lines = run.stdout.splitlines()
@@ -118,9 +142,17 @@ def check_decode_bytes() -> str:
 def check_nccl() -> str:
     from mha_course import scaled_dot_product_attention
     from mha_course.kernels.ring_run import run_ring
+
     q, k, v, _ = _case(2, 3, 3, 32, 32, 16)
-    jobs = [dict(query=q.float().cuda(), key=k.float().cuda(), value=v.float().cuda(),
-                 is_causal=True, layout="zigzag")]
+    jobs = [
+        dict(
+            query=q.float().cuda(),
+            key=k.float().cuda(),
+            value=v.float().cuda(),
+            is_causal=True,
+            layout="zigzag",
+        )
+    ]
     out = run_ring(jobs, 2)[0]["out"]
     ref = scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(out.double(), ref, atol=1e-4, rtol=1e-4)
@@ -132,14 +164,25 @@ def paths() -> list[tuple[str, callable]]:
     out = []
     for b in ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH"):
         for dt in (torch.float16, torch.bfloat16):
-            out.append((f"sdpa {b.lower()} {str(dt)[6:]} fwd+bwd",
-                        lambda b=b, dt=dt: check_sdpa(b, dt)))
+            out.append(
+                (f"sdpa {b.lower()} {str(dt)[6:]} fwd+bwd", lambda b=b, dt=dt: check_sdpa(b, dt))
+            )
     # MHA (G = H = 4), GQA (G = 2), MQA (G = 1) at D = 64 and the wide-head tiles at D = 128;
     # each line compiles three kernels, so the list is short enough for < 3 minutes.
-    for dt, D, G in ((torch.float16, 64, 4), (torch.float16, 128, 1), (torch.bfloat16, 64, 2),
-                     (torch.bfloat16, 128, 4), (torch.float32, 64, 4), (torch.float32, 128, 2)):
-        out.append((f"triton {str(dt)[6:]} D={D} G={G} fwd+bwd",
-                    lambda dt=dt, D=D, G=G: check_triton(dt, D, G)))
+    for dt, D, G in (
+        (torch.float16, 64, 4),
+        (torch.float16, 128, 1),
+        (torch.bfloat16, 64, 2),
+        (torch.bfloat16, 128, 4),
+        (torch.float32, 64, 4),
+        (torch.float32, 128, 2),
+    ):
+        out.append(
+            (
+                f"triton {str(dt)[6:]} D={D} G={G} fwd+bwd",
+                lambda dt=dt, D=D, G=G: check_triton(dt, D, G),
+            )
+        )
     out.append(("flex compiled bfloat16 causal fwd+bwd", lambda: check_flex(torch.bfloat16)))
     out.append(("kv_cache_decode bytes line (cuda, bf16)", check_decode_bytes))
     out.append(("ring attention over NCCL (2 GPUs)", check_nccl))
@@ -160,8 +203,11 @@ def main(argv: list[str] | None = None) -> int:
         for name, _ in todo:
             print(f"SKIP {name}: no CUDA device")
         return 2
-    print(f"GPU: {torch.cuda.get_device_name()} x {torch.cuda.device_count()} | torch "
-          f"{torch.__version__} | CUDA {torch.version.cuda}", flush=True)
+    print(
+        f"GPU: {torch.cuda.get_device_name()} x {torch.cuda.device_count()} | torch "
+        f"{torch.__version__} | CUDA {torch.version.cuda}",
+        flush=True,
+    )
     failed = 0
     for name, check in todo:
         if "NCCL" in name and torch.cuda.device_count() < 2:

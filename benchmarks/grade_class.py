@@ -36,7 +36,10 @@ sys.path[:0] = [str(ROOT / "tests" / "grading"), str(ROOT / "tests" / "grading" 
 
 def make_class(dest: Path, n: int, seed: int = 0, pattern: str = "ex*") -> None:
     rng = random.Random(seed)
-    gallery = [runpy.run_path(str(p)) for p in sorted((ROOT / "tests/grading/gallery").glob(f"{pattern}_*.py"))]
+    gallery = [
+        runpy.run_path(str(p))
+        for p in sorted((ROOT / "tests/grading/gallery").glob(f"{pattern}_*.py"))
+    ]
     stems = sorted(p.stem for p in (ROOT / "solutions").glob(f"{pattern}_*.ipynb"))
     for i in range(n):
         student = dest / f"student{i:03d}"
@@ -48,8 +51,11 @@ def make_class(dest: Path, n: int, seed: int = 0, pattern: str = "ex*") -> None:
                 shutil.copy(ROOT / "exercises" / f"{stem}.ipynb", student / f"{stem}.ipynb")
             elif kind == "mistake" and cases:
                 g = rng.choice(cases)
-                make_submission(ROOT / "solutions" / f"{stem}.ipynb", student / f"{stem}.ipynb",
-                                replace=g["REPLACE"])
+                make_submission(
+                    ROOT / "solutions" / f"{stem}.ipynb",
+                    student / f"{stem}.ipynb",
+                    replace=g["REPLACE"],
+                )
             else:
                 shutil.copy(ROOT / "solutions" / f"{stem}.ipynb", student / f"{stem}.ipynb")
 
@@ -63,8 +69,14 @@ def sandbox_overhead(mode: str, n: int) -> tuple[float, float]:
 
     times: dict[str, list[float]] = {mode: [], "none": []}
     from mha_grader.sandbox.isolation import site_packages
-    spec = {"needs_torch": False, "sys_path": site_packages(), "item_cpu": 5, "read_only": [],
-            "notebooks": []}
+
+    spec = {
+        "needs_torch": False,
+        "sys_path": site_packages(),
+        "item_cpu": 5,
+        "read_only": [],
+        "notebooks": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o711)
         for i in range(n):
@@ -86,26 +98,43 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--keep", type=Path, help="keep the class and gradebook here")
     parser.add_argument("--exercises", default="ex*", help="glob of exercise stems, e.g. 'ex0[12]'")
-    parser.add_argument("--isolation", default=None, help="bwrap, user or none (default: strongest)")
-    parser.add_argument("--overhead", type=int, default=0, help="measure the sandbox's cost first (N runs)")
+    parser.add_argument(
+        "--isolation", default=None, help="bwrap, user or none (default: strongest)"
+    )
+    parser.add_argument(
+        "--overhead", type=int, default=0, help="measure the sandbox's cost first (N runs)"
+    )
     args = parser.parse_args()
     from mha_grader.sandbox import isolation
+
     mode = args.isolation or isolation.choose()
-    print(f"isolation: {mode}; load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"isolation: {mode}; load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
     if args.overhead:
         iso, plain = sandbox_overhead(mode, args.overhead)
-        print(f"empty child, median of {args.overhead}: {mode} {iso * 1000:.0f} ms, none {plain * 1000:.0f} ms "
-              f"-> sandbox overhead {(iso - plain) * 1000:.0f} ms per child")
+        print(
+            f"empty child, median of {args.overhead}: {mode} {iso * 1000:.0f} ms, none {plain * 1000:.0f} ms "
+            f"-> sandbox overhead {(iso - plain) * 1000:.0f} ms per child"
+        )
     root = args.keep or Path(tempfile.mkdtemp(prefix="mha-bench-"))
     make_class(root / "submissions", args.students, pattern=args.exercises)
     start = time.perf_counter()
-    rows = grade_class(root / "submissions", root / "out", workers=args.workers, seed=2024,
-                       no_isolation=mode == "none", isolation_mode=None if mode == "none" else mode)
+    rows = grade_class(
+        root / "submissions",
+        root / "out",
+        workers=args.workers,
+        seed=2024,
+        no_isolation=mode == "none",
+        isolation_mode=None if mode == "none" else mode,
+    )
     seconds = time.perf_counter() - start
     totals = Counter(sum(r.values()) for r in rows.values())
     notebooks = sum(1 for _ in (root / "submissions").glob("*/*.ipynb"))
-    print(f"graded {len(rows)} students ({notebooks} notebooks) with {args.workers} workers "
-          f"in {seconds:.1f} s ({seconds / 60:.2f} min)")
+    print(
+        f"graded {len(rows)} students ({notebooks} notebooks) with {args.workers} workers "
+        f"in {seconds:.1f} s ({seconds / 60:.2f} min)"
+    )
     print("score distribution:", dict(sorted(totals.items())))
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     if not args.keep:

@@ -63,15 +63,20 @@ def _variants(q, k, v, causal, backward):
         def run():
             with sdpa_kernel([backend]):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
         return run
 
     L = q.shape[-2]
-    mask = (create_block_mask(lambda b, h, i, j: i >= j, None, None, L, L, device="cuda")
-            if causal else None)
+    mask = (
+        create_block_mask(lambda b, h, i, j: i >= j, None, None, L, L, device="cuda")
+        if causal
+        else None
+    )
     flex = _fresh_flex()
     fwd = {
-        COURSE: lambda: tf.triton_flash_attention(q, k, v, is_causal=causal, block_q=128,
-                                                    block_k=64),
+        COURSE: lambda: tf.triton_flash_attention(
+            q, k, v, is_causal=causal, block_q=128, block_k=64
+        ),
         FLASH: sdpa_with(SDPBackend.FLASH_ATTENTION),
         "cudnn": sdpa_with(SDPBackend.CUDNN_ATTENTION),
         "mem_eff": sdpa_with(SDPBackend.EFFICIENT_ATTENTION),
@@ -85,7 +90,9 @@ def _variants(q, k, v, causal, backward):
         def run():
             out = f()
             return (out, *torch.autograd.grad(out, (q, k, v), d_out))
+
         return run
+
     return {name: with_backward(f) for name, f in fwd.items()}
 
 
@@ -113,8 +120,9 @@ def _check_variants(fns, ref, dtype) -> None:
             got = f()
             got = got if isinstance(got, tuple) else (got,)
             for what, g, want in zip(("out", "dq", "dk", "dv"), got, ref):
-                torch.testing.assert_close(g.float(), want, atol=tol, rtol=tol,
-                                           msg=lambda m, w=what: f"{w}: {m}")
+                torch.testing.assert_close(
+                    g.float(), want, atol=tol, rtol=tol, msg=lambda m, w=what: f"{w}: {m}"
+                )
         except Exception as exc:  # unsupported backend, out of resources, or wrong values
             print(f"  {vname}: not timed ({type(exc).__name__}: {str(exc)[:160]})")
             fns.pop(vname)
@@ -123,9 +131,12 @@ def _check_variants(fns, ref, dtype) -> None:
 def refuse_interpreter() -> str | None:
     """Why this script must not run here, or None: Triton's interpreter times Python."""
     import os
+
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        return ("kernels_gpu.py: TRITON_INTERPRET is set, so Triton would run its CPU interpreter "
-                "and the timings would be Python's; unset it (env -u TRITON_INTERPRET ...)")
+        return (
+            "kernels_gpu.py: TRITON_INTERPRET is set, so Triton would run its CPU interpreter "
+            "and the timings would be Python's; unset it (env -u TRITON_INTERPRET ...)"
+        )
     return None
 
 
@@ -134,12 +145,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="write the results and the stamp as JSON here")
     p.add_argument("--quick", action="store_true", help="one small shape: a smoke run")
     p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--dtypes", nargs="+", choices=("bfloat16", "float16"), default=None,
-                   help="only these dtypes (default: both; --quick: bfloat16)")
-    p.add_argument("--head-dims", nargs="+", type=int, default=None,
-                   help="only these head dims D (default: 64 128; --quick: 64)")
-    p.add_argument("--lengths", nargs="+", type=int, default=None,
-                   help="only these lengths L = S (default: 1024 ... 16384; --quick: 1024)")
+    p.add_argument(
+        "--dtypes",
+        nargs="+",
+        choices=("bfloat16", "float16"),
+        default=None,
+        help="only these dtypes (default: both; --quick: bfloat16)",
+    )
+    p.add_argument(
+        "--head-dims",
+        nargs="+",
+        type=int,
+        default=None,
+        help="only these head dims D (default: 64 128; --quick: 64)",
+    )
+    p.add_argument(
+        "--lengths",
+        nargs="+",
+        type=int,
+        default=None,
+        help="only these lengths L = S (default: 1024 ... 16384; --quick: 1024)",
+    )
     args = p.parse_args(argv)
     why = refuse_interpreter()
     if why:
@@ -159,8 +185,13 @@ def main(argv: list[str] | None = None) -> int:
         print(tf.INSTALL_HINT, file=sys.stderr)
         return 1
     name = torch.cuda.get_device_name()
-    dtypes = ([getattr(torch, d) for d in args.dtypes] if args.dtypes
-              else [torch.bfloat16] if args.quick else [torch.bfloat16, torch.float16])
+    dtypes = (
+        [getattr(torch, d) for d in args.dtypes]
+        if args.dtypes
+        else [torch.bfloat16]
+        if args.quick
+        else [torch.bfloat16, torch.float16]
+    )
     head_dims = args.head_dims or ([64] if args.quick else [64, 128])
     lengths = args.lengths or ([1024] if args.quick else [1024, 2048, 4096, 8192, 16384])
     rows = []
@@ -172,43 +203,75 @@ def main(argv: list[str] | None = None) -> int:
         if args.out:
             with open(args.out, "w") as f:
                 json.dump({"stamp": stamp, "complete": complete, "rows": rows}, f, indent=1)
+
     for dtype in dtypes:
         for D in head_dims:
             for L in lengths:
                 for causal in (False, True):
                     for backward in (False, True):
                         B, H = max(1, 16384 // L), 16
-                        q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=dtype,
-                                               requires_grad=backward) for _ in range(3))
+                        q, k, v = (
+                            torch.randn(
+                                B, H, L, D, device="cuda", dtype=dtype, requires_grad=backward
+                            )
+                            for _ in range(3)
+                        )
                         fns = _variants(q, k, v, causal, backward)
                         # a wrong kernel (output or gradients) is not timed
                         _check_variants(fns, _reference(q, k, v, causal, backward), dtype)
                         res = time_interleaved(fns, device="cuda", rounds=args.rounds)
                         flops = attention_flops(B, H, L, L, D, causal) * (3.5 if backward else 1)
                         for vname, r in res.items():
-                            row = dict(variant=vname, dtype=str(dtype).removeprefix("torch."),
-                                       D=D, L=L, B=B, H=H, causal=causal, backward=backward, **r)
+                            row = dict(
+                                variant=vname,
+                                dtype=str(dtype).removeprefix("torch."),
+                                D=D,
+                                L=L,
+                                B=B,
+                                H=H,
+                                causal=causal,
+                                backward=backward,
+                                **r,
+                            )
                             if r.get("status") == "ok":
                                 s = r["ms_median"] / 1e3
                                 row["tflops"] = flops / s / 1e12
                                 row["pct_peak"] = percent_of_peak(flops, s, name, dtype)
                             rows.append(row)
-                            print(f"{row['dtype']:>8} D={D:3} L={L:5} causal={causal!s:5} "
-                                  f"{'fwd+bwd' if backward else 'fwd':7} {vname:<8} "
-                                  + (f"{row['tflops']:7.1f} TFLOP/s"
-                                     + (f" ({row['pct_peak']:.0f} % of peak)"
-                                        if row["pct_peak"] is not None else "")
-                                     if "tflops" in row else r.get("status", "?")), flush=True)
+                            print(
+                                f"{row['dtype']:>8} D={D:3} L={L:5} causal={causal!s:5} "
+                                f"{'fwd+bwd' if backward else 'fwd':7} {vname:<8} "
+                                + (
+                                    f"{row['tflops']:7.1f} TFLOP/s"
+                                    + (
+                                        f" ({row['pct_peak']:.0f} % of peak)"
+                                        if row["pct_peak"] is not None
+                                        else ""
+                                    )
+                                    if "tflops" in row
+                                    else r.get("status", "?")
+                                ),
+                                flush=True,
+                            )
                         write(complete=False)
-    goal = [(r["dtype"], r["L"], r["causal"]) for r in rows
-            if r["variant"] == COURSE and not r["backward"] and r["D"] == 128 and r["L"] >= 4096]
+    goal = [
+        (r["dtype"], r["L"], r["causal"])
+        for r in rows
+        if r["variant"] == COURSE and not r["backward"] and r["D"] == 128 and r["L"] >= 4096
+    ]
     for dtype, L, causal in goal:
-        pick = {r["variant"]: r.get("tflops") for r in rows if (r["dtype"], r["L"], r["causal"],
-                r["D"], r["backward"]) == (dtype, L, causal, 128, False)}
+        pick = {
+            r["variant"]: r.get("tflops")
+            for r in rows
+            if (r["dtype"], r["L"], r["causal"], r["D"], r["backward"])
+            == (dtype, L, causal, 128, False)
+        }
         if pick.get(COURSE) and pick.get(FLASH):
             ratio = pick[COURSE] / pick[FLASH]
-            print(f"goal (course fwd >= 50 % of flash), {dtype} L={L} causal={causal}: "
-                  f"{ratio:.0%} -> {'met' if ratio >= 0.5 else 'NOT met'}")
+            print(
+                f"goal (course fwd >= 50 % of flash), {dtype} L={L} causal={causal}: "
+                f"{ratio:.0%} -> {'met' if ratio >= 0.5 else 'NOT met'}"
+            )
     write(complete=True)
     if args.out:
         print("wrote", args.out)

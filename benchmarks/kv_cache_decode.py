@@ -69,15 +69,21 @@ def variants(S: int, args, device, dtype) -> dict[str, tuple]:
 
     for n, name in ((H, MHA), (G, f"GQA G={G}"), (1, MQA)):
         k, v = kv[n]
-        out[name] = (lambda k=k, v=v: sdpa(q, k, v), kv_cache_bytes(1, n, D, S, B, dtype),
-                     sdpa(q, k.repeat_interleave(H // n, 1), v.repeat_interleave(H // n, 1)))
+        out[name] = (
+            lambda k=k, v=v: sdpa(q, k, v),
+            kv_cache_bytes(1, n, D, S, B, dtype),
+            sdpa(q, k.repeat_interleave(H // n, 1), v.repeat_interleave(H // n, 1)),
+        )
     for n, name in ((G, f"GQA G={G} folded"), (1, "MQA folded")):
         # the H / G query heads of a group as query rows of their one key/value head:
         # (B, H, 1, D) -> (B, G, H/G, D); each cached key is read once per group, not per head
         k, v = kv[n]
         qf = q.reshape(B, n, H // n, D)
-        out[name] = (lambda k=k, v=v, qf=qf: sdpa(qf, k, v).reshape(B, H, 1, D),
-                     kv_cache_bytes(1, n, D, S, B, dtype), sdpa(q, k, v))
+        out[name] = (
+            lambda k=k, v=v, qf=qf: sdpa(qf, k, v).reshape(B, H, 1, D),
+            kv_cache_bytes(1, n, D, S, B, dtype),
+            sdpa(q, k, v),
+        )
 
     q_lat = rand(B, 1, H, C + R) / 4  # the H heads as H query rows of the one latent head
     latent_key = rand(B, 1, S, C + R)  # [c ; k_R] per token
@@ -85,29 +91,44 @@ def variants(S: int, args, device, dtype) -> dict[str, tuple]:
     scale = (D + R) ** -0.5
     out[f"MLA absorbed C={C} R={R}"] = (
         lambda: sdpa(q_lat, latent_key, latent, scale=scale),  # (B, 1, H, C)
-        kv_cache_bytes(1, None, None, S, B, dtype, latent_dim=C, rope_dim=R), None)
+        kv_cache_bytes(1, None, None, S, B, dtype, latent_dim=C, rope_dim=R),
+        None,
+    )
 
     k, v = kv[H]
     ring_k, ring_v = k[:, :, -W:].contiguous(), v[:, :, -W:].contiguous()  # what a full ring holds
     want = sdpa(q, k, v, attn_mask=sliding_window_mask(1, S, window=W, offset=S - 1, device=device))
-    out[f"window W={W}"] = (lambda: sdpa(q, ring_k, ring_v),
-                            kv_cache_bytes(1, H, D, min(S, W), B, dtype), want)
+    out[f"window W={W}"] = (
+        lambda: sdpa(q, ring_k, ring_v),
+        kv_cache_bytes(1, H, D, min(S, W), B, dtype),
+        want,
+    )
 
-    qcache = QuantizedKVCache(8)  # per-token codes and fp16 scales, each code made with its stored scale
+    qcache = QuantizedKVCache(
+        8
+    )  # per-token codes and fp16 scales, each code made with its stored scale
     k_hat, v_hat = qcache.update(k, v)  # what attention over the dequantized cache reads
-    out[INT8] = (lambda: qcache.attend(q),  # codes to floats one head at a time, scales on scores/weights
-                 quantized_cache_bytes(1, H, D, S, B), sdpa(q, k_hat, v_hat))  # close to MHA's: checked below
+    out[INT8] = (
+        lambda: qcache.attend(q),  # codes to floats one head at a time, scales on scores/weights
+        quantized_cache_bytes(1, H, D, S, B),
+        sdpa(q, k_hat, v_hat),
+    )  # close to MHA's: checked below
 
-    for name, steps in ((PAGED, [(b, 0, S) for b in range(B)]),  # each prompt whole: its blocks in order
-                        (PAGED_MIXED, [(b, p, p + bs) for p in range(0, S, bs) for b in range(B)])):
+    for name, steps in (
+        (PAGED, [(b, 0, S) for b in range(B)]),  # each prompt whole: its blocks in order
+        (PAGED_MIXED, [(b, p, p + bs) for p in range(0, S, bs) for b in range(B)]),
+    ):
         # PAGED_MIXED: the B sequences grow a block each in turn, as batched decoding makes them
         cache = PagedKVCache(BlockPool(B * (S + bs), bs, H, D, dtype=dtype, device=device))
         for b in range(B):
             cache.add(b, S)
         for b, p0, p1 in steps:
             cache.append(b, k[b, :, p0:p1], v[b, :, p0:p1])
-        out[name] = (lambda cache=cache: paged_attention(q, cache, list(range(B))),  # views / masked span
-                     kv_cache_bytes(1, H, D, S, B, dtype), sdpa(q, k, v))
+        out[name] = (
+            lambda cache=cache: paged_attention(q, cache, list(range(B))),  # views / masked span
+            kv_cache_bytes(1, H, D, S, B, dtype),
+            sdpa(q, k, v),
+        )
     return out
 
 
@@ -124,9 +145,13 @@ def check_output(name: str, got: torch.Tensor, want: torch.Tensor, rel_atol: flo
     if got.element_size() >= 4:
         torch.testing.assert_close(got, want, msg=lambda m: f"{name}: {m}")
     else:
-        torch.testing.assert_close(got.float(), want.float(), rtol=1.6e-2,
-                                   atol=rel_atol * want.float().abs().max().item(),
-                                   msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(
+            got.float(),
+            want.float(),
+            rtol=1.6e-2,
+            atol=rel_atol * want.float().abs().max().item(),
+            msg=lambda m: f"{name}: {m}",
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--quick", action="store_true", help="S = 256 1024 (unless --S is given), 3 rounds")
+    p.add_argument(
+        "--quick", action="store_true", help="S = 256 1024 (unless --S is given), 3 rounds"
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.rounds = 3
@@ -157,43 +184,69 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
         _, bw = lookup_peak(name, dtype)
-        print(f"GPU: {name}, datasheet bandwidth {bw / 1e9:.0f} GB/s" if bw else f"GPU: {name} (bandwidth unknown)")
+        print(
+            f"GPU: {name}, datasheet bandwidth {bw / 1e9:.0f} GB/s"
+            if bw
+            else f"GPU: {name} (bandwidth unknown)"
+        )
     else:
-        print(f"CPU, {threads} thread(s) of {os.cpu_count()} cores — on a shared machine ratios are "
-              f"meaningful, absolute times are not")
-    print(f"B={args.B} H={args.H} D={args.D} {args.dtype}, paged block size {args.block_size}, one query token per sequence, "
-          f"{args.rounds} interleaved rounds, medians")
+        print(
+            f"CPU, {threads} thread(s) of {os.cpu_count()} cores — on a shared machine ratios are "
+            f"meaningful, absolute times are not"
+        )
+    print(
+        f"B={args.B} H={args.H} D={args.D} {args.dtype}, paged block size {args.block_size}, one query token per sequence, "
+        f"{args.rounds} interleaved rounds, medians"
+    )
     for S in args.S:
         vs = variants(S, args, device, dtype)
         ref = vs[MHA][0]()
         for name, (fn, _, want) in vs.items():  # never time a wrong answer
             got = fn()
-            if name == INT8:  # == attention over its dequantized cache (above), and close to the float cache
+            if (
+                name == INT8
+            ):  # == attention over its dequantized cache (above), and close to the float cache
                 rel = ((got.float() - ref.float()).norm() / ref.float().norm()).item()
                 assert rel < 0.05, (name, rel)
             if want is not None:
                 check_output(name, got, want, 2e-2 if name == INT8 else 1e-2)
-        res = time_interleaved({n: v[0] for n, v in vs.items()}, device, rounds=args.rounds,
-                               threads=threads, min_block_s=0.02 if device.type == "cpu" else 0.0)
+        res = time_interleaved(
+            {n: v[0] for n, v in vs.items()},
+            device,
+            rounds=args.rounds,
+            threads=threads,
+            min_block_s=0.02 if device.type == "cpu" else 0.0,
+        )
         base_ms, base_b = res[MHA]["ms_median"], vs[MHA][1]
         print(f"\nS = {S}")
-        print(f"{'variant':>24} {'ms':>9} {'cache MiB':>10} {'t/t_MHA':>8} {'B/B_MHA':>8} {'t/(bytes-pred)':>14}"
-              + ("  GB/s  %bw" if bw else ""))
+        print(
+            f"{'variant':>24} {'ms':>9} {'cache MiB':>10} {'t/t_MHA':>8} {'B/B_MHA':>8} {'t/(bytes-pred)':>14}"
+            + ("  GB/s  %bw" if bw else "")
+        )
         for name, r in res.items():
             if r["status"] != "ok":
                 print(f"{name:>24}: {r['status']} {r['reason']}")
                 continue
             ms, nbytes = r["ms_median"], vs[name][1]
             tr, br = ms / base_ms, nbytes / base_b
-            line = f"{name:>24} {ms:9.3f} {nbytes / 2**20:10.2f} {tr:8.3f} {br:8.3f} {tr / br:14.2f}"
+            line = (
+                f"{name:>24} {ms:9.3f} {nbytes / 2**20:10.2f} {tr:8.3f} {br:8.3f} {tr / br:14.2f}"
+            )
             if bw:
                 gbs = nbytes / (ms / 1e3) / 1e9
                 line += f"  {gbs:5.0f} {100 * gbs * 1e9 / bw:4.0f}"
             print(line)
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        ratios = {n: res[n]["ms_median"] / base_ms for n in (PAGED, PAGED_MIXED, INT8) if res[n]["status"] == "ok"}
-        print("side by side: " + ", ".join(f"{n} {r:.2f}x dense MHA" for n, r in ratios.items())
-              + f" (target <= 2x; load average {load:.1f} on {os.cpu_count()} cores)")
+        ratios = {
+            n: res[n]["ms_median"] / base_ms
+            for n in (PAGED, PAGED_MIXED, INT8)
+            if res[n]["status"] == "ok"
+        }
+        print(
+            "side by side: "
+            + ", ".join(f"{n} {r:.2f}x dense MHA" for n, r in ratios.items())
+            + f" (target <= 2x; load average {load:.1f} on {os.cpu_count()} cores)"
+        )
     return 0
 
 

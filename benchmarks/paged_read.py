@@ -49,18 +49,22 @@ def ways(B: int, H: int, S: int, D: int, bs: int) -> tuple[dict, torch.Tensor]:
         cache.add(b, S)
     for p in range(0, S, bs):  # a block each in turn
         for b in range(B):
-            cache.append(b, k[b, :, p:p + bs], v[b, :, p:p + bs])
+            cache.append(b, k[b, :, p : p + bs], v[b, :, p : p + bs])
     tables = [cache.tables[b] for b in range(B)]
     assert read_path(tables) == "masked span"  # no run to read as a view; the batch fills its span
     pool = cache.pool
     N, M = pool.num_blocks, S // bs
-    k_rows, v_rows = (t.view(H, N, bs * D) for t in (pool.key_heads, pool.value_heads))  # a block a row
+    k_rows, v_rows = (
+        t.view(H, N, bs * D) for t in (pool.key_heads, pool.value_heads)
+    )  # a block a row
     index = [torch.tensor(t) for t in tables]  # (M,) blocks
-    qs = q * D ** -0.5
+    qs = q * D**-0.5
     k_buf, v_buf = torch.empty(M, bs * D), torch.empty(M, bs * D)
 
     def per_head(step):  # step(b, h) -> (1, D)
-        return lambda: torch.stack([step(b, h) for b in range(B) for h in range(H)]).view(B, H, 1, D)
+        return lambda: torch.stack([step(b, h) for b in range(B) for h in range(H)]).view(
+            B, H, 1, D
+        )
 
     def gather(b, h):
         kk = torch.index_select(k_rows[h], 0, index[b], out=k_buf).view(S, D)  # (M, bs D) -> (S, D)
@@ -73,19 +77,23 @@ def ways(B: int, H: int, S: int, D: int, bs: int) -> tuple[dict, torch.Tensor]:
     def chunked(b, h):
         scores = torch.empty(1, S)
         for i, blocks in enumerate(index[b].split(c)):
-            kk = torch.index_select(k_rows[h], 0, blocks, out=ck[:len(blocks)]).view(-1, D)
-            torch.mm(qs[b, h], kk.T, out=scores[:, i * c * bs:i * c * bs + kk.shape[0]])
+            kk = torch.index_select(k_rows[h], 0, blocks, out=ck[: len(blocks)]).view(-1, D)
+            torch.mm(qs[b, h], kk.T, out=scores[:, i * c * bs : i * c * bs + kk.shape[0]])
         w, out = torch.softmax(scores, -1), torch.zeros(1, D)
         for i, blocks in enumerate(index[b].split(c)):
-            vv = torch.index_select(v_rows[h], 0, blocks, out=cv[:len(blocks)]).view(-1, D)
-            out.addmm_(w[:, i * c * bs:i * c * bs + vv.shape[0]], vv)
+            vv = torch.index_select(v_rows[h], 0, blocks, out=cv[: len(blocks)]).view(-1, D)
+            out.addmm_(w[:, i * c * bs : i * c * bs + vv.shape[0]], vv)
         return out
 
-    return {"dense": lambda: F.scaled_dot_product_attention(q, k, v),
-            "gather": per_head(gather), "gather in L2-sized chunks": per_head(chunked),
-            "gather K, weighted sum of V": lambda: paged_attention(q, cache, list(range(B)), path="gather"),
-            "span, one masked SDPA": lambda: paged_attention(q, cache, list(range(B)))}, \
-        F.scaled_dot_product_attention(q, k, v)
+    return {
+        "dense": lambda: F.scaled_dot_product_attention(q, k, v),
+        "gather": per_head(gather),
+        "gather in L2-sized chunks": per_head(chunked),
+        "gather K, weighted sum of V": lambda: paged_attention(
+            q, cache, list(range(B)), path="gather"
+        ),
+        "span, one masked SDPA": lambda: paged_attention(q, cache, list(range(B))),
+    }, F.scaled_dot_product_attention(q, k, v)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,16 +107,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=7)
     args = p.parse_args(argv)
     if args.S % args.block_size:
-        raise ValueError(f"--S: expected a multiple of --block-size {args.block_size}, got {args.S}")
+        raise ValueError(
+            f"--S: expected a multiple of --block-size {args.block_size}, got {args.S}"
+        )
     fns, want = ways(args.B, args.H, args.S, args.D, args.block_size)
     for name, fn in fns.items():  # never time a wrong answer
         torch.testing.assert_close(fn(), want, rtol=1e-4, atol=1e-5, msg=name)
     load = os.getloadavg()[0]
-    res = time_interleaved(fns, torch.device("cpu"), rounds=args.rounds, threads=args.threads,
-                           min_block_s=0.02)
-    print(f"CPU, {args.threads} thread(s), {os.cpu_count()} cores, load average {load:.1f} -> "
-          f"{os.getloadavg()[0]:.1f}; B={args.B} H={args.H} S={args.S} D={args.D} float32, "
-          f"block size {args.block_size}, blocks interleaved; {args.rounds} interleaved rounds, medians")
+    res = time_interleaved(
+        fns, torch.device("cpu"), rounds=args.rounds, threads=args.threads, min_block_s=0.02
+    )
+    print(
+        f"CPU, {args.threads} thread(s), {os.cpu_count()} cores, load average {load:.1f} -> "
+        f"{os.getloadavg()[0]:.1f}; B={args.B} H={args.H} S={args.S} D={args.D} float32, "
+        f"block size {args.block_size}, blocks interleaved; {args.rounds} interleaved rounds, medians"
+    )
     base = res["dense"]["ms_median"]
     for name, r in res.items():
         print(f"{name:>28} {r['ms_median']:9.2f} ms {r['ms_median'] / base:6.2f}x dense")

@@ -42,20 +42,25 @@ def main(argv: list[str] | None = None) -> int:
         bq, bk = (int(n) for n in spec.split("x"))
         out = tiled_attention(q, k, v, is_causal=args.causal, block_q=bq, block_k=bk)
         torch.testing.assert_close(out, sdpa)  # never time a wrong answer
-        fns[f"tiled {bq}x{bk}"] = (
-            lambda bq=bq, bk=bk: tiled_attention(q, k, v, is_causal=args.causal, block_q=bq, block_k=bk))
+        fns[f"tiled {bq}x{bk}"] = lambda bq=bq, bk=bk: tiled_attention(
+            q, k, v, is_causal=args.causal, block_q=bq, block_k=bk
+        )
 
     threads = args.threads or torch.get_num_threads()
-    print(f"B={args.B} H={args.H} L=S={args.L} D={args.D} causal={args.causal} float32, "
-          f"{threads} thread(s), {args.rounds} interleaved rounds")
+    print(
+        f"B={args.B} H={args.H} L=S={args.L} D={args.D} causal={args.causal} float32, "
+        f"{threads} thread(s), {args.rounds} interleaved rounds"
+    )
     results = time_interleaved(fns, "cpu", rounds=args.rounds, threads=threads, min_block_s=0.0)
     base = results[BASELINE]["ms_median"]
     for name, r in results.items():
         if r["status"] != "ok":
             print(f"{name:>16}: {r['status']} {r['reason']}")
             continue
-        print(f"{name:>16}: median {r['ms_median']:9.1f} ms  IQR {r['ms_iqr']:7.1f} ms  "
-              f"ratio to SDPA {r['ms_median'] / base:5.2f}")
+        print(
+            f"{name:>16}: median {r['ms_median']:9.1f} ms  IQR {r['ms_iqr']:7.1f} ms  "
+            f"ratio to SDPA {r['ms_median'] / base:5.2f}"
+        )
     return 0
 
 

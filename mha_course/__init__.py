@@ -22,36 +22,67 @@ __version__ = "0.1.0"
 # Lazy by PEP 562 (a module's ``__getattr__``): a dozen lines, so no dependency for it.
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["describe_device", "get_device"], "device"),
-    **dict.fromkeys(["Cache", "kv_cache_bytes"], "caches.base"),  # the caches' one interface and byte formula
+    **dict.fromkeys(
+        ["Cache", "kv_cache_bytes"], "caches.base"
+    ),  # the caches' one interface and byte formula
     **dict.fromkeys(["kv_group_of_query_heads", "mean_pool_heads", "mha_to_gqa"], "attention.gqa"),
     "KVCache": "caches.dense",
-    **dict.fromkeys(["causal_mask", "combine_masks", "padding_mask", "to_additive",
-                     "torch_mha_mask_to_sdpa"], "ops.masks"),
+    **dict.fromkeys(
+        ["causal_mask", "combine_masks", "padding_mask", "to_additive", "torch_mha_mask_to_sdpa"],
+        "ops.masks",
+    ),
     **dict.fromkeys(["MultiHeadAttention", "merge_heads", "split_heads"], "attention.mha"),
     **dict.fromkeys(["LatentKVCache", "MultiHeadLatentAttention"], "attention.mla"),
     **dict.fromkeys(["dot_product_attention", "softmax"], "ops.numpy_attention"),
-    **dict.fromkeys(["BlockPool", "slots_needed"], "paged.pool"),  # chapter 16's paged cache, by concept
-    **dict.fromkeys(["PagedKVCache", "PagedSequence"], "paged.tables"),  # (all re-exported by mha_course.paged)
+    **dict.fromkeys(
+        ["BlockPool", "slots_needed"], "paged.pool"
+    ),  # chapter 16's paged cache, by concept
+    **dict.fromkeys(
+        ["PagedKVCache", "PagedSequence"], "paged.tables"
+    ),  # (all re-exported by mha_course.paged)
     **dict.fromkeys(["continuous_batching", "paged_attention", "paged_forward"], "paged.decode"),
     **dict.fromkeys(["plot_attention", "plot_heads"], "analysis.plotting"),
-    **dict.fromkeys(["LearnedPositionEmbedding", "alibi_bias", "alibi_slopes",
-                     "sinusoidal_positions"], "ops.positions"),
-    **dict.fromkeys(["activation_importance", "gradient_importance", "prune_heads",
-                     "prune_model_heads"], "analysis.pruning"),
-    **dict.fromkeys(["QuantizedKVCache", "dequantize", "quantize", "quantized_cache_bytes"], "caches.quantized"),
-    **dict.fromkeys(["KIVICache", "fake_quant_asymmetric", "fake_quant_fp8", "scheme_bytes_per_token"], "caches.quant_schemes"),
-    **dict.fromkeys(["apply_rope", "convert_rope_layout", "rope_angles", "rope_frequencies",
-                     "rope_permutation"], "ops.rope"),
+    **dict.fromkeys(
+        ["LearnedPositionEmbedding", "alibi_bias", "alibi_slopes", "sinusoidal_positions"],
+        "ops.positions",
+    ),
+    **dict.fromkeys(
+        ["activation_importance", "gradient_importance", "prune_heads", "prune_model_heads"],
+        "analysis.pruning",
+    ),
+    **dict.fromkeys(
+        ["QuantizedKVCache", "dequantize", "quantize", "quantized_cache_bytes"], "caches.quantized"
+    ),
+    **dict.fromkeys(
+        ["KIVICache", "fake_quant_asymmetric", "fake_quant_fp8", "scheme_bytes_per_token"],
+        "caches.quant_schemes",
+    ),
+    **dict.fromkeys(
+        [
+            "apply_rope",
+            "convert_rope_layout",
+            "rope_angles",
+            "rope_frequencies",
+            "rope_permutation",
+        ],
+        "ops.rope",
+    ),
     **dict.fromkeys(["repeat_kv", "scaled_dot_product_attention", "stable_softmax"], "ops.sdpa"),
     "SelfAttentionHead": "attention.single_head",
-    **dict.fromkeys(["bootstrap_ci", "k_of_n", "loglog_slope", "paired_diff_ci"], "analysis.stats"),  # intervals
+    **dict.fromkeys(
+        ["bootstrap_ci", "k_of_n", "loglog_slope", "paired_diff_ci"], "analysis.stats"
+    ),  # intervals
     "StaticKVCache": "caches.static",
     "RenumberedSinkCache": "caches.sink",  # chapter 14: StreamingLLM's positions in the cache
     **dict.fromkeys(["online_softmax_update", "tiled_attention"], "kernels.tiled"),
     "TinyCausalLM": "models.tiny_lm",
-    **dict.fromkeys(["SlidingWindowCache", "layout_cache_bytes", "receptive_field",
-                     "sliding_window_mask"], "caches.window"),
-    **dict.fromkeys(["GPT", "GPTConfig", "evaluate", "generate", "load_checkpoint"], "gpt"),  # chapter 13
+    **dict.fromkeys(
+        ["SlidingWindowCache", "layout_cache_bytes", "receptive_field", "sliding_window_mask"],
+        "caches.window",
+    ),
+    **dict.fromkeys(
+        ["GPT", "GPTConfig", "evaluate", "generate", "load_checkpoint"], "gpt"
+    ),  # chapter 13
     "hint": "grading.hints",  # the exercises' hints, one level per call
     "progress": "learner.progress",  # every exercise's items and points so far, the next hints
 }
@@ -155,9 +186,12 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec):
         new = f"{__name__}.{_MOVED[spec.name.partition('.')[2]]}"
-        warnings.warn(f"{spec.name} moved to {new}: import it from there (or use `from {__name__} "
-                      f"import ...` for a public name); the old path will go away", FutureWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"{spec.name} moved to {new}: import it from there (or use `from {__name__} "
+            f"import ...` for a public name); the old path will go away",
+            FutureWarning,
+            stacklevel=2,
+        )
         return importlib.import_module(new)
 
     def exec_module(self, module) -> None:

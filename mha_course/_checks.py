@@ -33,8 +33,9 @@ def check_float(name: str, x: torch.Tensor) -> None:
         )
 
 
-def check_rank(name: str, x: torch.Tensor, letters: str, rank: int | None = None,
-               min_rank: int | None = None) -> None:
+def check_rank(
+    name: str, x: torch.Tensor, letters: str, rank: int | None = None, min_rank: int | None = None
+) -> None:
     """``x`` must have exactly ``rank`` (or at least ``min_rank``) dimensions."""
     bad = (rank is not None and x.dim() != rank) or (min_rank is not None and x.dim() < min_rank)
     if bad:
@@ -43,8 +44,7 @@ def check_rank(name: str, x: torch.Tensor, letters: str, rank: int | None = None
         )
 
 
-def check_size(name: str, x: torch.Tensor, dim: int, size: int, letters: str,
-               what: str) -> None:
+def check_size(name: str, x: torch.Tensor, dim: int, size: int, letters: str, what: str) -> None:
     """Dimension ``dim`` of ``x`` must equal ``size`` (``what`` names that size)."""
     if x.shape[dim] != size:
         raise ValueError(
@@ -104,14 +104,24 @@ def check_qkv(query: object, key: object, value: object) -> None:
         )
 
 
-def check_kv_heads(name: str, num_heads: int, num_kv_heads: object, *,
-                   of: str = "num_heads H", got: str | None = None) -> None:
+def check_kv_heads(
+    name: str,
+    num_heads: int,
+    num_kv_heads: object,
+    *,
+    of: str = "num_heads H",
+    got: str | None = None,
+) -> None:
     """The course's one "G divides H" check: ``num_kv_heads`` G must be a positive int that
     divides ``num_heads`` H, because each key/value head serves H / G contiguous query heads
     (G = H is MHA, G = 1 MQA, in between GQA). ``of`` names H in the message, ``got`` replaces
     the default ``H=…, G=…`` report of what came in."""
-    bad = (isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, int)
-           or num_kv_heads <= 0 or num_heads % num_kv_heads != 0)
+    bad = (
+        isinstance(num_kv_heads, bool)
+        or not isinstance(num_kv_heads, int)
+        or num_kv_heads <= 0
+        or num_heads % num_kv_heads != 0
+    )
     if bad:
         got = got or f"H={num_heads}, G={num_kv_heads!r}"
         raise ValueError(
@@ -124,14 +134,18 @@ def check_positive_int(name: str, value: object, what: str = "") -> int:
     """The course's one "positive int" check (a bool is not an int here: ``True`` is refused).
     ``what`` names the quantity in the message, e.g. ``"H (query heads)"``; returns ``value``."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name}: expected a positive int{' ' + what.strip() if what else ''}, got {value!r}")
+        raise ValueError(
+            f"{name}: expected a positive int{' ' + what.strip() if what else ''}, got {value!r}"
+        )
     return value
 
 
 def check_nonnegative_int(name: str, value: object, what: str = "") -> int:
     """``value`` must be an int >= 0 (a length, an offset, a count); returns it."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name}: expected an int >= 0{' ' + what.strip() if what else ''}, got {value!r}")
+        raise ValueError(
+            f"{name}: expected an int >= 0{' ' + what.strip() if what else ''}, got {value!r}"
+        )
     return value
 
 

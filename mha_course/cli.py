@@ -9,15 +9,28 @@ import sys
 from mha_course import __version__
 
 # Subcommands in the order --help lists them; each is mha_course/commands/<name>.py.
-COMMANDS = ("check", "progress", "hint", "grade", "merge", "report", "similarity", "release", "handout", "bench",
-            "train", "generate", "info")
+COMMANDS = (
+    "check",
+    "progress",
+    "hint",
+    "grade",
+    "merge",
+    "report",
+    "similarity",
+    "release",
+    "handout",
+    "bench",
+    "train",
+    "generate",
+    "info",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mha-course",
         description="Multi-head attention course: check your exercises, grade a class, "
-                    "regenerate exercises, run benchmarks.",
+        "regenerate exercises, run benchmarks.",
     )
     parser.add_argument("--version", action="version", version=f"mha-course {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

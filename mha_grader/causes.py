@@ -44,6 +44,7 @@ def syntax_note(index: int, err: dict[str, Any]) -> str:
 
 def namespace_graph(namespace: Mapping[str, Any]) -> dict[str, set[str]]:
     """The same graph for a live kernel: each function's global names, from its code objects."""
+
     def names(code: types.CodeType) -> set[str]:
         out = set(code.co_names)
         for c in code.co_consts:
@@ -57,8 +58,17 @@ def namespace_graph(namespace: Mapping[str, Any]) -> dict[str, set[str]]:
         if isinstance(value, types.FunctionType) and isinstance(code, types.CodeType):
             graph[key] = names(code)
         elif isinstance(value, type) and value.__module__ == "__main__":
-            graph[key] = set().union(*(names(f.__code__) for f in vars(value).values()
-                                       if isinstance(f, types.FunctionType))) if vars(value) else set()
+            graph[key] = (
+                set().union(
+                    *(
+                        names(f.__code__)
+                        for f in vars(value).values()
+                        if isinstance(f, types.FunctionType)
+                    )
+                )
+                if vars(value)
+                else set()
+            )
     return graph
 
 
@@ -79,10 +89,15 @@ def _task(item: Item) -> str:
     return item.label or f"item {item.id}"
 
 
-def explain(results: list[ItemResult], notes: list[str], items: Sequence[Item], *,
-            cells: Sequence[dict] | None = None, graph: Mapping[str, set[str]] | None = None,
-            syntax: Mapping[int, dict[str, Any]] | None = None,
-            ) -> tuple[list[ItemResult], list[str]]:
+def explain(
+    results: list[ItemResult],
+    notes: list[str],
+    items: Sequence[Item],
+    *,
+    cells: Sequence[dict] | None = None,
+    graph: Mapping[str, set[str]] | None = None,
+    syntax: Mapping[int, dict[str, Any]] | None = None,
+) -> tuple[list[ItemResult], list[str]]:
     """Put root causes first: a cell that does not compile (its note first, with its line and
     message), a function missing because its cell failed, an item failing because an earlier
     item's function it reaches fails. ``cells``: the notebook's graded cells (``code_cells``);
@@ -103,19 +118,37 @@ def explain(results: list[ItemResult], notes: list[str], items: Sequence[Item], 
             home = _defining_cell(it.function, cells)
             stopped = next((n for n in rest if n.startswith(f"cell {home}: raised ")), None)
             if home in bad:
-                r = replace(r, message=(f"no `{it.function}` defined: it is in cell {home}, which does not "
-                                        f"compile ({syntax_note(home, bad[home]).split(': ', 1)[1]}): fix that first"))
+                r = replace(
+                    r,
+                    message=(
+                        f"no `{it.function}` defined: it is in cell {home}, which does not "
+                        f"compile ({syntax_note(home, bad[home]).split(': ', 1)[1]}): fix that first"
+                    ),
+                )
             elif stopped:
-                r = replace(r, message=(f"no `{it.function}` defined: its cell stopped before defining it "
-                                        f"({stopped}): fix that first"))
+                r = replace(
+                    r,
+                    message=(
+                        f"no `{it.function}` defined: its cell stopped before defining it "
+                        f"({stopped}): fix that first"
+                    ),
+                )
         elif not r.passed:
             uses = reached(graph, it.function, by_fn) if it.function in graph else set(it.uses)
-            failing = [by_fn[n] for n in _in_order(uses, items) if n in by_fn and by_fn[n].id != it.id
-                       and not status[by_fn[n].id].passed]
+            failing = [
+                by_fn[n]
+                for n in _in_order(uses, items)
+                if n in by_fn and by_fn[n].id != it.id and not status[by_fn[n].id].passed
+            ]
             if failing:
                 dep = failing[0]
-                r = replace(r, message=(f"this item calls your `{dep.function}` from {_task(dep)}, which fails "
-                                        f"its own item ({dep.id}): fix that first — {r.message}")[:600])
+                r = replace(
+                    r,
+                    message=(
+                        f"this item calls your `{dep.function}` from {_task(dep)}, which fails "
+                        f"its own item ({dep.id}): fix that first — {r.message}"
+                    )[:600],
+                )
         out.append(r)
     return out, notes
 

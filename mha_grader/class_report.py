@@ -28,8 +28,14 @@ from mha_grader.compare import ItemResult, mistake_text
 from mha_grader.items import Item
 from mha_grader.outputs import csv_cell, write_new
 
-FILES = ("class_report.json", "class_report.csv", "class_mistakes.csv", "class_items.csv",
-         "class_report.html", "class_totals.png")
+FILES = (
+    "class_report.json",
+    "class_report.csv",
+    "class_mistakes.csv",
+    "class_items.csv",
+    "class_report.html",
+    "class_totals.png",
+)
 TOP = 5  # mistakes listed per exercise
 
 
@@ -46,7 +52,11 @@ def tag_mistakes(items: dict[str, Item], results: list[ItemResult]) -> dict[str,
         item = items.get(r.id)
         if item is None or r.passed or not r.message:
             continue
-        hits = [(len(mistake_text(m)), mistake_id(m.name)) for m in item.mistakes if mistake_text(m) in r.message]
+        hits = [
+            (len(mistake_text(m)), mistake_id(m.name))
+            for m in item.mistakes
+            if mistake_text(m) in r.message
+        ]
         if hits:
             out[r.id] = max(hits)[1]
     return out
@@ -74,17 +84,29 @@ def _csv(rows: list[list]) -> str:
 
 def _status(test: dict) -> str:
     extra = test.get("extra_data") if isinstance(test.get("extra_data"), dict) else {}
-    return str(extra.get("status") or str(test.get("output", "")).split(":")[0] or test.get("status", ""))
+    return str(
+        extra.get("status") or str(test.get("output", "")).split(":")[0] or test.get("status", "")
+    )
 
 
 def build(out: Path, items: dict[str, Item]) -> dict:
     """The report's numbers, from ``out``'s files."""
     meta = json.loads((out / "grading.json").read_text(encoding="utf-8"))
     ids = list(meta["items"])
-    per_item = {i: {"item": i, "exercise": items[i].notebook if i in items else i.split("_")[0],
-                    "max_points": float(items[i].points) if i in items else 0.0, "students": 0,
-                    "handed_in": 0, "passed": 0, "points": 0.0, "statuses": {}, "mistakes": {}}
-                for i in ids}
+    per_item = {
+        i: {
+            "item": i,
+            "exercise": items[i].notebook if i in items else i.split("_")[0],
+            "max_points": float(items[i].points) if i in items else 0.0,
+            "students": 0,
+            "handed_in": 0,
+            "passed": 0,
+            "points": 0.0,
+            "statuses": {},
+            "mistakes": {},
+        }
+        for i in ids
+    }
     totals, rows = {}, []
     for s in meta["students"]:
         path = out / s / "results.json"
@@ -106,8 +128,17 @@ def build(out: Path, items: dict[str, Item]) -> dict:
             st["statuses"][status] = st["statuses"].get(status, 0) + 1
             if mistake:
                 st["mistakes"][mistake] = st["mistakes"].get(mistake, 0) + 1
-            rows.append([s, t["name"], st["exercise"], f"{float(t.get('score', 0)):g}",
-                         f"{float(t.get('max_score', 0)):g}", status, mistake])
+            rows.append(
+                [
+                    s,
+                    t["name"],
+                    st["exercise"],
+                    f"{float(t.get('score', 0)):g}",
+                    f"{float(t.get('max_score', 0)):g}",
+                    status,
+                    mistake,
+                ]
+            )
     for st in per_item.values():
         n = st["students"]
         st["pass_rate"] = st["passed"] / n if n else 0.0
@@ -119,21 +150,34 @@ def build(out: Path, items: dict[str, Item]) -> dict:
     for st in per_item.values():
         for m, c in st["mistakes"].items():
             exercises.setdefault(st["exercise"], []).append(
-                {"item": st["item"], "mistake": m, "count": c,
-                 "share_handed_in": c / st["handed_in"] if st["handed_in"] else 0.0,
-                 "feedback": texts.get((st["item"], m), "")})
+                {
+                    "item": st["item"],
+                    "mistake": m,
+                    "count": c,
+                    "share_handed_in": c / st["handed_in"] if st["handed_in"] else 0.0,
+                    "feedback": texts.get((st["item"], m), ""),
+                }
+            )
     for ex in exercises.values():
         ex.sort(key=lambda e: (-e["count"], e["item"], e["mistake"]))
     most = sum(st["max_points"] for st in per_item.values())
     seconds = meta.get("seconds", {})
-    return {"students": len(meta["students"]), "max_total": most, "assignment": meta.get("assignment"),
-            "items": list(per_item.values()), "most_common_mistakes": exercises, "totals": totals,
-            "seconds_per_student": {s: seconds[s] for s in sorted(seconds)}, "_rows": rows}
+    return {
+        "students": len(meta["students"]),
+        "max_total": most,
+        "assignment": meta.get("assignment"),
+        "items": list(per_item.values()),
+        "most_common_mistakes": exercises,
+        "totals": totals,
+        "seconds_per_student": {s: seconds[s] for s in sorted(seconds)},
+        "_rows": rows,
+    }
 
 
 def _plot(totals: list[float], most: float) -> bytes | None:
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -154,36 +198,54 @@ def _plot(totals: list[float], most: float) -> bytes | None:
 def _page(rep: dict, png: bool) -> str:
     e = html.escape
     pct = "{:.0%}".format
-    out = ["<!doctype html><html><head><meta charset='utf-8'><title>Class report</title>",
-           "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse}"
-           "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}td.n{text-align:right}</style></head><body>",
-           f"<h1>Class report</h1><p>{rep['students']} student(s); totals out of {rep['max_total']:g}.</p>"]
+    out = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>Class report</title>",
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}td.n{text-align:right}</style></head><body>",
+        f"<h1>Class report</h1><p>{rep['students']} student(s); totals out of {rep['max_total']:g}.</p>",
+    ]
     if png:
-        out.append("<h2>Distribution of totals</h2><img src='class_totals.png' alt='histogram of totals'>")
+        out.append(
+            "<h2>Distribution of totals</h2><img src='class_totals.png' alt='histogram of totals'>"
+        )
     out.append("<h2>Most common mistakes per exercise</h2>")
     for ex, ms in sorted(rep["most_common_mistakes"].items()):
-        out.append(f"<h3>{e(ex)}</h3><table><tr><th>item</th><th>mistake</th><th>students</th>"
-                   "<th>of those who handed it in</th><th>feedback</th></tr>")
+        out.append(
+            f"<h3>{e(ex)}</h3><table><tr><th>item</th><th>mistake</th><th>students</th>"
+            "<th>of those who handed it in</th><th>feedback</th></tr>"
+        )
         for m in ms[:TOP]:
-            out.append(f"<tr><td>{e(m['item'])}</td><td><code>{e(m['mistake'])}</code></td>"
-                       f"<td class=n>{m['count']}</td><td class=n>{pct(m['share_handed_in'])}</td>"
-                       f"<td>{e(m['feedback'])}</td></tr>")
+            out.append(
+                f"<tr><td>{e(m['item'])}</td><td><code>{e(m['mistake'])}</code></td>"
+                f"<td class=n>{m['count']}</td><td class=n>{pct(m['share_handed_in'])}</td>"
+                f"<td>{e(m['feedback'])}</td></tr>"
+            )
         out.append("</table>")
     if not rep["most_common_mistakes"]:
         out.append("<p>No named mistake in this class.</p>")
-    out.append("<h2>Items</h2><table><tr><th>item</th><th>points</th><th>handed in</th><th>passed</th>"
-               "<th>pass rate</th><th>of those who handed it in</th><th>statuses</th></tr>")
+    out.append(
+        "<h2>Items</h2><table><tr><th>item</th><th>points</th><th>handed in</th><th>passed</th>"
+        "<th>pass rate</th><th>of those who handed it in</th><th>statuses</th></tr>"
+    )
     for st in rep["items"]:
-        statuses = ", ".join(f"{e(k)}: {v}" for k, v in sorted(st["statuses"].items(), key=lambda kv: -kv[1]))
-        out.append(f"<tr><td>{e(st['item'])}</td><td class=n>{st['max_points']:g}</td>"
-                   f"<td class=n>{st['handed_in']}</td><td class=n>{st['passed']}</td>"
-                   f"<td class=n>{pct(st['pass_rate'])}</td><td class=n>{pct(st['pass_rate_handed_in'])}</td>"
-                   f"<td>{statuses}</td></tr>")
-    out.append("</table><h2>Students</h2><table><tr><th>student</th><th>total</th><th>grading time (s)</th></tr>")
+        statuses = ", ".join(
+            f"{e(k)}: {v}" for k, v in sorted(st["statuses"].items(), key=lambda kv: -kv[1])
+        )
+        out.append(
+            f"<tr><td>{e(st['item'])}</td><td class=n>{st['max_points']:g}</td>"
+            f"<td class=n>{st['handed_in']}</td><td class=n>{st['passed']}</td>"
+            f"<td class=n>{pct(st['pass_rate'])}</td><td class=n>{pct(st['pass_rate_handed_in'])}</td>"
+            f"<td>{statuses}</td></tr>"
+        )
+    out.append(
+        "</table><h2>Students</h2><table><tr><th>student</th><th>total</th><th>grading time (s)</th></tr>"
+    )
     for s, total in sorted(rep["totals"].items()):
         sec = rep["seconds_per_student"].get(s)
-        out.append(f"<tr><td>{e(s)}</td><td class=n>{total:g}</td>"
-                   f"<td class=n>{'' if sec is None else f'{sec:.1f}'}</td></tr>")
+        out.append(
+            f"<tr><td>{e(s)}</td><td class=n>{total:g}</td>"
+            f"<td class=n>{'' if sec is None else f'{sec:.1f}'}</td></tr>"
+        )
     out.append("</table></body></html>")
     return "\n".join(out) + "\n"
 
@@ -193,19 +255,64 @@ def write_class_report(out: Path, items: dict[str, Item]) -> dict:
     rep = build(out, items)
     rows = rep.pop("_rows")
     _replace(out / "class_report.json", json.dumps(rep, indent=1))
-    _replace(out / "class_report.csv", _csv(
-        [["item", "exercise", "max_points", "students", "handed_in", "passed", "pass_rate",
-          "pass_rate_handed_in", "mean_points", "statuses", "mistakes"]]
-        + [[st["item"], st["exercise"], f"{st['max_points']:g}", st["students"], st["handed_in"], st["passed"],
-            f"{st['pass_rate']:.4f}", f"{st['pass_rate_handed_in']:.4f}", f"{st['mean_points']:.4g}",
-            ";".join(f"{k}={v}" for k, v in sorted(st["statuses"].items())),
-            ";".join(f"{k}={v}" for k, v in sorted(st["mistakes"].items()))] for st in rep["items"]]))
-    _replace(out / "class_mistakes.csv", _csv(
-        [["exercise", "item", "mistake", "count", "share_handed_in", "feedback"]]
-        + [[ex, m["item"], m["mistake"], m["count"], f"{m['share_handed_in']:.4f}", m["feedback"]]
-           for ex, ms in sorted(rep["most_common_mistakes"].items()) for m in ms]))
-    _replace(out / "class_items.csv", _csv(
-        [["student", "item", "exercise", "points", "max_points", "status", "mistake"]] + rows))
+    _replace(
+        out / "class_report.csv",
+        _csv(
+            [
+                [
+                    "item",
+                    "exercise",
+                    "max_points",
+                    "students",
+                    "handed_in",
+                    "passed",
+                    "pass_rate",
+                    "pass_rate_handed_in",
+                    "mean_points",
+                    "statuses",
+                    "mistakes",
+                ]
+            ]
+            + [
+                [
+                    st["item"],
+                    st["exercise"],
+                    f"{st['max_points']:g}",
+                    st["students"],
+                    st["handed_in"],
+                    st["passed"],
+                    f"{st['pass_rate']:.4f}",
+                    f"{st['pass_rate_handed_in']:.4f}",
+                    f"{st['mean_points']:.4g}",
+                    ";".join(f"{k}={v}" for k, v in sorted(st["statuses"].items())),
+                    ";".join(f"{k}={v}" for k, v in sorted(st["mistakes"].items())),
+                ]
+                for st in rep["items"]
+            ]
+        ),
+    )
+    _replace(
+        out / "class_mistakes.csv",
+        _csv(
+            [["exercise", "item", "mistake", "count", "share_handed_in", "feedback"]]
+            + [
+                [
+                    ex,
+                    m["item"],
+                    m["mistake"],
+                    m["count"],
+                    f"{m['share_handed_in']:.4f}",
+                    m["feedback"],
+                ]
+                for ex, ms in sorted(rep["most_common_mistakes"].items())
+                for m in ms
+            ]
+        ),
+    )
+    _replace(
+        out / "class_items.csv",
+        _csv([["student", "item", "exercise", "points", "max_points", "status", "mistake"]] + rows),
+    )
     png = _plot(list(rep["totals"].values()), rep["max_total"])
     if png is not None:
         _replace(out / "class_totals.png", png)

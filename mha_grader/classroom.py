@@ -42,7 +42,11 @@ _INPUT_KEYS = ("inputs", "key_fingerprint", "seed", "submission")
 def _inputs_meta(key: bytes | None, seed: int | None, submission: str) -> dict:
     """What grading.json says about the inputs: never the key, only its fingerprint."""
     if key is not None:
-        return {"inputs": "secret key", "key_fingerprint": fingerprint(key), "submission": submission}
+        return {
+            "inputs": "secret key",
+            "key_fingerprint": fingerprint(key),
+            "submission": submission,
+        }
     return {"inputs": "public seed", "seed": seed}
 
 
@@ -52,20 +56,34 @@ def students(submissions: Path, shard: tuple[int, int] = (1, 1)) -> list[str]:
     k, n = shard
     if not 1 <= k <= n:
         raise ValueError(f"shard: expected K/N with 1 <= K <= N, got {k}/{n}")
-    names = sorted(p.name for p in submissions.iterdir()
-                   if (p.is_dir() or p.is_symlink()) and not p.name.startswith("."))
-    return names[k - 1::n]
+    names = sorted(
+        p.name
+        for p in submissions.iterdir()
+        if (p.is_dir() or p.is_symlink()) and not p.name.startswith(".")
+    )
+    return names[k - 1 :: n]
 
 
 def _zero(items, status: str, message: str) -> list[C.ItemResult]:
     return [C.ItemResult(it.id, it.function, 0.0, it.points, status, message) for it in items]
 
 
-def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | None = None,
-                seed: int | None = None, submission: str = "", limits: Limits | None = None,
-                shard: tuple[int, int] = (1, 1), progress: bool = True, no_isolation: bool = False,
-                isolation_mode: str | None = None, assignment: list[str] | None = None,
-                only: list[str] | None = None) -> dict[str, dict[str, float]]:
+def grade_class(
+    submissions: Path,
+    out: Path,
+    *,
+    workers: int = 2,
+    key: bytes | None = None,
+    seed: int | None = None,
+    submission: str = "",
+    limits: Limits | None = None,
+    shard: tuple[int, int] = (1, 1),
+    progress: bool = True,
+    no_isolation: bool = False,
+    isolation_mode: str | None = None,
+    assignment: list[str] | None = None,
+    only: list[str] | None = None,
+) -> dict[str, dict[str, float]]:
     """Grade every student of the shard; write ``OUT/<student>/`` files and ``OUT/grades.csv``.
 
     Inputs: with ``key`` (the secret run key, see ``keys.py``) each student gets their own inputs,
@@ -83,7 +101,9 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
     from tqdm.auto import tqdm
 
     if (key is None) == (seed is None):
-        raise ValueError("grade_class: give exactly one of key (secret inputs) or seed (public inputs)")
+        raise ValueError(
+            "grade_class: give exactly one of key (secret inputs) or seed (public inputs)"
+        )
 
     def inputs(student: str):
         return StudentInputs(key, student, submission) if key is not None else int(seed)
@@ -95,14 +115,18 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
     if assignment is not None:
         unknown = sorted(set(assignment) - set(books))
         if unknown or not assignment:
-            raise ValueError(f"assignment: expected exercise notebook stems of the course, got {unknown or 'none'}")
+            raise ValueError(
+                f"assignment: expected exercise notebook stems of the course, got {unknown or 'none'}"
+            )
         books = {stem: items for stem, items in books.items() if stem in assignment}
     who = students(submissions, shard)
     if only is not None:
         unknown = sorted(set(only) - set(who))
         if unknown or not only:
-            raise ValueError(f"--students: expected student folders of {submissions}"
-                             f"{' in this shard' if shard != (1, 1) else ''}, got {unknown or only}")
+            raise ValueError(
+                f"--students: expected student folders of {submissions}"
+                f"{' in this shard' if shard != (1, 1) else ''}, got {unknown or only}"
+            )
         who = [s for s in who if s in only]
     jobs, results, rejected = {}, {s: {} for s in who}, {}
     collected: dict[str, Collected] = {}
@@ -119,9 +143,15 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
             elif path is not None:
                 jobs.setdefault(s, {})[stem] = path
             else:
-                results[s][stem] = (_zero(items, C.MISSING_NOTEBOOK,
-                                          f"no {stem}.ipynb handed in (no notebook in the folder is "
-                                          f"{stem.split('_')[0]}'s by its cells or its name)"), [])
+                results[s][stem] = (
+                    _zero(
+                        items,
+                        C.MISSING_NOTEBOOK,
+                        f"no {stem}.ipynb handed in (no notebook in the folder is "
+                        f"{stem.split('_')[0]}'s by its cells or its name)",
+                    ),
+                    [],
+                )
     seconds: dict[str, float] = {}
 
     def timed(s: str, paths: dict[str, Path]):
@@ -132,24 +162,38 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
             seconds[s] = round(time.perf_counter() - start, 2)
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = {pool.submit(timed, s, paths): (s, paths)
-                   for s, paths in jobs.items()}
-        for fut in tqdm(as_completed(futures), total=len(futures), desc="grading",
-                        unit="student", disable=not progress):
+        futures = {pool.submit(timed, s, paths): (s, paths) for s, paths in jobs.items()}
+        for fut in tqdm(
+            as_completed(futures),
+            total=len(futures),
+            desc="grading",
+            unit="student",
+            disable=not progress,
+        ):
             s, paths = futures[fut]
             try:
                 results[s].update(fut.result())
             except Exception as e:  # a grader bug must not stop the class either
                 for stem in paths:
-                    results[s][stem] = (_zero(books[stem], C.CRASHED,
-                                              f"grader error: {type(e).__name__}: {e}"[:300]), [])
+                    results[s][stem] = (
+                        _zero(
+                            books[stem], C.CRASHED, f"grader error: {type(e).__name__}: {e}"[:300]
+                        ),
+                        [],
+                    )
     rows = {}
     by_id = {it.id: it for items in books.values() for it in items}
     for s in who:
         got = collected[s]
         flat = []
-        notes = [*got.notes, *(f"ignored {rel}: {why}" for rel, why in sorted(got.ignored.items())
-                               if rel.lower().endswith(".ipynb"))]
+        notes = [
+            *got.notes,
+            *(
+                f"ignored {rel}: {why}"
+                for rel, why in sorted(got.ignored.items())
+                if rel.lower().endswith(".ipynb")
+            ),
+        ]
         for stem in books:
             res, nts = results[s][stem]
             flat += res
@@ -160,15 +204,26 @@ def grade_class(submissions: Path, out: Path, *, workers: int = 2, key: bytes | 
     ids = [it.id for it in all_items() if it.notebook in books]
     write_gradebook(out, ids, rows, mode)
     write_collection(out, collected)
-    write_new(out / "grading.json", json.dumps(
-        {**_inputs_meta(key, seed, submission), "shard": list(shard), "students": who, "items": ids,
-         "assignment": list(books) if assignment is not None else "all exercises",
-         **({"only students": sorted(only)} if only is not None else {}),
-         "isolation": mode if mode != "none" else "none (NOT ISOLATED: --no-isolation)",
-         "units": _units_meta(mode), "resource_control": control,
-         "rejected": {s: sorted(set(r)) for s, r in rejected.items()},
-         "collection": collection_counts(collected),
-         "seconds": {s: seconds[s] for s in sorted(seconds)}}, indent=1))
+    write_new(
+        out / "grading.json",
+        json.dumps(
+            {
+                **_inputs_meta(key, seed, submission),
+                "shard": list(shard),
+                "students": who,
+                "items": ids,
+                "assignment": list(books) if assignment is not None else "all exercises",
+                **({"only students": sorted(only)} if only is not None else {}),
+                "isolation": mode if mode != "none" else "none (NOT ISOLATED: --no-isolation)",
+                "units": _units_meta(mode),
+                "resource_control": control,
+                "rejected": {s: sorted(set(r)) for s, r in rejected.items()},
+                "collection": collection_counts(collected),
+                "seconds": {s: seconds[s] for s in sorted(seconds)},
+            },
+            indent=1,
+        ),
+    )
     write_class_report(out, by_id)
     return rows
 
@@ -194,9 +249,11 @@ def write_collection(out: Path, collected: dict[str, Collected]) -> None:
 def collection_counts(collected: dict[str, Collected]) -> dict[str, int]:
     """Class-wide: notebooks found under another name or folder, exercises where different files
     competed, files ignored."""
-    return {"found elsewhere": sum(st == FOUND for c in collected.values() for st in c.status.values()),
-            "competing": sum(st == COMPETING for c in collected.values() for st in c.status.values()),
-            "ignored files": sum(len(c.ignored) for c in collected.values())}
+    return {
+        "found elsewhere": sum(st == FOUND for c in collected.values() for st in c.status.values()),
+        "competing": sum(st == COMPETING for c in collected.values() for st in c.status.values()),
+        "ignored files": sum(len(c.ignored) for c in collected.values()),
+    }
 
 
 RESERVE = 320 * 2**20  # what the grader may grow by while it reads results (tests: < 300 MiB)
@@ -204,7 +261,9 @@ RESERVE = 320 * 2**20  # what the grader may grow by while it reads results (tes
 
 def _rss() -> int:
     try:
-        kib = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS:"))
+        kib = next(
+            int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS:")
+        )
     except (OSError, StopIteration, ValueError):
         return 0
     return kib * 1024
@@ -221,8 +280,11 @@ def resource_control(limits: Limits, workers: int) -> tuple[Limits, str]:
         memory = cgroup.fit(int(limits.student_memory_gb * 2**30), workers, _rss() + RESERVE)
         limits = dataclasses.replace(limits, student_memory_gb=memory / 2**30)
     else:
-        print(f"mha-grader: no cgroup per student ({why}); each sandbox is bounded only by "
-              "per-process limits (see the instructor guide, 'Per-student bounds')", file=sys.stderr)
+        print(
+            f"mha-grader: no cgroup per student ({why}); each sandbox is bounded only by "
+            "per-process limits (see the instructor guide, 'Per-student bounds')",
+            file=sys.stderr,
+        )
     return limits, cgroup.status(limits.bounds())
 
 
@@ -251,8 +313,10 @@ def _meta(part: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise MergeRefused(f"{part}: expected an OUT folder of `mha-course grade` (with grading.json), "
-                           f"but {path} could not be read ({type(e).__name__})") from None
+        raise MergeRefused(
+            f"{part}: expected an OUT folder of `mha-course grade` (with grading.json), "
+            f"but {path} could not be read ({type(e).__name__})"
+        ) from None
 
 
 def _inputs(meta: dict) -> str:
@@ -272,12 +336,16 @@ def check_consistent(parts: list[Path], metas: list[dict]) -> None:
     """Every folder graded the same items on the same inputs (one key, one submission id)."""
     if len({_inputs(m) for m in metas}) > 1:
         what = "; ".join(f"{p}: {_describe_inputs(m)}" for p, m in zip(parts, metas))
-        raise MergeRefused(f"the folders were graded on different inputs ({what}); a gradebook must "
-                           f"come from one key: regrade with the same --key-file")
+        raise MergeRefused(
+            f"the folders were graded on different inputs ({what}); a gradebook must "
+            f"come from one key: regrade with the same --key-file"
+        )
     for p, m in zip(parts[1:], metas[1:]):
         if m.get("items") != metas[0].get("items"):
-            raise MergeRefused(f"{p} graded other items than {parts[0]} (another --assignment or "
-                               f"course version); regrade them alike")
+            raise MergeRefused(
+                f"{p} graded other items than {parts[0]} (another --assignment or "
+                f"course version); regrade them alike"
+            )
 
 
 def check_complete(parts: list[Path], metas: list[dict]) -> None:
@@ -285,13 +353,18 @@ def check_complete(parts: list[Path], metas: list[dict]) -> None:
     seen: dict[int, Path] = {}
     for p, m in zip(parts, metas):
         if "only students" in m:
-            raise MergeRefused(f"{p} graded only some students (--students {','.join(m['only students'])}): "
-                               f"put a regrade into a gradebook with --replace")
+            raise MergeRefused(
+                f"{p} graded only some students (--students {','.join(m['only students'])}): "
+                f"put a regrade into a gradebook with --replace"
+            )
     ns = {int(m.get("shard", [1, 1])[1]) for m in metas}
     if len(ns) > 1:
-        raise MergeRefused("the folders are shards of different splits: "
-                           + ", ".join(f"{p} is {'/'.join(map(str, m.get('shard', [1, 1])))}"
-                                       for p, m in zip(parts, metas)))
+        raise MergeRefused(
+            "the folders are shards of different splits: "
+            + ", ".join(
+                f"{p} is {'/'.join(map(str, m.get('shard', [1, 1])))}" for p, m in zip(parts, metas)
+            )
+        )
     n = ns.pop()
     for p, m in zip(parts, metas):
         k = int(m.get("shard", [1, 1])[0])
@@ -300,9 +373,11 @@ def check_complete(parts: list[Path], metas: list[dict]) -> None:
         seen[k] = p
     missing = [f"{k}/{n}" for k in range(1, n + 1) if k not in seen]
     if missing:
-        raise MergeRefused(f"incomplete shard set: got {len(seen)} of {n} shard(s); missing "
-                           f"{', '.join(missing)} (grade it with the same --key-file, or pass its folder; "
-                           f"to put a regrade of some students into a gradebook, use --replace)")
+        raise MergeRefused(
+            f"incomplete shard set: got {len(seen)} of {n} shard(s); missing "
+            f"{', '.join(missing)} (grade it with the same --key-file, or pass its folder; "
+            f"to put a regrade of some students into a gradebook, use --replace)"
+        )
 
 
 def _scores(part: Path, student: str) -> dict[str, float]:
@@ -344,11 +419,15 @@ def merge(parts: list[Path], out: Path, replace: bool = False) -> dict[str, dict
     check_consistent(parts, metas)
     if replace:
         if len(parts) < 2:
-            raise MergeRefused("--replace: expected the gradebook and at least one regrade folder, "
-                               f"got {len(parts)} folder")
+            raise MergeRefused(
+                "--replace: expected the gradebook and at least one regrade folder, "
+                f"got {len(parts)} folder"
+            )
         check_complete(parts[:1], metas[:1])  # the gradebook itself: a whole class
         if any(p.resolve() == out.resolve() for p in parts):
-            raise MergeRefused(f"--replace: --out {out} must be a new folder, not one of the inputs")
+            raise MergeRefused(
+                f"--replace: --out {out} must be a new folder, not one of the inputs"
+            )
         fresh_folder(out)
     else:
         check_complete(parts, metas)
@@ -369,15 +448,32 @@ def merge(parts: list[Path], out: Path, replace: bool = False) -> dict[str, dict
             continue
         rows[s] = _scores(part, s)
         if replace and part != parts[0]:
-            before = _scores(parts[0], s) if s in metas[0]["students"] and check_student_name(s) is None \
-                and (parts[0] / s / "results.json").is_file() else None
-            changed = [i for i in ids if before is None or before.get(i, 0.0) != rows[s].get(i, 0.0)]
+            before = (
+                _scores(parts[0], s)
+                if s in metas[0]["students"]
+                and check_student_name(s) is None
+                and (parts[0] / s / "results.json").is_file()
+                else None
+            )
+            changed = [
+                i for i in ids if before is None or before.get(i, 0.0) != rows[s].get(i, 0.0)
+            ]
             for i in changed:
-                changes.append([csv_cell(s), i, "" if before is None else f"{before.get(i, 0.0):g}",
-                                f"{rows[s].get(i, 0.0):g}", str(part)])
-            replaced[s] = {"from": str(part), "items changed": len(changed),
-                           "total before": None if before is None else sum(before.values()),
-                           "total after": sum(rows[s].values())}
+                changes.append(
+                    [
+                        csv_cell(s),
+                        i,
+                        "" if before is None else f"{before.get(i, 0.0):g}",
+                        f"{rows[s].get(i, 0.0):g}",
+                        str(part),
+                    ]
+                )
+            replaced[s] = {
+                "from": str(part),
+                "items changed": len(changed),
+                "total before": None if before is None else sum(before.values()),
+                "total after": sum(rows[s].values()),
+            }
         if part.resolve() != out.resolve():
             mkdir_new(out / s)
             for name in ("results.json", "feedback.md"):
@@ -396,11 +492,21 @@ def merge(parts: list[Path], out: Path, replace: bool = False) -> dict[str, dict
     w.writerow(COLLECTION_HEADER)
     w.writerows(sorted(collection))
     _replace_file(out / "collection.csv", buf.getvalue())
-    meta_out = {**json.loads(_inputs(metas[0])), "shard": [1, 1], "students": sorted(rows), "items": ids,
-                "assignment": metas[0].get("assignment", "all exercises"), "isolation": sorted(modes),
-                "merged_from": [str(p) for p in parts]}
-    meta_out["seconds"] = {s: float(m.get("seconds", {})[s]) for s, part in sorted(source.items())
-                           for p, m in zip(parts, metas) if p == part and s in m.get("seconds", {})}
+    meta_out = {
+        **json.loads(_inputs(metas[0])),
+        "shard": [1, 1],
+        "students": sorted(rows),
+        "items": ids,
+        "assignment": metas[0].get("assignment", "all exercises"),
+        "isolation": sorted(modes),
+        "merged_from": [str(p) for p in parts],
+    }
+    meta_out["seconds"] = {
+        s: float(m.get("seconds", {})[s])
+        for s, part in sorted(source.items())
+        for p, m in zip(parts, metas)
+        if p == part and s in m.get("seconds", {})
+    }
     if replace:
         buf = io.StringIO()
         w = csv.writer(buf)

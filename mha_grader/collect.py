@@ -77,7 +77,9 @@ class _Candidate:
 def _read(path: Path) -> bytes | None:
     """At most ``MAX_BYTES`` of a regular file, without following a link; None if not readable."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(
+            path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        )
     except OSError:
         return None
     try:
@@ -117,7 +119,9 @@ def _walk(folder: Path) -> tuple[list[tuple[Path, str]], dict[str, str]]:
         skipped = [d for d in dirs if d in SKIP_DIRS or d.startswith(".")]
         dirs[:] = sorted(d for d in dirs if d not in skipped)
         for d in skipped:
-            other[(Path(here) / d).relative_to(folder).as_posix() + "/"] = "a hidden or checkpoint folder"
+            other[(Path(here) / d).relative_to(folder).as_posix() + "/"] = (
+                "a hidden or checkpoint folder"
+            )
         for name in sorted(files):
             path = Path(here) / name
             rel = path.relative_to(folder).as_posix()
@@ -159,19 +163,29 @@ def collect(folder: Path, stems: list[str] | dict[str, object]) -> Collected:
             by_name = None
         ex = by_content or by_name
         if ex is None:
-            out.ignored[rel] = ("neither its cells nor its name name a graded exercise "
-                                "(exNN_<topic>.ipynb)")
+            out.ignored[rel] = (
+                "neither its cells nor its name name a graded exercise (exNN_<topic>.ipynb)"
+            )
             continue
         if ex not in by_prefix:
             out.ignored[rel] = f"{ex} is not part of this assignment"
             continue
         if by_content and by_name and by_content != by_name:
-            out.notes.append(f"{rel}: its name says {by_name} but its cells are {by_content}'s: "
-                             f"taken as {by_content}")
-        groups.setdefault(ex, []).append(_Candidate(
-            path, rel, regular, by_name, by_content,
-            len(_STUB.findall(data)) if data is not None else 0,
-            data if data is not None else rel.encode()))
+            out.notes.append(
+                f"{rel}: its name says {by_name} but its cells are {by_content}'s: "
+                f"taken as {by_content}"
+            )
+        groups.setdefault(ex, []).append(
+            _Candidate(
+                path,
+                rel,
+                regular,
+                by_name,
+                by_content,
+                len(_STUB.findall(data)) if data is not None else 0,
+                data if data is not None else rel.encode(),
+            )
+        )
     for prefix, stem in sorted(by_prefix.items()):
         cands = groups.get(prefix, [])
         if not cands:
@@ -183,18 +197,27 @@ def collect(folder: Path, stems: list[str] | dict[str, object]) -> Collected:
         if len(distinct) > 1:
             out.status[stem], out.rule[stem] = COMPETING, rule
             others = ", ".join(c.rel for c in cands if c is not best)
-            out.notes.append(f"{prefix}: {len(cands)} different files compete ({best.rel}, {others}); "
-                             f"graded {best.rel}: {rule}")
+            out.notes.append(
+                f"{prefix}: {len(cands)} different files compete ({best.rel}, {others}); "
+                f"graded {best.rel}: {rule}"
+            )
         else:
             out.status[stem] = TAKEN if best.rel == f"{stem}.ipynb" else FOUND
             if best.rel != f"{stem}.ipynb":
-                how = " and ".join(w for w, ok in (("its cells", best.by_content), ("its name", best.by_name)) if ok)
+                how = " and ".join(
+                    w
+                    for w, ok in (("its cells", best.by_content), ("its name", best.by_name))
+                    if ok
+                )
                 out.notes.append(f"graded {best.rel} as {stem}.ipynb (found by {how})")
         for c in cands:
             if c is not best:
                 same = c.digest == best.digest
-                out.ignored[c.rel] = (f"a copy of {best.rel} (identical)" if same
-                                      else f"{prefix}: {best.rel} was graded instead ({rule})")
+                out.ignored[c.rel] = (
+                    f"a copy of {best.rel} (identical)"
+                    if same
+                    else f"{prefix}: {best.rel} was graded instead ({rule})"
+                )
     return out
 
 
@@ -206,13 +229,19 @@ def _choose(stem: str, cands: list[_Candidate]) -> tuple[_Candidate, str]:
     fewest = min(c.stubs for c in cands)
     ranked = sorted(cands, key=lambda c: (c.stubs, c.rel.count("/"), c.rel))
     if sum(1 for c in cands if c.stubs == fewest) == 1:
-        return ranked[0], "the copy with the most tasks done (fewest NotImplementedError stubs) wins"
-    return ranked[0], "equal work: the file nearest the top of the folder, then the first by name, wins"
+        return ranked[
+            0
+        ], "the copy with the most tasks done (fewest NotImplementedError stubs) wins"
+    return ranked[
+        0
+    ], "equal work: the file nearest the top of the folder, then the first by name, wins"
 
 
 def summary_rows(student: str, got: Collected) -> list[list[str]]:
     """``OUT/collection.csv`` rows: student, exercise, status, file, rule or reason."""
-    rows = [[student, stem, st, got.source.get(stem, ""), got.rule.get(stem, "")]
-            for stem, st in sorted(got.status.items())]
+    rows = [
+        [student, stem, st, got.source.get(stem, ""), got.rule.get(stem, "")]
+        for stem, st in sorted(got.status.items())
+    ]
     rows += [[student, "", "ignored", rel, why] for rel, why in sorted(got.ignored.items())]
     return rows

@@ -33,13 +33,20 @@ MEMORY = "memory limit"
 CRASHED = "crashed"
 INVALID_NOTEBOOK = "invalid notebook"
 MISSING_NOTEBOOK = "missing notebook"
-INVALID_RESULT = "invalid result"  # the child's result broke the protocol (mha_grader/sandbox/protocol.py)
+INVALID_RESULT = (
+    "invalid result"  # the child's result broke the protocol (mha_grader/sandbox/protocol.py)
+)
 DISK = "disk limit"  # the child filled its sized writable space (mha_grader/sandbox/space.py)
-REJECTED = "rejected"  # the class layout was refused (a symlinked folder, a hard-linked notebook...)
+REJECTED = (
+    "rejected"  # the class layout was refused (a symlinked folder, a hard-linked notebook...)
+)
 # What a child may report (anything else is "crashed"), and what only the parent decides.
-CHILD_STATUSES = frozenset({NOT_IMPLEMENTED, MISSING_FUNCTION, ERROR, FORBIDDEN, MEMORY, WRONG_TYPE})
-PARENT_STATUSES = frozenset({TIMEOUT, CRASHED, INVALID_NOTEBOOK, MISSING_NOTEBOOK, INVALID_RESULT, REJECTED,
-                             DISK})
+CHILD_STATUSES = frozenset(
+    {NOT_IMPLEMENTED, MISSING_FUNCTION, ERROR, FORBIDDEN, MEMORY, WRONG_TYPE}
+)
+PARENT_STATUSES = frozenset(
+    {TIMEOUT, CRASHED, INVALID_NOTEBOOK, MISSING_NOTEBOOK, INVALID_RESULT, REJECTED, DISK}
+)
 
 
 @dataclass
@@ -102,7 +109,9 @@ def describe_case(case: Case) -> str:
 def reference_dtypes(item: Item, seed: int = 0) -> list[np.dtype]:
     """The dtypes of the reference's outputs on the item's first case (what :func:`dtype_rule` states)."""
     cases = item.cases(seed)
-    return [a.dtype for a in as_arrays(item.reference(*to_framework(item, cases[0])))] if cases else []
+    return (
+        [a.dtype for a in as_arrays(item.reference(*to_framework(item, cases[0])))] if cases else []
+    )
 
 
 def dtype_rule(item: Item, dtypes: list[np.dtype] | None = None) -> str:
@@ -117,14 +126,18 @@ def dtype_rule(item: Item, dtypes: list[np.dtype] | None = None) -> str:
         if names == ["bool"]:
             return "a bool output (True/False), not 0/1 numbers"
         if all(np.dtype(d).kind in "iu" for d in dtypes):
-            return f"an integer output ({' or '.join(names)}, as the reference returns), not a float"
+            return (
+                f"an integer output ({' or '.join(names)}, as the reference returns), not a float"
+            )
         return f"outputs of dtype {', '.join(names)} (as the reference returns them), not floats"
     if item.dtype_must_match:
         return "the output keeps the input's floating dtype (float32 in, float32 out; float64 in, float64 out)"
     if item.rtol == 0 and item.atol < 1:
         return "any number type (int or float): the answer is a count or an index, compared exactly"
-    return ("any floating dtype (float32 or float64): compared at the precision of the less precise "
-            "of yours and the reference's")
+    return (
+        "any floating dtype (float32 or float64): compared at the precision of the less precise "
+        "of yours and the reference's"
+    )
 
 
 def _compare_dtype(item: Item, got: np.ndarray, ref: np.ndarray) -> np.dtype:
@@ -133,7 +146,12 @@ def _compare_dtype(item: Item, got: np.ndarray, ref: np.ndarray) -> np.dtype:
     check_dtype=False)`` does in the notebooks' self-checks."""
     want = np.dtype(ref.dtype)
     have = np.dtype(got.dtype)
-    if not item.dtype_must_match and have.kind == "f" and want.kind == "f" and have.itemsize < want.itemsize:
+    if (
+        not item.dtype_must_match
+        and have.kind == "f"
+        and want.kind == "f"
+        and have.itemsize < want.itemsize
+    ):
         return have
     return want
 
@@ -153,8 +171,15 @@ def _close(item: Item, got: np.ndarray, want: np.ndarray) -> bool:
         return bool(np.array_equal(got, want))
     rtol, atol = _tolerances(item, _compare_dtype(item, got, want))
     with np.errstate(invalid="ignore"):
-        return bool(np.allclose(got.astype(np.float64), want.astype(np.float64),
-                                rtol=rtol, atol=atol, equal_nan=True))
+        return bool(
+            np.allclose(
+                got.astype(np.float64),
+                want.astype(np.float64),
+                rtol=rtol,
+                atol=atol,
+                equal_nan=True,
+            )
+        )
 
 
 def _letters(item: Item, shape: tuple[int, ...], j: int = 0) -> str:
@@ -184,8 +209,9 @@ def mistake_text(m: Mistake) -> str:
     return m.feedback if named else f"{m.name}: {m.feedback}"
 
 
-def _named_mistake(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray
-                   ) -> tuple[str, str | None] | None:
+def _named_mistake(
+    item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray
+) -> tuple[str, str | None] | None:
     """``(message, status override)`` of the first known mistake that explains ``got``."""
     for m in item.mistakes:
         try:
@@ -201,8 +227,9 @@ def _named_mistake(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
     return None
 
 
-def compare_output(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray
-                   ) -> tuple[str, str] | None:
+def compare_output(
+    item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray
+) -> tuple[str, str] | None:
     """``None`` if output ``j`` is right, else ``(status, message)``."""
     if got.shape != ref.shape:
         named = _named_mistake(item, case, j, got, ref)
@@ -216,7 +243,10 @@ def compare_output(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
             named = _named_mistake(item, case, j, got, ref)
             if named:
                 return named[1] or WRONG_VALUES, named[0]
-            return NON_FINITE, f"{int(bad.sum())} NaN/inf value(s) where the expected output is finite"
+            return (
+                NON_FINITE,
+                f"{int(bad.sum())} NaN/inf value(s) where the expected output is finite",
+            )
     if _close(item, got, ref):
         return None
     named = _named_mistake(item, case, j, got, ref)
@@ -228,7 +258,9 @@ def compare_output(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
 def _dtype_message(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray) -> str:
     """A wrong dtype, the rule it breaks, and whether the values are right apart from it (a
     dtype message must not hide a real bug)."""
-    msg = f"expected dtype {ref.dtype}, got {got.dtype} (dtype rule: {dtype_rule(item, [ref.dtype])})"
+    msg = (
+        f"expected dtype {ref.dtype}, got {got.dtype} (dtype rule: {dtype_rule(item, [ref.dtype])})"
+    )
     if got.dtype == np.float64 and ref.dtype == np.float32:
         msg += "; float64 returned for float32 input (a float64 constant, or a new tensor made without dtype=...)"
     if got.dtype.kind not in "fiub" or ref.dtype == np.bool_ or got.dtype == np.bool_:
@@ -237,7 +269,11 @@ def _dtype_message(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
     if _close(item, got.astype(loose), ref.astype(loose)):
         return msg + "; the values are right apart from the dtype"
     named = _named_mistake(item, case, j, got.astype(ref.dtype), ref)
-    return msg + "; the values are wrong too: " + (named[0] if named else values_differ(item, got.astype(loose), ref.astype(loose)))
+    return (
+        msg
+        + "; the values are wrong too: "
+        + (named[0] if named else values_differ(item, got.astype(loose), ref.astype(loose)))
+    )
 
 
 def values_differ(item: Item, got: np.ndarray, ref: np.ndarray) -> str:
@@ -266,8 +302,13 @@ def values_differ(item: Item, got: np.ndarray, ref: np.ndarray) -> str:
 _JUDGE_LOCK = threading.Lock()
 
 
-def judge(item: Item, cases: list[Case], child: dict[str, Any],
-          cell_lines: dict[int, int] | None = None, public: bool = False) -> ItemResult:
+def judge(
+    item: Item,
+    cases: list[Case],
+    child: dict[str, Any],
+    cell_lines: dict[int, int] | None = None,
+    public: bool = False,
+) -> ItemResult:
     """Score one item from the child's report ``{"status", ..., "outputs": [[arrays]]}``.
 
     A non-"ok" report gets its message from the fixed vocabulary (``feedback.render_child``);
@@ -308,39 +349,63 @@ def _values_shown(item: Item, cases: list[Case], outputs: list, message: str) ->
         for j, (g, r) in enumerate(zip(got, refs)):
             if g.shape == r.shape and not _close(item, g, r):
                 arrays = [v for v in case.values() if isinstance(v, np.ndarray)]
-                numbers = [abs(float(v)) for v in case.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+                numbers = [
+                    abs(float(v))
+                    for v in case.values()
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)
+                ]
                 found.append(((sum(a.size for a in arrays), sum(numbers)), i, j, g, r))
                 break
     if not found:
         return message
     first = _named_mistake(item, cases[found[0][1]], *found[0][2:])
     if first:  # the mistake named on the first failing case: the smallest case showing THAT one
-        found = [f for f in found if _named_mistake(item, cases[f[1]], *f[2:]) == first] or found[:1]
+        found = [f for f in found if _named_mistake(item, cases[f[1]], *f[2:]) == first] or found[
+            :1
+        ]
     _, i, j, g, r = min(found, key=lambda f: f[0])
     named = _named_mistake(item, cases[i], j, g, r)
     at = ""
     if g.ndim and g.size > 12:
-        k = tuple(int(n) for n in np.argwhere(~np.isclose(g.astype(float), r.astype(float), rtol=0, atol=item.atol))[0])
+        k = tuple(
+            int(n)
+            for n in np.argwhere(
+                ~np.isclose(g.astype(float), r.astype(float), rtol=0, atol=item.atol)
+            )[0]
+        )
         at = f" at index {k}"
         g, r = g[k], r[k]
-    label = output_label(item, j, len(g_all) if (g_all := outputs[i] if i < len(outputs) else []) else 1)
+    label = output_label(
+        item, j, len(g_all) if (g_all := outputs[i] if i < len(outputs) else []) else 1
+    )
     label = "" if label == "output 0: " else label  # an unnamed first output: as before, no label
-    return (f"{label}returned {_show(np.asarray(g))}, expected {_show(np.asarray(r))}{at} "
-            f"on the smallest public case that separates them" + (f" — {named[0]}" if named else "")
-            + f" [case {i + 1} of {len(cases)}: {describe_case(cases[i])}]")
+    return (
+        f"{label}returned {_show(np.asarray(g))}, expected {_show(np.asarray(r))}{at} "
+        f"on the smallest public case that separates them"
+        + (f" — {named[0]}" if named else "")
+        + f" [case {i + 1} of {len(cases)}: {describe_case(cases[i])}]"
+    )
 
 
-def _judge(item: Item, cases: list[Case], child: dict[str, Any], cell_lines: dict[int, int] | None
-           ) -> ItemResult:
+def _judge(
+    item: Item, cases: list[Case], child: dict[str, Any], cell_lines: dict[int, int] | None
+) -> ItemResult:
     status = child.get("status", CRASHED)
     if status != "ok":
         if status not in CHILD_STATUSES | PARENT_STATUSES:
             status = CRASHED
-        msg = render_child(status, child, function=item.function, forbidden=tuple(item.forbidden),
-                           cell_lines=cell_lines)
+        msg = render_child(
+            status,
+            child,
+            function=item.function,
+            forbidden=tuple(item.forbidden),
+            cell_lines=cell_lines,
+        )
         if status == MEMORY and item.memory_mb:
-            msg += (f"; this item may use at most {item.memory_mb} MiB beyond start-up (the kernel "
-                    "enforces it): its large case's full (L, S) matrix does not fit, so the method matters")
+            msg += (
+                f"; this item may use at most {item.memory_mb} MiB beyond start-up (the kernel "
+                "enforces it): its large case's full (L, S) matrix does not fit, so the method matters"
+            )
         own = child.get("parent_message")
         if isinstance(own, str):
             msg = f"{msg}; {own}" if msg else own
@@ -356,32 +421,53 @@ def _judge(item: Item, cases: list[Case], child: dict[str, Any], cell_lines: dic
         got = outputs[i] if i < len(outputs) else []
         where = f" [case {i + 1} of {len(cases)}: {describe_case(case)}]"
         if len(got) != len(refs):
-            msg = (f"expected {len(refs)} output(s), got {len(got)}" if len(refs) > 1 or len(got) > 1
-                   else "no output")
+            msg = (
+                f"expected {len(refs)} output(s), got {len(got)}"
+                if len(refs) > 1 or len(got) > 1
+                else "no output"
+            )
             return ItemResult(item.id, item.function, 0.0, item.points, WRONG_TYPE, msg + where)
         for j, (g, r) in enumerate(zip(got, refs)):
             verdict = compare_output(item, case, j, g, r)
             if verdict:
                 name = output_label(item, j, len(refs))
-                return ItemResult(item.id, item.function, 0.0, item.points, verdict[0],
-                                  name + verdict[1] + where)
-    return ItemResult(item.id, item.function, float(item.points), item.points, PASSED,
-                      f"all {len(cases)} cases match")
+                return ItemResult(
+                    item.id, item.function, 0.0, item.points, verdict[0], name + verdict[1] + where
+                )
+    return ItemResult(
+        item.id,
+        item.function,
+        float(item.points),
+        item.points,
+        PASSED,
+        f"all {len(cases)} cases match",
+    )
 
 
-PREDICTION_SEP = "; your prediction"  # how the note starts (feedback.prediction_note), after the verdict
+PREDICTION_SEP = (
+    "; your prediction"  # how the note starts (feedback.prediction_note), after the verdict
+)
 
 
-def _with_prediction(item: Item, cases: list[Case], outputs: list, cell_lines: dict[int, int] | None
-                     ) -> ItemResult:
+def _with_prediction(
+    item: Item, cases: list[Case], outputs: list, cell_lines: dict[int, int] | None
+) -> ItemResult:
     """Judge the graded outputs without the last one of each case (the prediction), then add the
     prediction to the message, rendered by the parent (``feedback.prediction_note``)."""
     n = len(as_arrays(item.reference(*to_framework(item, cases[0])))) if cases else 0
-    if any(len(got) != n + 1 for got in outputs[:len(cases)]) or len(outputs) < len(cases):
-        return ItemResult(item.id, item.function, 0.0, item.points, WRONG_TYPE,
-                          f"expected {n + 1} outputs per case: the {n} measured and your prediction")
+    if any(len(got) != n + 1 for got in outputs[: len(cases)]) or len(outputs) < len(cases):
+        return ItemResult(
+            item.id,
+            item.function,
+            0.0,
+            item.points,
+            WRONG_TYPE,
+            f"expected {n + 1} outputs per case: the {n} measured and your prediction",
+        )
     graded = [got[:n] for got in outputs]
-    result = _judge(replace(item, prediction=None), cases, {"status": "ok", "outputs": graded}, cell_lines)
+    result = _judge(
+        replace(item, prediction=None), cases, {"status": "ok", "outputs": graded}, cell_lines
+    )
     predicted = [got[n] for got in outputs]
     measured = [item.prediction(got) for got in graded] if result.passed else None
     result.message = f"{result.message}; {prediction_note(predicted, measured)}"

@@ -19,22 +19,67 @@ import re
 from typing import Any
 
 CELL_FILE = re.compile(r"^<cell (\d{1,6})>$")
-BUILTIN_EXCEPTIONS = frozenset(n for n, v in vars(builtins).items()
-                               if isinstance(v, type) and issubclass(v, BaseException))
+BUILTIN_EXCEPTIONS = frozenset(
+    n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)
+)
 # What a wrong return may be described as (the child picks one; built-in type names also pass).
-RETURN_KINDS = frozenset({"tensor subclass", "array subclass", "complex tensor", "complex array",
-                          "too many elements", "too many outputs", "object array", "class from the notebook",
-                          "torch.Tensor", "numpy.ndarray", "sparse or special tensor",
-                          "unusual dtype"})
+RETURN_KINDS = frozenset(
+    {
+        "tensor subclass",
+        "array subclass",
+        "complex tensor",
+        "complex array",
+        "too many elements",
+        "too many outputs",
+        "object array",
+        "class from the notebook",
+        "torch.Tensor",
+        "numpy.ndarray",
+        "sparse or special tensor",
+        "unusual dtype",
+    }
+)
 MAX_LINE = 100_000
 # Modules a learner may import that the grading environment may lack: a ModuleNotFoundError names one of
 # these (a fixed vocabulary: a module name the child made up is not echoed); any other is "a module".
-KNOWN_MODULES = frozenset({
-    "einops", "opt_einsum", "jax", "jaxlib", "flax", "tensorflow", "keras", "scipy", "sklearn", "pandas",
-    "polars", "matplotlib", "seaborn", "plotly", "transformers", "tokenizers", "datasets", "accelerate",
-    "xformers", "flash_attn", "triton", "numba", "cupy", "torchvision", "torchaudio", "torchtext",
-    "sympy", "tqdm", "IPython", "ipywidgets", "requests", "safetensors", "huggingface_hub", "timm",
-})
+KNOWN_MODULES = frozenset(
+    {
+        "einops",
+        "opt_einsum",
+        "jax",
+        "jaxlib",
+        "flax",
+        "tensorflow",
+        "keras",
+        "scipy",
+        "sklearn",
+        "pandas",
+        "polars",
+        "matplotlib",
+        "seaborn",
+        "plotly",
+        "transformers",
+        "tokenizers",
+        "datasets",
+        "accelerate",
+        "xformers",
+        "flash_attn",
+        "triton",
+        "numba",
+        "cupy",
+        "torchvision",
+        "torchaudio",
+        "torchtext",
+        "sympy",
+        "tqdm",
+        "IPython",
+        "ipywidgets",
+        "requests",
+        "safetensors",
+        "huggingface_hub",
+        "timm",
+    }
+)
 # What the sandbox imports from (its read-only view of the grader's runtime), checked in the parent.
 PROVIDED = ("numpy", "torch", "triton")
 
@@ -42,7 +87,9 @@ PROVIDED = ("numpy", "torch", "triton")
 # ---- child side (runs in the sandbox; it only DESCRIBES, it never renders) ----------------------
 def exception_report(e: BaseException) -> dict[str, Any]:
     """``{"exception": built-in type name, "cell": i, "line": n}`` for an exception in learner code."""
-    name = next((c.__name__ for c in type(e).__mro__ if c.__module__ == "builtins"), "BaseException")
+    name = next(
+        (c.__name__ for c in type(e).__mro__ if c.__module__ == "builtins"), "BaseException"
+    )
     out: dict[str, Any] = {"exception": name}
     tb = e.__traceback__
     while tb is not None:  # the innermost frame that is in one of the student's cells
@@ -51,8 +98,14 @@ def exception_report(e: BaseException) -> dict[str, Any]:
             out["cell"], out["line"] = int(m.group(1)), int(tb.tb_lineno)
         tb = tb.tb_next
     if isinstance(e, ModuleNotFoundError) and isinstance(e.name, str) and e.name:
-        out["module"] = e.name.split(".")[0][:60]  # the parent names it only if it is a known module
-    m = CELL_FILE.match(e.filename) if isinstance(e, SyntaxError) and isinstance(e.filename, str) else None
+        out["module"] = e.name.split(".")[0][
+            :60
+        ]  # the parent names it only if it is a known module
+    m = (
+        CELL_FILE.match(e.filename)
+        if isinstance(e, SyntaxError) and isinstance(e.filename, str)
+        else None
+    )
     if m and isinstance(e.lineno, int):  # a cell that does not compile has no frame of its own
         out["cell"], out["line"] = int(m.group(1)), e.lineno
     return out
@@ -89,8 +142,10 @@ def missing_module(report: dict) -> str:
     """``: `einops` is not installed where notebooks are graded (...)`` for a ModuleNotFoundError."""
     module = report.get("module")
     named = f"`{module}`" if isinstance(module, str) and module in KNOWN_MODULES else "the module"
-    return (f": {named} is not installed where notebooks are graded, which provides {provided()}; "
-            "write that part with these")
+    return (
+        f": {named} is not installed where notebooks are graded, which provides {provided()}; "
+        "write that part with these"
+    )
 
 
 def where(report: dict, cell_lines: dict[int, int] | None) -> str:
@@ -103,8 +158,14 @@ def where(report: dict, cell_lines: dict[int, int] | None) -> str:
     return f" at line {line} of cell {cell}"
 
 
-def render_child(status: str, report: dict, *, function: str, forbidden: tuple[str, ...] | list[str],
-                 cell_lines: dict[int, int] | None = None) -> str:
+def render_child(
+    status: str,
+    report: dict,
+    *,
+    function: str,
+    forbidden: tuple[str, ...] | list[str],
+    cell_lines: dict[int, int] | None = None,
+) -> str:
     """The message for a child's non-"ok" status, from the fixed vocabulary."""
     if status == "missing function":
         return f"no `{function}` defined (was it renamed or deleted?)"
@@ -113,7 +174,9 @@ def render_child(status: str, report: dict, *, function: str, forbidden: tuple[s
     if status == "forbidden API":
         names = report.get("forbidden")
         names = [n for n in names if n in forbidden] if isinstance(names, list) else []
-        return ("uses " + ", ".join(sorted(set(names)))) if names else "uses an API this item forbids"
+        return (
+            ("uses " + ", ".join(sorted(set(names)))) if names else "uses an API this item forbids"
+        )
     if status == "memory limit":
         return "ran out of memory"
     if status == "wrong type":
@@ -126,7 +189,9 @@ def render_child(status: str, report: dict, *, function: str, forbidden: tuple[s
             return "called sys.exit()" + where(report, cell_lines)
         note = missing_module(report) if name == "ModuleNotFoundError" else ""
         return f"raised {name}{where(report, cell_lines)}{note}"
-    return ""  # timeout, crashed, invalid result, ...: the parent's own words are added by the caller
+    return (
+        ""  # timeout, crashed, invalid result, ...: the parent's own words are added by the caller
+    )
 
 
 def cell_note(report: Any, cell_lines: dict[int, int] | None = None) -> str | None:
@@ -142,14 +207,21 @@ def cell_note(report: Any, cell_lines: dict[int, int] | None = None) -> str | No
     return f"cell {index}: raised {name}{loc.replace(f' of cell {index}', '')}{note}"
 
 
-_BUILTIN_TYPES = frozenset(n for n, v in vars(builtins).items() if isinstance(v, type)) | {"NoneType"}
+_BUILTIN_TYPES = frozenset(n for n, v in vars(builtins).items() if isinstance(v, type)) | {
+    "NoneType"
+}
 
 
 def relative_band(err: float) -> str:
     """A coarse band for a relative error (never the expected value): decades from 0.1 % up."""
     if err != err or err == float("inf"):
         return "not finite"
-    for edge, text in ((1e-3, "under 0.1 %"), (1e-2, "0.1-1 %"), (1e-1, "1-10 %"), (1.0, "10-100 %")):
+    for edge, text in (
+        (1e-3, "under 0.1 %"),
+        (1e-2, "0.1-1 %"),
+        (1e-1, "1-10 %"),
+        (1.0, "10-100 %"),
+    ):
         if err < edge:
             return text
     return "100 % or more"
@@ -190,12 +262,20 @@ def prediction_note(predicted: list[Any], measured: list[Any] | None = None) -> 
         return note
     agree = total = 0
     for p, m in zip(predicted, measured):
-        p, m = np.asarray(p, dtype=np.float64).reshape(-1), np.asarray(m, dtype=np.float64).reshape(-1)
+        p, m = (
+            np.asarray(p, dtype=np.float64).reshape(-1),
+            np.asarray(m, dtype=np.float64).reshape(-1),
+        )
         if p.shape != m.shape:
             return f"{note}; it has {p.size} value(s) where the measurement has {m.size}"
         with np.errstate(invalid="ignore", over="ignore"):
             agree += int(np.sum(np.abs(p - m) <= AGREE * np.abs(m)))
         total += m.size
-    seen = ", ".join(_number(float(v)) for v in np.asarray(measured[0], dtype=np.float64).reshape(-1)[:MAX_PREDICTED])
-    return (f"{note}; your measurement: {seen}; {agree} of {total} predicted values within "
-            f"{AGREE:.0%} of it")
+    seen = ", ".join(
+        _number(float(v))
+        for v in np.asarray(measured[0], dtype=np.float64).reshape(-1)[:MAX_PREDICTED]
+    )
+    return (
+        f"{note}; your measurement: {seen}; {agree} of {total} predicted values within "
+        f"{AGREE:.0%} of it"
+    )

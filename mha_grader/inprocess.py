@@ -17,7 +17,9 @@ from mha_grader.runner import encode_cases
 from mha_grader.sandbox import channel, child
 
 
-def grade_namespace(namespace: dict, items: list[Item], seed: int, public: bool = True) -> list[ItemResult]:
+def grade_namespace(
+    namespace: dict, items: list[Item], seed: int, public: bool = True
+) -> list[ItemResult]:
     """Grade the functions defined in ``namespace`` (e.g. a notebook's globals). ``public``: the
     seed's inputs may be shown in feedback (False for an instructor's hidden seed)."""
     wires = child.Tripwires()
@@ -31,20 +33,28 @@ def grade_namespace(namespace: dict, items: list[Item], seed: int, public: bool 
             spec = {**it.child_spec(), "cases": encode_cases(it, cases, arrays)}
             # An item with a service gets it from a thread of THIS process (not isolated: your
             # code could reach it; grading serves it from outside the sandbox, channel.py).
-            served = (channel.in_process({it.id: lambda i, it=it, cases=cases: it.service(cases[i])},
-                                         {it.id: len(cases)})
-                      if it.service else contextlib.nullcontext())
+            served = (
+                channel.in_process(
+                    {it.id: lambda i, it=it, cases=cases: it.service(cases[i])}, {it.id: len(cases)}
+                )
+                if it.service
+                else contextlib.nullcontext()
+            )
             with served as server:
                 status, saved = child._run_item(spec, namespace, arrays, wires, np, torch)
             if status.get("status") == "ok":
-                status["outputs"] = [[saved[f"c{i}_o{j}"] for j in range(n)]
-                                     for i, n in enumerate(status["n_outputs"])]
+                status["outputs"] = [
+                    [saved[f"c{i}_o{j}"] for j in range(n)]
+                    for i, n in enumerate(status["n_outputs"])
+                ]
             if server is not None:
                 status = server.finish(it.id, status)
             r = judge(it, cases, status, public=public)
             if it.memory_mb and r.passed:  # the kernel bound needs a child of its own
-                r.message += (f" (its {it.memory_mb} MiB memory bound is not enforced in your kernel: "
-                              "`mha-course check NOTEBOOK` enforces it, as grading does)")
+                r.message += (
+                    f" (its {it.memory_mb} MiB memory bound is not enforced in your kernel: "
+                    "`mha-course check NOTEBOOK` enforces it, as grading does)"
+                )
             results.append(r)
     finally:
         wires.uninstall()  # the learner's kernel gets its torch back untouched

@@ -124,10 +124,12 @@ class Item:
 
     def missing(self) -> list[str]:
         """How to install each module of ``requires`` that cannot be imported here."""
+
         def absent(mod: str) -> bool:
             if mod in sys.modules:
                 return sys.modules[mod] is None  # blocked (``sys.modules[mod] = None``)
             return importlib.util.find_spec(mod) is None
+
         return [how for mod, how in self.requires if absent(mod)]
 
     def cases(self, seed: int | Any) -> list[Case]:
@@ -151,12 +153,14 @@ class Item:
 
 
 # Distinctive names that the static (AST) check also looks for, besides the runtime tripwire.
-STATIC_FORBIDDEN = frozenset({
-    "scaled_dot_product_attention",
-    "MultiheadAttention",
-    "multi_head_attention_forward",
-    "flash_attention",
-    "_scaled_dot_product_attention_math",
-    "_scaled_dot_product_flash_attention",
-    "_scaled_dot_product_efficient_attention",
-})
+STATIC_FORBIDDEN = frozenset(
+    {
+        "scaled_dot_product_attention",
+        "MultiheadAttention",
+        "multi_head_attention_forward",
+        "flash_attention",
+        "_scaled_dot_product_attention_math",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+    }
+)

@@ -102,8 +102,10 @@ def read_key_file(path: Path) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             raise KeyFileError(f"key file: {path} is not a regular file")
         if os.name == "posix" and st.st_mode & 0o077:
-            raise KeyFileError(f"key file: {path} is readable by others (mode {stat.S_IMODE(st.st_mode):o}); "
-                               f"run: chmod 600 {path}")
+            raise KeyFileError(
+                f"key file: {path} is readable by others (mode {stat.S_IMODE(st.st_mode):o}); "
+                f"run: chmod 600 {path}"
+            )
         text = f.read(1000).strip()
     try:
         key = bytes.fromhex(text)

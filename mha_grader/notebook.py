@@ -24,8 +24,10 @@ def strip_magics(source: str) -> str | None:
     """Replace ``!cmd`` / ``%magic`` lines by ``pass``; ``None`` for a ``%%`` cell magic."""
     if source.lstrip().startswith("%%"):
         return None
-    return "\n".join(_MAGIC.sub(r"\1pass  # ", line) if _MAGIC.match(line) else line
-                     for line in source.split("\n"))
+    return "\n".join(
+        _MAGIC.sub(r"\1pass  # ", line) if _MAGIC.match(line) else line
+        for line in source.split("\n")
+    )
 
 
 def code_cells(path: str | Path) -> list[dict]:

@@ -45,9 +45,14 @@ def collisions(names: list[str]) -> dict[str, str]:
     groups: dict[str, list[str]] = {}
     for n in names:
         groups.setdefault(identity(n), []).append(n)
-    return {n: "the folder name reads the same in the gradebook as " + ", ".join(
-                repr(o) for o in group if o != n) + " (after Unicode NFKC and formula escaping)"
-            for group in groups.values() if len(group) > 1 for n in group}
+    return {
+        n: "the folder name reads the same in the gradebook as "
+        + ", ".join(repr(o) for o in group if o != n)
+        + " (after Unicode NFKC and formula escaping)"
+        for group in groups.values()
+        if len(group) > 1
+        for n in group
+    }
 
 
 def check_student_folder(path: Path) -> str | None:
@@ -86,7 +91,9 @@ def fresh_folder(out: Path) -> None:
         if os.path.islink(out) or not out.is_dir():
             raise ValueError(f"--out: {out} exists and is not a folder; give a new folder")
         if any(out.iterdir()):
-            raise ValueError(f"--out: {out} is not empty; give a new folder (nothing is overwritten)")
+            raise ValueError(
+                f"--out: {out} is not empty; give a new folder (nothing is overwritten)"
+            )
     else:
         out.mkdir(parents=True)
 

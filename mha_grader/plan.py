@@ -28,7 +28,9 @@ class Plan:
     budget: int  # bytes of results the parent may still read back for this student
     cells: dict[str, list[dict]] = field(default_factory=dict)  # notebook -> cells to run
     banned: dict[str, set[str]] = field(default_factory=dict)  # notebook -> forbidden names used
-    units: dict[str, tuple[str, list[Item]]] = field(default_factory=dict)  # unit -> (notebook, items)
+    units: dict[str, tuple[str, list[Item]]] = field(
+        default_factory=dict
+    )  # unit -> (notebook, items)
     courses: dict[str, str] = field(default_factory=dict)  # unit -> its staged course
     dirs: dict[str, str] = field(default_factory=dict)  # unit -> its results folder (u0, u1...)
     skip: set[tuple[str, int]] = field(default_factory=set)  # (notebook, cell) run no more
@@ -56,8 +58,9 @@ class Plan:
     def settle(self, it: Item, report: dict) -> None:
         """Judge ``it`` on ``report`` now (once); its arrays are released with the report."""
         if it.id not in self.verdicts:
-            self.verdicts[it.id] = C.judge(it, self.cases[it.id], report, self.lines(self.name_of[it.id]),
-                                           public=self.public)
+            self.verdicts[it.id] = C.judge(
+                it, self.cases[it.id], report, self.lines(self.name_of[it.id]), public=self.public
+            )
 
     def settle_all(self, todo: dict[str, list[Item]], status: str, message: str) -> None:
         for its in todo.values():
@@ -66,7 +69,10 @@ class Plan:
 
     def todo(self, one_unit: bool) -> dict[str, list[Item]]:
         """Unit -> its items not settled yet (only the first such unit if ``one_unit``)."""
-        left = {u: [it for it in its if it.id not in self.verdicts] for u, (_, its) in self.units.items()}
+        left = {
+            u: [it for it in its if it.id not in self.verdicts]
+            for u, (_, its) in self.units.items()
+        }
         left = {u: its for u, its in left.items() if its}
         return dict(list(left.items())[:1]) if one_unit else left
 
@@ -81,7 +87,12 @@ class Plan:
                 self.settle(it, {"status": C.CRASHED, "parent_message": "no result"})
             results = [self.verdicts[it.id] for it in self.items[name]]
             # the root cause first: a cell that does not compile, an earlier task that fails
-            out[name] = causes.explain(results, self.notes.get(name, []), self.items[name],
-                                       cells=self.cells.get(name, []), graph=self.graphs.get(name),
-                                       syntax=self.syntax.get(name, {}))
+            out[name] = causes.explain(
+                results,
+                self.notes.get(name, []),
+                self.items[name],
+                cells=self.cells.get(name, []),
+                graph=self.graphs.get(name),
+                syntax=self.syntax.get(name, {}),
+            )
         return out

@@ -42,6 +42,7 @@ def all_items() -> list[Item]:
 def _check_forbidden(names: tuple[str, ...]) -> None:
     """Every forbidden name must resolve (a typo would otherwise forbid nothing)."""
     from mha_grader.stage import check_forbidden
+
     check_forbidden(names)
 
 

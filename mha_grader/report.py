@@ -29,17 +29,28 @@ def print_results(results: list[ItemResult], notes: list[str] = (), title: str =
     print(f"score: {total:g}/{most:g}")
 
 
-def gradescope(results: list[ItemResult], notes: list[str] = (), mistakes: dict[str, str] | None = None) -> dict:
+def gradescope(
+    results: list[ItemResult], notes: list[str] = (), mistakes: dict[str, str] | None = None
+) -> dict:
     """Gradescope's results schema: score + one test per item; each test's ``extra_data`` holds
     the status and, where the feedback names one, the mistake's id (``class_report.mistake_id``)."""
     mistakes = mistakes or {}
     return {
         "score": float(sum(r.points for r in results)),
-        "tests": [{"name": r.id, "score": float(r.points), "max_score": float(r.max_points),
-                   "status": "passed" if r.passed else "failed",
-                   "output": f"{r.status}: {r.message}",
-                   "extra_data": {"status": r.status, **({"mistake": mistakes[r.id]} if r.id in mistakes else {})}}
-                  for r in results],
+        "tests": [
+            {
+                "name": r.id,
+                "score": float(r.points),
+                "max_score": float(r.max_points),
+                "status": "passed" if r.passed else "failed",
+                "output": f"{r.status}: {r.message}",
+                "extra_data": {
+                    "status": r.status,
+                    **({"mistake": mistakes[r.id]} if r.id in mistakes else {}),
+                },
+            }
+            for r in results
+        ],
         "output": "\n".join(notes),
     }
 
@@ -57,18 +68,32 @@ def feedback_md(student: str, results: list[ItemResult], notes: list[str] = ()) 
     groups: dict[str, list[ItemResult]] = {}
     for r in results:
         groups.setdefault(r.id.split("_")[0], []).append(r)
-    out = [f"# Feedback for {student}", "", f"**Score: {total:g} / {most:g}**", "",
-           "| exercise | points | items passed |", "|---|---|---|"]
+    out = [
+        f"# Feedback for {student}",
+        "",
+        f"**Score: {total:g} / {most:g}**",
+        "",
+        "| exercise | points | items passed |",
+        "|---|---|---|",
+    ]
     for ex, rs in groups.items():
-        out.append(f"| {ex} | {sum(r.points for r in rs):g}/{sum(r.max_points for r in rs):g} | "
-                   f"{sum(r.passed for r in rs)} of {len(rs)} |")
+        out.append(
+            f"| {ex} | {sum(r.points for r in rs):g}/{sum(r.max_points for r in rs):g} | "
+            f"{sum(r.passed for r in rs)} of {len(rs)} |"
+        )
     for ex, rs in groups.items():
         failed = [r for r in rs if not r.passed]
         if not failed:
             continue
-        out += ["", f"## {ex}: {sum(r.points for r in rs):g}/{sum(r.max_points for r in rs):g} points", ""]
-        out += [f"- **`{r.id}`** (`{r.function}`, {r.points:g}/{r.max_points:g}) — {r.status}: {_md(r.message)}"
-                for r in failed]
+        out += [
+            "",
+            f"## {ex}: {sum(r.points for r in rs):g}/{sum(r.max_points for r in rs):g} points",
+            "",
+        ]
+        out += [
+            f"- **`{r.id}`** (`{r.function}`, {r.points:g}/{r.max_points:g}) — {r.status}: {_md(r.message)}"
+            for r in failed
+        ]
         passed = [r for r in rs if r.passed]
         if passed:
             out.append(f"- passed: {', '.join(f'`{r.id}`' for r in passed)}")
@@ -83,8 +108,14 @@ def feedback_md(student: str, results: list[ItemResult], notes: list[str] = ()) 
 NOT_ISOLATED = "not isolated"
 
 
-def write_student(out_dir: Path, student: str, results: list[ItemResult], notes: list[str],
-                  isolation: str = "", mistakes: dict[str, str] | None = None) -> None:
+def write_student(
+    out_dir: Path,
+    student: str,
+    results: list[ItemResult],
+    notes: list[str],
+    isolation: str = "",
+    mistakes: dict[str, str] | None = None,
+) -> None:
     """``OUT/<student>/results.json`` and ``feedback.md``: new files in a new folder, no links
     followed. ``isolation="none"`` stamps "not isolated" on both."""
     if isolation == "none":
@@ -95,8 +126,9 @@ def write_student(out_dir: Path, student: str, results: list[ItemResult], notes:
     write_new(d / "feedback.md", feedback_md(student, results, notes))
 
 
-def write_gradebook(out_dir: Path, item_ids: list[str], rows: dict[str, dict[str, float]],
-                    isolation: str = "") -> Path:
+def write_gradebook(
+    out_dir: Path, item_ids: list[str], rows: dict[str, dict[str, float]], isolation: str = ""
+) -> Path:
     """``grades.csv``: student, total, one column per item (in course order); cells that a
     spreadsheet would read as formulas are escaped; ``isolation="none"`` adds a last column
     saying "not isolated" on every row."""
@@ -109,7 +141,13 @@ def write_gradebook(out_dir: Path, item_ids: list[str], rows: dict[str, dict[str
     w.writerow(["student", "total", *item_ids, *stamp])
     for student in sorted(rows):
         scores = rows[student]
-        w.writerow([csv_cell(student), f"{sum(scores.values()):g}",
-                    *(f"{scores.get(i, 0.0):g}" for i in item_ids), *stamp])
+        w.writerow(
+            [
+                csv_cell(student),
+                f"{sum(scores.values()):g}",
+                *(f"{scores.get(i, 0.0):g}" for i in item_ids),
+                *stamp,
+            ]
+        )
     write_new(path, buf.getvalue())
     return path

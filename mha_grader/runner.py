@@ -66,11 +66,15 @@ def encode_cases(item: Item, cases: list[Case], arrays: dict) -> list[list[dict]
     return out
 
 
-def _servers(todo: dict[str, list[Item]], cases: dict[str, list[Case]]) -> dict[str, channel.Server]:
+def _servers(
+    todo: dict[str, list[Item]], cases: dict[str, list[Case]]
+) -> dict[str, channel.Server]:
     """One evidence channel per unit that holds items with a ``service`` (see channel.py)."""
     out = {}
     for u, its in todo.items():
-        factories = {it.id: (lambda i, it=it: it.service(cases[it.id][i])) for it in its if it.service}
+        factories = {
+            it.id: (lambda i, it=it: it.service(cases[it.id][i])) for it in its if it.service
+        }
         if factories:
             out[u] = channel.Server(factories, {i: len(cases[i]) for i in factories})
     return out
@@ -79,8 +83,10 @@ def _servers(todo: dict[str, list[Item]], cases: dict[str, list[Case]]) -> dict[
 # Heavy modules that the cells of a notebook may import (by words in their text): the child
 # imports them once, before it forks its units, instead of once per unit. Only a miss costs
 # (time); the child imports nothing outside child.PRELOADABLE.
-_PRELOAD = {"matplotlib.pyplot": ("matplotlib", "plot_attention", "plot_heads"),
-            "torch.utils.flop_counter": ("flop_counter",)}
+_PRELOAD = {
+    "matplotlib.pyplot": ("matplotlib", "plot_attention", "plot_heads"),
+    "torch.utils.flop_counter": ("flop_counter",),
+}
 # (not torch._dynamo, which every optimizer step imports: the child stands in for it until
 # something needs the real one, see eager.py)
 
@@ -93,13 +99,19 @@ def _preload(cells: list[dict]) -> list[str]:
 
 def _why(killed: str | None, code: int | None, limits: Limits) -> tuple[str, str]:
     if killed == DISK_FULL:
-        return C.DISK, (f"filled its writable space (temp: {limits.disk_mb} MiB, {limits.disk_files} "
-                        f"files; results: {limits.result_mb} MiB)")
+        return C.DISK, (
+            f"filled its writable space (temp: {limits.disk_mb} MiB, {limits.disk_files} "
+            f"files; results: {limits.result_mb} MiB)"
+        )
     if killed == TAMPERED:
-        return C.INVALID_RESULT, "the submission wrote the grader's progress file (stages out of order)"
+        return (
+            C.INVALID_RESULT,
+            "the submission wrote the grader's progress file (stages out of order)",
+        )
     if killed in (OUT_OF_MEMORY, TOO_MANY_PROCESSES):  # the kernel, in this student's own cgroup
-        return C.CRASHED, cgroup.message(cgroup.MEMORY if killed == OUT_OF_MEMORY else cgroup.PROCESSES,
-                                         limits.bounds())
+        return C.CRASHED, cgroup.message(
+            cgroup.MEMORY if killed == OUT_OF_MEMORY else cgroup.PROCESSES, limits.bounds()
+        )
     if killed == CPU_BOUND:
         return C.TIMEOUT, cgroup.message(cgroup.CPU, limits.bounds())
     if code is not None and code > 128:  # bubblewrap reports a signal as 128 + its number
@@ -107,8 +119,11 @@ def _why(killed: str | None, code: int | None, limits: Limits) -> tuple[str, str
     if killed or code == -signal.SIGXCPU:
         return C.TIMEOUT, ("took too long" if killed else "used too much CPU time")
     if code == -signal.SIGKILL:
-        return C.CRASHED, ("the process was killed (SIGKILL)" if cgroup.problem() is None
-                           else "the process was killed (SIGKILL: out of memory?)")
+        return C.CRASHED, (
+            "the process was killed (SIGKILL)"
+            if cgroup.problem() is None
+            else "the process was killed (SIGKILL: out of memory?)"
+        )
     if code == -signal.SIGXFSZ:
         return C.CRASHED, "wrote a file larger than the limit"
     if code == CONFINE_FAILED:
@@ -118,7 +133,9 @@ def _why(killed: str | None, code: int | None, limits: Limits) -> tuple[str, str
     return C.CRASHED, f"the process exited here (exit code {code}: os._exit, or a crash)"
 
 
-def _units(cells: dict[str, list[dict]], items: dict[str, list[Item]]) -> dict[str, tuple[str, list[Item]]]:
+def _units(
+    cells: dict[str, list[dict]], items: dict[str, list[Item]]
+) -> dict[str, tuple[str, list[Item]]]:
     """Units: the items of a notebook that forbid the same names, ``{"<stem>~<k>": (stem, items)}``.
     Each unit runs the notebook's cells in its own process with its own staged package (see
     child.py), so every item is graded with exactly its own forbidden functions absent."""
@@ -132,9 +149,13 @@ def _units(cells: dict[str, list[dict]], items: dict[str, list[Item]]) -> dict[s
     return units
 
 
-def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], seed: int,
-                     limits: Limits | None = None, isolation_mode: str | None = None
-                     ) -> dict[str, Graded]:
+def grade_submission(
+    notebooks: dict[str, Path],
+    items: dict[str, list[Item]],
+    seed: int,
+    limits: Limits | None = None,
+    isolation_mode: str | None = None,
+) -> dict[str, Graded]:
     """Grade several notebooks of one student: ``{name: path}``, ``{name: items}`` -> ``{name: graded}``.
 
     The steps (see the package docstring): 1. plan (``_plan``: read the notebooks in a limited
@@ -150,18 +171,30 @@ def grade_submission(notebooks: dict[str, Path], items: dict[str, list[Item]], s
     or ``MHA_GRADER_ISOLATION``; "none" if nothing is, since this is also the self-check path).
     """
     with one_torch_thread():
-        return _grade(notebooks, items, seed, limits or Limits(),
-                      isolation_mode or isolation.choose(allow_none=True))
+        return _grade(
+            notebooks,
+            items,
+            seed,
+            limits or Limits(),
+            isolation_mode or isolation.choose(allow_none=True),
+        )
 
 
-def _grade(notebooks: dict[str, Path], items: dict[str, list[Item]], seed, limits: Limits,
-           mode: str) -> dict[str, Graded]:
+def _grade(
+    notebooks: dict[str, Path], items: dict[str, list[Item]], seed, limits: Limits, mode: str
+) -> dict[str, Graded]:
     with cgroup.student(limits.bounds()) as group:  # the student's accounted unit (or None)
         return _grade_in(notebooks, items, seed, limits, mode, group)
 
 
-def _grade_in(notebooks: dict[str, Path], items: dict[str, list[Item]], seed, limits: Limits,
-              mode: str, group: cgroup.Group | None) -> dict[str, Graded]:
+def _grade_in(
+    notebooks: dict[str, Path],
+    items: dict[str, list[Item]],
+    seed,
+    limits: Limits,
+    mode: str,
+    group: cgroup.Group | None,
+) -> dict[str, Graded]:
     plan = _plan(notebooks, items, seed, limits, group)
     one_unit = confine.unit_mode(mode) == "sandbox"  # no Landlock here: one sandbox per unit
     with tempfile.TemporaryDirectory(prefix=space.run_prefix()) as tmp, space.held(tmp):
@@ -184,15 +217,27 @@ def _grade_in(notebooks: dict[str, Path], items: dict[str, list[Item]], seed, li
     return plan.graded()
 
 
-def _plan(notebooks: dict[str, Path], items: dict[str, list[Item]], seed, limits: Limits,
-          group: cgroup.Group | None = None) -> Plan:
+def _plan(
+    notebooks: dict[str, Path],
+    items: dict[str, list[Item]],
+    seed,
+    limits: Limits,
+    group: cgroup.Group | None = None,
+) -> Plan:
     """Step 1: the student's deadline, cases, cells (read by ``scan.scan``, within the deadline)
     and units."""
     # One wall deadline per student (restarts included): sleeping cannot stretch it.
-    deadline = time.monotonic() + min(limits.student_timeout,
-                                      limits.notebook_timeout * max(1, len(notebooks)))
-    plan = Plan(notebooks, items, {it.id: it.cases(seed) for n in notebooks for it in items[n]},
-                deadline, limits.result_mb * 2**20, public=isinstance(seed, (int, np.integer)))
+    deadline = time.monotonic() + min(
+        limits.student_timeout, limits.notebook_timeout * max(1, len(notebooks))
+    )
+    plan = Plan(
+        notebooks,
+        items,
+        {it.id: it.cases(seed) for n in notebooks for it in items[n]},
+        deadline,
+        limits.result_mb * 2**20,
+        public=isinstance(seed, (int, np.integer)),
+    )
     for name, got in _scan(notebooks, limits, deadline, group).items():
         if "error" in got:
             plan.note(name, got["error"])
@@ -202,16 +247,21 @@ def _plan(notebooks: dict[str, Path], items: dict[str, list[Item]], seed, limits
             plan.cells[name] = got["cells"]
             plan.syntax[name] = {int(i): e for i, e in got.get("syntax", {}).items()}
             plan.graphs[name] = {f: set(n) for f, n in got.get("graph", {}).items()}
-            plan.banned[name] = _banned(set(got["uses"]), {f for it in items[name] for f in it.forbidden})
+            plan.banned[name] = _banned(
+                set(got["uses"]), {f for it in items[name] for f in it.forbidden}
+            )
     plan.units = _units(plan.cells, items)
-    plan.courses = {u: str(stager().course({f for it in its for f in it.forbidden}))
-                    for u, (_, its) in plan.units.items()}
+    plan.courses = {
+        u: str(stager().course({f for it in its for f in it.forbidden}))
+        for u, (_, its) in plan.units.items()
+    }
     plan.dirs = {u: f"u{k}" for k, u in enumerate(plan.units)}  # each unit's own results folder
     return plan
 
 
-def _scan(notebooks: dict[str, Path], limits: Limits, deadline: float,
-          group: cgroup.Group | None = None) -> dict[str, dict]:
+def _scan(
+    notebooks: dict[str, Path], limits: Limits, deadline: float, group: cgroup.Group | None = None
+) -> dict[str, dict]:
     """Every notebook read in one limited process (in the student's cgroup); if that fails, each
     alone (to name the one)."""
     engine = str(stager().engine())
@@ -225,8 +275,10 @@ def _scan(notebooks: dict[str, Path], limits: Limits, deadline: float,
         return scan(engine, paths, STATIC_FORBIDDEN, wall(), prefix)
     except ScanFailed as e:
         if len(paths) == 1:
-            return {n: {"error": f"{Path(p).name} could not be read within the grader's limits: {e}"}
-                    for n, p in paths.items()}
+            return {
+                n: {"error": f"{Path(p).name} could not be read within the grader's limits: {e}"}
+                for n, p in paths.items()
+            }
     out = {}
     for n, p in paths.items():
         try:
@@ -236,30 +288,62 @@ def _scan(notebooks: dict[str, Path], limits: Limits, deadline: float,
     return out
 
 
-def _run(plan: Plan, todo: dict[str, list[Item]], root: Path, limits: Limits, mode: str,
-         group: cgroup.Group | None = None):
+def _run(
+    plan: Plan,
+    todo: dict[str, list[Item]],
+    root: Path,
+    limits: Limits,
+    mode: str,
+    group: cgroup.Group | None = None,
+):
     """Step 2: one child on ``todo``; returns (its job spec, the evidence servers, its outcome)."""
     arrays: dict[str, np.ndarray] = {}
     servers = _servers(todo, plan.cases)  # the parent's side of the evidence channels
     socks = {u: srv.start() for u, srv in servers.items()}
     nb_of = {u: plan.units[u][0] for u in todo}
-    spec = {"needs_torch": any(it.framework == "torch" or any(
-                                   not f.startswith("mha_course.") for f in it.forbidden)
-                               for its in todo.values() for it in its),
-            "preload": _preload([c for u in todo for c in plan.cells[nb_of[u]]]),
-            "sys_path": isolation.site_packages(), "item_cpu": limits.item_cpu,
-            "confine": confine.unit_mode(mode) == "landlock",
-            "read_only": sorted({plan.courses[u] for u in todo}),
-            "notebooks": [{"name": u, "dir": plan.dirs[u], "course": plan.courses[u],
-                           "channel_fd": socks[u].fileno() if u in socks else None,
-                           "cells": [c for c in plan.cells[nb_of[u]] if (nb_of[u], c["index"]) not in plan.skip],
-                           "items": [{**it.child_spec(), "cases": encode_cases(it, plan.cases[it.id], arrays),
-                                      "static_forbidden": sorted(plan.banned[nb_of[u]] & set(it.forbidden))}
-                                     for it in its]}
-                          for u, its in todo.items()]}
+    spec = {
+        "needs_torch": any(
+            it.framework == "torch" or any(not f.startswith("mha_course.") for f in it.forbidden)
+            for its in todo.values()
+            for it in its
+        ),
+        "preload": _preload([c for u in todo for c in plan.cells[nb_of[u]]]),
+        "sys_path": isolation.site_packages(),
+        "item_cpu": limits.item_cpu,
+        "confine": confine.unit_mode(mode) == "landlock",
+        "read_only": sorted({plan.courses[u] for u in todo}),
+        "notebooks": [
+            {
+                "name": u,
+                "dir": plan.dirs[u],
+                "course": plan.courses[u],
+                "channel_fd": socks[u].fileno() if u in socks else None,
+                "cells": [
+                    c for c in plan.cells[nb_of[u]] if (nb_of[u], c["index"]) not in plan.skip
+                ],
+                "items": [
+                    {
+                        **it.child_spec(),
+                        "cases": encode_cases(it, plan.cases[it.id], arrays),
+                        "static_forbidden": sorted(plan.banned[nb_of[u]] & set(it.forbidden)),
+                    }
+                    for it in its
+                ],
+            }
+            for u, its in todo.items()
+        ],
+    }
     try:
-        outcome = run_child(root, spec, arrays, limits, plan.deadline, mode,
-                            pass_fds=[sk.fileno() for sk in socks.values()], group=group)
+        outcome = run_child(
+            root,
+            spec,
+            arrays,
+            limits,
+            plan.deadline,
+            mode,
+            pass_fds=[sk.fileno() for sk in socks.values()],
+            group=group,
+        )
     finally:
         for sk in socks.values():
             sk.close()
@@ -268,8 +352,14 @@ def _run(plan: Plan, todo: dict[str, list[Item]], root: Path, limits: Limits, mo
     return spec, servers, outcome
 
 
-def _read_back(plan: Plan, todo: dict[str, list[Item]], out: Path, servers: dict,
-               stage_plan: list[str], stage: str) -> None:
+def _read_back(
+    plan: Plan,
+    todo: dict[str, list[Item]],
+    out: Path,
+    servers: dict,
+    stage_plan: list[str],
+    stage: str,
+) -> None:
     """Steps 3 and 4: each item the harness finished before ``stage``, read from ITS unit's folder
     within the student's byte budget, judged at once (its arrays are not kept)."""
     trusted = protocol.finished_items(stage_plan, stage)
@@ -291,24 +381,42 @@ def _read_result(out: Path, unit: str, where: Path | None, item: Item, plan: Pla
     """The item's result by the protocol; ``None`` if the child wrote none, ``invalid result`` if
     what it wrote breaks the protocol (forged, truncated, oversized, a link...) or the budget."""
     if where is None:
-        return None if not os.path.lexists(out / unit) else {
-            "status": C.INVALID_RESULT, "parent_message": "the result breaks the protocol: not a folder"}
+        return (
+            None
+            if not os.path.lexists(out / unit)
+            else {
+                "status": C.INVALID_RESULT,
+                "parent_message": "the result breaks the protocol: not a folder",
+            }
+        )
     try:
         doc = protocol.read_result(where, item.id, budget=plan.budget)  # only the protocol's fields
     except FileNotFoundError:
         return None
     except protocol.Invalid as e:
-        return {"status": C.INVALID_RESULT, "parent_message": f"the result breaks the protocol: {e}"[:300]}
+        return {
+            "status": C.INVALID_RESULT,
+            "parent_message": f"the result breaks the protocol: {e}"[:300],
+        }
     plan.budget -= sum(a.nbytes for outs in doc.get("outputs", []) for a in outs)
     return doc
 
 
-def _after(plan: Plan, todo: dict[str, list[Item]], stage: str, killed: str | None,
-           code: int | None, limits: Limits) -> bool:
+def _after(
+    plan: Plan,
+    todo: dict[str, list[Item]],
+    stage: str,
+    killed: str | None,
+    code: int | None,
+    limits: Limits,
+) -> bool:
     """Step 5: what the child's last stage teaches; False when nothing more can be learned."""
     if killed == DISK_FULL:
         for u in todo:
-            plan.note(plan.units[u][0], f"{_why(killed, code, limits)[1]}: the write that did not fit failed")
+            plan.note(
+                plan.units[u][0],
+                f"{_why(killed, code, limits)[1]}: the write that did not fit failed",
+            )
     if stage == protocol.DONE:  # all of todo ran; one sandbox per unit: on to the next unit
         status, why = (C.CRASHED, "no result") if killed is None else _why(killed, code, limits)
         plan.settle_all(todo, status, why)
@@ -331,7 +439,12 @@ def _after(plan: Plan, todo: dict[str, list[Item]], stage: str, killed: str | No
     return False
 
 
-def grade_notebook(path: str | Path, items: list[Item], seed: int, limits: Limits | None = None,
-                   isolation_mode: str | None = None) -> Graded:
+def grade_notebook(
+    path: str | Path,
+    items: list[Item],
+    seed: int,
+    limits: Limits | None = None,
+    isolation_mode: str | None = None,
+) -> Graded:
     """Grade ``items`` of one notebook in a child; returns (results, notes)."""
     return grade_submission({"nb": Path(path)}, {"nb": items}, seed, limits, isolation_mode)["nb"]

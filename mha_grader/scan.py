@@ -46,8 +46,10 @@ def used_names(cells: list[dict]) -> set[str]:
         except (SyntaxError, ValueError):
             continue
         except (RecursionError, MemoryError):
-            raise TooComplex(f"cell {cell.get('index')} is too large or too deeply nested for the "
-                             f"grader to check ({MEMORY_MB} MiB)") from None
+            raise TooComplex(
+                f"cell {cell.get('index')} is too large or too deeply nested for the "
+                f"grader to check ({MEMORY_MB} MiB)"
+            ) from None
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute):
                 used.add(node.attr)
@@ -71,12 +73,23 @@ def syntax_errors(cells: Sequence[dict]) -> dict[int, dict[str, Any]]:
             compile(cell["source"], f"<cell {cell['index']}>", "exec", dont_inherit=True)
         except (SyntaxError, ValueError) as e:  # ValueError: a NUL byte in the source
             name = type(e).__name__ if isinstance(e, SyntaxError) else "SyntaxError"
-            msg = e.msg if isinstance(e, SyntaxError) and isinstance(e.msg, str) else "source cannot be compiled"
+            msg = (
+                e.msg
+                if isinstance(e, SyntaxError) and isinstance(e.msg, str)
+                else "source cannot be compiled"
+            )
             line = e.lineno if isinstance(e, SyntaxError) and isinstance(e.lineno, int) else None
-            out[cell["index"]] = {"exception": name, "line": line,
-                                  "message": msg if _PARSER_MESSAGE.match(msg) else "invalid syntax"}
+            out[cell["index"]] = {
+                "exception": name,
+                "line": line,
+                "message": msg if _PARSER_MESSAGE.match(msg) else "invalid syntax",
+            }
         except (RecursionError, MemoryError, OverflowError):
-            out[cell["index"]] = {"exception": "SyntaxError", "line": None, "message": "source too deeply nested"}
+            out[cell["index"]] = {
+                "exception": "SyntaxError",
+                "line": None,
+                "message": "source too deeply nested",
+            }
     return out
 
 
@@ -102,7 +115,9 @@ def main() -> None:
     """The scanner: argv[2] = JSON ``{"notebooks": {name: path}, "distinctive": [names]}``."""
     from mha_grader.notebook import InvalidNotebook, code_cells
 
-    job = json.loads(sys.argv[2])  # the grader's own argument: read before the limits, no notebook yet
+    job = json.loads(
+        sys.argv[2]
+    )  # the grader's own argument: read before the limits, no notebook yet
     _limit(int(job["cpu"]))
     distinctive = set(job["distinctive"])
     out = {}
@@ -113,9 +128,12 @@ def main() -> None:
             out[name] = {"error": str(e)}
             continue
         try:
-            out[name] = {"cells": cells, "uses": sorted(used_names(cells) & distinctive),
-                         "syntax": {str(i): e for i, e in syntax_errors(cells).items()},
-                         "graph": {f: sorted(n) for f, n in call_graph(cells).items()}}
+            out[name] = {
+                "cells": cells,
+                "uses": sorted(used_names(cells) & distinctive),
+                "syntax": {str(i): e for i, e in syntax_errors(cells).items()},
+                "graph": {f: sorted(n) for f, n in call_graph(cells).items()},
+            }
         except TooComplex as e:
             out[name] = {"error": f"{os.path.basename(path)}: {e}"}
     sys.stdout.write(json.dumps(out))
@@ -127,26 +145,40 @@ def _limit(cpu: int) -> None:
     """The scanner's first act, before it opens any notebook (so no ``preexec_fn`` is needed,
     and the grader, a big process, starts the scanner by ``vfork`` instead of copying itself)."""
     import resource
+
     mem = MEMORY_MB * 2**20
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def scan(engine: str, notebooks: dict[str, str], distinctive: set[str], wall: float,
-         prefix: list[str] = ()) -> dict:
+def scan(
+    engine: str,
+    notebooks: dict[str, str],
+    distinctive: set[str],
+    wall: float,
+    prefix: list[str] = (),
+) -> dict:
     """``{name: {"cells": [...], "uses": [...]} | {"error": why}}``; ``ScanFailed`` past ``wall``
     seconds or ``MEMORY_MB`` (the caller refuses the notebooks: "invalid notebook").
     ``prefix``: a command that puts the scanner in the student's cgroup first (``cgroup.argv``)."""
     if os.name != "posix":
-        raise RuntimeError("grading a saved notebook needs Linux or macOS (resource limits); on "
-                           "Windows use WSL, or check('exNN') in the notebook")
-    job = json.dumps({"notebooks": notebooks, "distinctive": sorted(distinctive),
-                      "cpu": max(1, int(wall) + 1)})
-    proc = subprocess.Popen([*prefix, os.path.realpath(sys.executable), "-I", "-S", "-c", _BOOT, engine, job],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-                            close_fds=True, start_new_session=True)
+        raise RuntimeError(
+            "grading a saved notebook needs Linux or macOS (resource limits); on "
+            "Windows use WSL, or check('exNN') in the notebook"
+        )
+    job = json.dumps(
+        {"notebooks": notebooks, "distinctive": sorted(distinctive), "cpu": max(1, int(wall) + 1)}
+    )
+    proc = subprocess.Popen(
+        [*prefix, os.path.realpath(sys.executable), "-I", "-S", "-c", _BOOT, engine, job],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+        close_fds=True,
+        start_new_session=True,
+    )
     start, chunks, size = time.monotonic(), [], 0
     os.set_blocking(proc.stdout.fileno(), False)
     try:
@@ -171,8 +203,9 @@ def scan(engine: str, notebooks: dict[str, str], distinctive: set[str], wall: fl
         proc.wait()
         proc.stdout.close()
     if proc.returncode != 0:
-        raise ScanFailed(f"reading it needed more than {MEMORY_MB} MiB or its CPU limit "
-                         f"(exit {proc.returncode})")
+        raise ScanFailed(
+            f"reading it needed more than {MEMORY_MB} MiB or its CPU limit (exit {proc.returncode})"
+        )
     try:
         return json.loads(b"".join(chunks).decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:

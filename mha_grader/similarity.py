@@ -38,15 +38,19 @@ def _copydetect():
     try:
         import copydetect
     except ImportError:
-        raise MissingLibrary("mha-course similarity needs copydetect: pip install 'mha-course[instructor]' "
-                             "(or pip install copydetect)") from None
+        raise MissingLibrary(
+            "mha-course similarity needs copydetect: pip install 'mha-course[instructor]' "
+            "(or pip install copydetect)"
+        ) from None
     return copydetect
 
 
 def notebook_code(path: Path) -> str | None:
     """The code cells of a notebook, one after another; None if it cannot be read as one."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(
+            path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        )
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
@@ -83,8 +87,14 @@ class Pair:
     tokens: int
 
 
-def compare_exercise(exercise: str, students: dict[str, str], references: dict[str, tuple[str, str]],
-                     given: str, work: Path, threshold: float) -> tuple[list[Pair], Path | None]:
+def compare_exercise(
+    exercise: str,
+    students: dict[str, str],
+    references: dict[str, tuple[str, str]],
+    given: str,
+    work: Path,
+    threshold: float,
+) -> tuple[list[Pair], Path | None]:
     """``students``: name -> code; ``references``: name -> (kind, code); ``given``: the stub's code.
     Writes the code files under ``work/exercise/`` and copydetect's page with the matching regions
     (``work/<exercise>.html``); returns every pair of which either share reaches ``threshold``."""
@@ -106,11 +116,16 @@ def compare_exercise(exercise: str, students: dict[str, str], references: dict[s
     if len(students) == 0:
         return [], None
     logging.getLogger().setLevel(logging.ERROR)  # copydetect warns about every empty folder
-    det = cd.CopyDetector(test_dirs=[str(folders["students"])],
-                          ref_dirs=[str(folders["students"]), str(folders["references"])],
-                          boilerplate_dirs=[str(folders["given"])], extensions=["py"],
-                          display_t=threshold, autoopen=False, silent=True,
-                          out_file=str(work / f"{exercise}.html"))
+    det = cd.CopyDetector(
+        test_dirs=[str(folders["students"])],
+        ref_dirs=[str(folders["students"]), str(folders["references"])],
+        boilerplate_dirs=[str(folders["given"])],
+        extensions=["py"],
+        display_t=threshold,
+        autoopen=False,
+        silent=True,
+        out_file=str(work / f"{exercise}.html"),
+    )
     det.run()
     pairs, seen = [], set()
     if len(det.similarity_matrix):
@@ -126,44 +141,86 @@ def compare_exercise(exercise: str, students: dict[str, str], references: dict[s
                 (a, _), (b, kind) = names[tf], names[rf]
                 if kind == STUDENT and b < a:  # one order for a pair of students
                     a, b, sa, sb = b, a, sb, sa
-                pairs.append(Pair(exercise, a, b, kind, sa, sb, int(det.token_overlap_matrix[i, j])))
+                pairs.append(
+                    Pair(exercise, a, b, kind, sa, sb, int(det.token_overlap_matrix[i, j]))
+                )
         if pairs:
             det.generate_html_report()
-    return sorted(pairs, key=lambda p: (-max(p.share_a, p.share_b), p.a, p.b)), (work / f"{exercise}.html" if pairs else None)
+    return sorted(pairs, key=lambda p: (-max(p.share_a, p.share_b), p.a, p.b)), (
+        work / f"{exercise}.html" if pairs else None
+    )
 
 
 def _link(out: Path, page: Path | None) -> str:
-    return f"<a href='{html.escape(page.relative_to(out).as_posix())}'>matching regions</a>" if page else ""
+    return (
+        f"<a href='{html.escape(page.relative_to(out).as_posix())}'>matching regions</a>"
+        if page
+        else ""
+    )
 
 
-def write_outputs(out: Path, pairs: list[Pair], pages: dict[str, Path | None], notes: list[str],
-                  counts: dict[str, int], threshold: float) -> None:
+def write_outputs(
+    out: Path,
+    pairs: list[Pair],
+    pages: dict[str, Path | None],
+    notes: list[str],
+    counts: dict[str, int],
+    threshold: float,
+) -> None:
     """``OUT/similarity.csv`` (every pair over the threshold) and ``OUT/similarity.html``."""
     from mha_grader.outputs import csv_cell, write_new
 
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["exercise", "student", "other", "other_kind", "share_of_student", "share_of_other",
-                "tokens", "regions_page"])
+    w.writerow(
+        [
+            "exercise",
+            "student",
+            "other",
+            "other_kind",
+            "share_of_student",
+            "share_of_other",
+            "tokens",
+            "regions_page",
+        ]
+    )
     for p in pairs:
         page = pages.get(p.exercise)
-        w.writerow([p.exercise, csv_cell(p.a), csv_cell(p.b), p.kind, f"{p.share_a:.3f}", f"{p.share_b:.3f}",
-                    p.tokens, page.relative_to(out).as_posix() if page else ""])
+        w.writerow(
+            [
+                p.exercise,
+                csv_cell(p.a),
+                csv_cell(p.b),
+                p.kind,
+                f"{p.share_a:.3f}",
+                f"{p.share_b:.3f}",
+                p.tokens,
+                page.relative_to(out).as_posix() if page else "",
+            ]
+        )
     write_new(out / "similarity.csv", buf.getvalue())
     e = html.escape
-    rows = [f"<tr><td>{e(p.exercise)}</td><td>{e(p.a)}</td><td>{e(p.b)}</td><td>{e(p.kind)}</td>"
-            f"<td>{p.share_a:.0%}</td><td>{p.share_b:.0%}</td><td>{p.tokens}</td>"
-            f"<td>{_link(out, pages.get(p.exercise))}</td></tr>"
-            for p in pairs]
-    page = ["<!doctype html><html><head><meta charset='utf-8'><title>Similarity</title><style>"
-            "body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse}"
-            "td,th{border:1px solid #ccc;padding:3px 8px}</style></head><body><h1>Similarity</h1>",
-            f"<p>Pairs whose copydetect score reaches {threshold:.0%} (the share of one side's code found in "
-            f"the other; the code every student was given does not count). Each exercise's page shows the "
-            f"matching regions. A high score is a reason to look, not a verdict.</p>",
-            "<p>" + ", ".join(f"{e(ex)}: {n} student notebook(s)" for ex, n in sorted(counts.items())) + "</p>",
-            "<table><tr><th>exercise</th><th>student</th><th>other</th><th>other is</th><th>of student's code</th>"
-            "<th>of other's code</th><th>tokens</th><th></th></tr>", *rows, "</table>"]
+    rows = [
+        f"<tr><td>{e(p.exercise)}</td><td>{e(p.a)}</td><td>{e(p.b)}</td><td>{e(p.kind)}</td>"
+        f"<td>{p.share_a:.0%}</td><td>{p.share_b:.0%}</td><td>{p.tokens}</td>"
+        f"<td>{_link(out, pages.get(p.exercise))}</td></tr>"
+        for p in pairs
+    ]
+    page = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>Similarity</title><style>"
+        "body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:3px 8px}</style></head><body><h1>Similarity</h1>",
+        f"<p>Pairs whose copydetect score reaches {threshold:.0%} (the share of one side's code found in "
+        f"the other; the code every student was given does not count). Each exercise's page shows the "
+        f"matching regions. A high score is a reason to look, not a verdict.</p>",
+        "<p>"
+        + ", ".join(f"{e(ex)}: {n} student notebook(s)" for ex, n in sorted(counts.items()))
+        + "</p>",
+        "<table><tr><th>exercise</th><th>student</th><th>other</th><th>other is</th><th>of student's code</th>"
+        "<th>of other's code</th><th>tokens</th><th></th></tr>",
+        *rows,
+        "</table>",
+    ]
     if not pairs:
         page.append("<p>No pair reaches the threshold.</p>")
     if notes:

@@ -32,13 +32,17 @@ from pathlib import Path
 
 COURSE = "mha_course"
 ENGINE = "mha_grader"
-_STUB = ("{ind}def {name}(*args, **kwargs):\n"
-         "{ind}    raise __import__('mha_grader.errors', fromlist=['ForbiddenCall'])"
-         ".ForbiddenCall({path!r})\n")
-_CLASS_STUB = ("{ind}class {name}:\n"
-               "{ind}    def __init__(self, *args, **kwargs):\n"
-               "{ind}        raise __import__('mha_grader.errors', fromlist=['ForbiddenCall'])"
-               ".ForbiddenCall({path!r})\n")
+_STUB = (
+    "{ind}def {name}(*args, **kwargs):\n"
+    "{ind}    raise __import__('mha_grader.errors', fromlist=['ForbiddenCall'])"
+    ".ForbiddenCall({path!r})\n"
+)
+_CLASS_STUB = (
+    "{ind}class {name}:\n"
+    "{ind}    def __init__(self, *args, **kwargs):\n"
+    "{ind}        raise __import__('mha_grader.errors', fromlist=['ForbiddenCall'])"
+    ".ForbiddenCall({path!r})\n"
+)
 
 
 class UnresolvedForbidden(ValueError):
@@ -74,8 +78,12 @@ def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
 def _find_def(tree: ast.Module, names: list[str]) -> ast.stmt:
     body, node = _top_level(tree.body), None
     for k, name in enumerate(names):
-        hits = [n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                and n.name == name]
+        hits = [
+            n
+            for n in body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and n.name == name
+        ]
         if not hits:
             raise KeyError(name)
         node = hits[-1]
@@ -102,7 +110,8 @@ def locate(path: str, root: Path | None = None) -> tuple[Path, ast.stmt]:
     except KeyError:
         raise UnresolvedForbidden(
             f"{path}: {file.name} has no def/class {'.'.join(rest)} (name the defining module, "
-            "not a re-export)") from None
+            "not a re-export)"
+        ) from None
 
 
 def _resolves_outside(path: str) -> bool:
@@ -146,7 +155,8 @@ def _strip(file: Path, targets: list[tuple[str, list[str]]]) -> None:
         node = _find_def(tree, rest)
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         stub = (_CLASS_STUB if isinstance(node, ast.ClassDef) else _STUB).format(
-            ind=" " * node.col_offset, name=node.name, path=path)
+            ind=" " * node.col_offset, name=node.name, path=path
+        )
         spans.append((start - 1, node.end_lineno, stub))
     for a, b, stub in sorted(spans, reverse=True):
         lines[a:b] = [stub]
@@ -164,13 +174,14 @@ GRADING = "grading"
 _GRADING_STUB = {
     "__init__.py": (
         '"""Not the course\'s grading package: the grader\'s sandbox has no items, references or\n'
-        'mistakes. ``check`` does nothing here (the grader grades outside), ``hint`` prints a line;\n'
+        "mistakes. ``check`` does nothing here (the grader grades outside), ``hint`` prints a line;\n"
         'any other name is refused."""\n\n\n'
         "def check(*args, **kwargs):\n    return []\n\n\n"
         "def hint(*args, **kwargs):\n    print('(hints are not shown while the grader runs this notebook)')\n\n\n"
         "def __getattr__(name):\n"
         "    raise __import__('mha_grader.errors', fromlist=['ForbiddenCall'])"
-        ".ForbiddenCall('mha_course.grading.' + name)\n"),
+        ".ForbiddenCall('mha_course.grading.' + name)\n"
+    ),
     "hints.py": "from . import hint  # noqa: F401\n",
 }
 
@@ -218,6 +229,7 @@ def _precompile(root: Path) -> None:
     """Write the bytecode of every staged module now: the sandbox mounts the stage read-only, so
     each unit would otherwise compile every module it imports from source, every time."""
     import compileall
+
     if not compileall.compile_dir(str(root), quiet=2, force=True):
         raise RuntimeError(f"staging: a staged module does not compile ({root})")
 
@@ -246,6 +258,7 @@ class Stager:
             import tempfile
 
             from mha_grader.sandbox import space
+
             master = Path(tempfile.mkdtemp(prefix=f"mha-master-{os.getpid()}-"))  # 0700
             space.hold(master)  # alive while we are (space.sweep_stale)
             atexit.register(shutil.rmtree, master, True)

@@ -7,8 +7,13 @@ from pathlib import Path
 import nbformat
 
 
-def make_submission(solution: Path, dest: Path, replace: dict[str, str] | None = None,
-                    drop: tuple[str, ...] = (), extra: list[tuple[int, str]] = ()) -> Path:
+def make_submission(
+    solution: Path,
+    dest: Path,
+    replace: dict[str, str] | None = None,
+    drop: tuple[str, ...] = (),
+    extra: list[tuple[int, str]] = (),
+) -> Path:
     """Copy ``solution`` to ``dest`` with edits: cells whose grade id is in ``replace`` get that
     source, those in ``drop`` are removed, ``extra = [(position, source)]`` code cells inserted."""
     nb = nbformat.read(solution, as_version=4)

@@ -30,5 +30,7 @@ if not torch.cuda.is_available():
 import os as _os  # noqa: E402
 import tempfile as _tempfile  # noqa: E402
 
-_os.environ.setdefault("MHA_COURSE_STATE", _os.path.join(
-    _tempfile.gettempdir(), f"mha-course-test-hints-{_os.getpid()}.json"))
+_os.environ.setdefault(
+    "MHA_COURSE_STATE",
+    _os.path.join(_tempfile.gettempdir(), f"mha-course-test-hints-{_os.getpid()}.json"),
+)

@@ -44,7 +44,9 @@ def test_no_invented_repository_url() -> None:
     env = yaml.safe_load(text)["jobs"]["check"]["env"]
     assert env["COURSE_SPEC"] == "${{ vars.COURSE_SPEC }}", env  # no fallback address
     urls = re.findall(r"https://github\.com/[^\s'\"@]+", text)
-    assert all("<you>" in url for url in urls), f"an address no one recorded as the course's: {urls}"
+    assert all("<you>" in url for url in urls), (
+        f"an address no one recorded as the course's: {urls}"
+    )
 
 
 def _install(cwd: Path, spec: str) -> tuple[subprocess.CompletedProcess, list[str]]:
@@ -55,8 +57,14 @@ def _install(cwd: Path, spec: str) -> tuple[subprocess.CompletedProcess, list[st
     (fake / "python").write_text(f'#!/bin/sh\necho "$*" >> "{record}"\n')
     (fake / "python").chmod((fake / "python").stat().st_mode | stat.S_IEXEC)
     env = dict(os.environ, COURSE_SPEC=spec, PATH=f"{fake}{os.pathsep}{os.environ['PATH']}")
-    done = subprocess.run(["bash", "-e", "-c", _step("install the course")], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["bash", "-e", "-c", _step("install the course")],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     calls = record.read_text().splitlines() if record.exists() else []
     return done, calls
 
@@ -97,14 +105,29 @@ def test_check_and_score_steps_in_a_student_repository(tmp_path: Path) -> None:
     shutil.copy(ROOT / "classroom" / "check_exercises.sh", repo / ".github" / "check_exercises.sh")
     shutil.copy(ROOT / "exercises" / NOTEBOOK, repo / "exercises" / NOTEBOOK)  # an untouched stub
     summary = tmp_path / "summary.md"
-    env = dict(os.environ, GITHUB_STEP_SUMMARY=str(summary),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    check = subprocess.run(["bash", "-e", "-c", _step("mha-course check")], cwd=repo, env=env,
-                           capture_output=True, text=True, timeout=600)
+    env = dict(
+        os.environ,
+        GITHUB_STEP_SUMMARY=str(summary),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
+    check = subprocess.run(
+        ["bash", "-e", "-c", _step("mha-course check")],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert check.returncode == 1, check.stdout + check.stderr  # a stub fails the check: a red run
     assert "FAILED  ex01_softmax" in check.stdout and "all items passed: no" in check.stdout
-    score = subprocess.run(["bash", "-e", "-c", _step("score")], cwd=repo, env=env,
-                           capture_output=True, text=True, timeout=600)
+    score = subprocess.run(
+        ["bash", "-e", "-c", _step("score")],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert score.returncode == 0, score.stdout + score.stderr
     assert "Score: 0" in summary.read_text(), summary.read_text()[:2000]
     paths = [line.strip() for line in _upload_paths().splitlines() if line.strip()]
@@ -114,5 +137,7 @@ def test_check_and_score_steps_in_a_student_repository(tmp_path: Path) -> None:
 
 def _upload_paths() -> str:
     job = yaml.safe_load(WORKFLOW.read_text())["jobs"]["check"]
-    (upload,) = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact")]
+    (upload,) = [
+        s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact")
+    ]
     return upload["with"]["path"]

@@ -75,7 +75,9 @@ def test_kv_bytes_per_token_matches_the_kv_cache(dtype):
 
 
 def test_arithmetic_intensity_and_bad_input():
-    assert arithmetic_intensity(attention_flops(1, 1, 8, 8, 4), 64) == pytest.approx(4 * 8 * 8 * 4 / 64)
+    assert arithmetic_intensity(attention_flops(1, 1, 8, 8, 4), 64) == pytest.approx(
+        4 * 8 * 8 * 4 / 64
+    )
     with pytest.raises(ValueError, match="nbytes"):
         arithmetic_intensity(10, 0)
     with pytest.raises(ValueError, match="L: expected a positive integer"):
@@ -87,7 +89,9 @@ def test_arithmetic_intensity_and_bad_input():
 def test_decode_intensity_is_about_2h_over_g_flops_per_number():
     H, G, S, D = 32, 8, 4096, 128
     elements = decode_step_bytes(1, H, G, S, D, element_size=1)
-    assert arithmetic_intensity(attention_flops(1, H, 1, S, D), elements) == pytest.approx(2 * H / G, rel=0.01)
+    assert arithmetic_intensity(attention_flops(1, H, 1, S, D), elements) == pytest.approx(
+        2 * H / G, rel=0.01
+    )
 
 
 def test_peak_table_lookup():

@@ -50,12 +50,18 @@ def test_summarize_matches_numpy_quartiles_and_ignores_order():
 
 
 def test_time_interleaved_ranks_a_slow_call_above_a_fast_one():
-    res = time_interleaved({"sleep 3 ms": lambda: time.sleep(0.003), "noop": lambda: None},
-                           rounds=3, warmup=1, min_block_s=0.003)
+    res = time_interleaved(
+        {"sleep 3 ms": lambda: time.sleep(0.003), "noop": lambda: None},
+        rounds=3,
+        warmup=1,
+        min_block_s=0.003,
+    )
     assert set(res) == {"sleep 3 ms", "noop"}
     assert all(r["status"] == "ok" and r["n_samples"] == 3 for r in res.values())
     assert res["sleep 3 ms"]["ms_median"] >= 3.0 > res["noop"]["ms_median"]
-    assert res["sleep 3 ms"]["ms_q1"] <= res["sleep 3 ms"]["ms_median"] <= res["sleep 3 ms"]["ms_q3"]
+    assert (
+        res["sleep 3 ms"]["ms_q1"] <= res["sleep 3 ms"]["ms_median"] <= res["sleep 3 ms"]["ms_q3"]
+    )
 
 
 def test_warm_up_keeps_first_call_cost_out_of_the_samples():
@@ -77,8 +83,15 @@ def test_failures_are_reported_not_raised():
     def oom():
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
 
-    res = time_interleaved({"efficient on CPU": forced_sdpa("efficient", q, q, q),
-                            "oom": oom, "bug": lambda: 1 / 0, "ok": lambda: None}, rounds=1)
+    res = time_interleaved(
+        {
+            "efficient on CPU": forced_sdpa("efficient", q, q, q),
+            "oom": oom,
+            "bug": lambda: 1 / 0,
+            "ok": lambda: None,
+        },
+        rounds=1,
+    )
     assert res["efficient on CPU"]["status"] == "unsupported"
     assert res["oom"]["status"] == "oom" and "out of memory" in res["oom"]["reason"]
     assert res["bug"]["status"] == "error" and "ZeroDivisionError" in res["bug"]["reason"]
@@ -90,7 +103,9 @@ def test_failures_are_reported_not_raised():
         if next(flaky, "oom") == "oom":
             raise torch.OutOfMemoryError("CUDA out of memory (fragmentation)")
 
-    late = time_interleaved({"late oom": fails_later, "ok": lambda: None}, rounds=3, min_block_s=0.0)
+    late = time_interleaved(
+        {"late oom": fails_later, "ok": lambda: None}, rounds=3, min_block_s=0.0
+    )
     assert late["late oom"]["status"] == "oom" and late["ok"]["n_samples"] == 3
     with pytest.raises(ValueError, match="rounds"):
         time_interleaved({"ok": lambda: None}, rounds=0)
@@ -99,8 +114,10 @@ def test_failures_are_reported_not_raised():
 def test_bare_baselines_match_torch_in_float64():
     q, k, v = (torch.randn(2, 3, 6, 4, dtype=torch.float64) for _ in range(3))
     for causal in (False, True):
-        torch.testing.assert_close(bare_attention(q, k, v, causal),
-                                   F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+        torch.testing.assert_close(
+            bare_attention(q, k, v, causal),
+            F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+        )
     m = MultiHeadAttention(8, 2).double()
     x = torch.randn(2, 5, 8, dtype=torch.float64)
     torch.testing.assert_close(bare_sdpa_with_projections(m, x, True), m(x, is_causal=True)[0])
@@ -123,9 +140,13 @@ def test_stamp_names_the_machine_and_versions():
 
 
 TINY = runner_module.Config(
-    Problem(1, 16, 16, 2, dtype=torch.float32), False, dict(B=1, L=16, E=16, H=4),
-    dict(B=1, H=4, D=8, contexts=[16, 64]), dict(B=1, H=2, D=8, lengths=[16, 32, 64]),
-    dict(rounds=2, warmup=1, min_block_s=0.0))
+    Problem(1, 16, 16, 2, dtype=torch.float32),
+    False,
+    dict(B=1, L=16, E=16, H=4),
+    dict(B=1, H=4, D=8, contexts=[16, 64]),
+    dict(B=1, H=2, D=8, lengths=[16, 32, 64]),
+    dict(rounds=2, warmup=1, min_block_s=0.0),
+)
 
 
 @pytest.fixture(scope="module")
@@ -192,8 +213,12 @@ def test_gpu_targets_do_not_apply_to_cpu_results_and_decide_on_gpu_ones(tiny_res
     assert decode["met"] is True
     gpu["decode"]["rows"][1]["ms_median"] = 0.5
     assert evaluate_gpu_targets(gpu)[2]["met"] is False
-    row = ratio_row("x", {"status": "ok", "ms_median": 2.0, "ms_q1": 1.5, "ms_q3": 2.5},
-                    {"status": "ok", "ms_median": 4.0, "ms_q1": 3.0, "ms_q3": 5.0}, 0.9)
+    row = ratio_row(
+        "x",
+        {"status": "ok", "ms_median": 2.0, "ms_q1": 1.5, "ms_q3": 2.5},
+        {"status": "ok", "ms_median": 4.0, "ms_q1": 3.0, "ms_q3": 5.0},
+        0.9,
+    )
     assert row["ratio"] == 0.5 and row["met"] and row["ratio_range"] == (0.3, 2.5 / 3.0)
     assert ratio_row("x", {"status": "oom"}, {"status": "ok"}, 1.0)["met"] is None
 
@@ -201,6 +226,9 @@ def test_gpu_targets_do_not_apply_to_cpu_results_and_decide_on_gpu_ones(tiny_res
 def test_cli_refuses_cuda_without_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    out = subprocess.run([sys.executable, "-m", "mha_course.cli", "bench", "--device", "cuda"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "mha_course.cli", "bench", "--device", "cuda"],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2 and "no CUDA device" in out.stdout

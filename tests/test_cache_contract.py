@@ -58,19 +58,34 @@ def _window_full(m, x):
     return m(x, attn_mask=sliding_window_mask(x.shape[1], window=W, num_sink=SINKS))[0]
 
 
-def _quant_full(m, x):  # per-token codes do not depend on how the tokens arrive: one call is the reference
+def _quant_full(
+    m, x
+):  # per-token codes do not depend on how the tokens arrive: one call is the reference
     return m(x, kv_cache=QuantizedKVCache(), is_causal=True)[0]
 
 
 CASES = {
     "KVCache": Case(KVCache, B=2),
     "StaticKVCache": Case(lambda: StaticKVCache(T + 2), B=2, allocated_tokens=lambda n: T + 2),
-    "SlidingWindowCache": Case(lambda: SlidingWindowCache(W, SINKS), B=2, full=_window_full,
-                               held_tokens=lambda n: min(n, W + SINKS), allocated_tokens=lambda n: W + SINKS),
-    "QuantizedKVCache": Case(QuantizedKVCache, B=2, full=_quant_full,
-                             bytes_of=lambda n, B: quantized_cache_bytes(1, G, D, n, B)),
-    "LatentKVCache": Case(LatentKVCache, B=2, mla=True,
-                          bytes_of=lambda n, B: kv_cache_bytes(1, None, None, n, B, f64, latent_dim=6, rope_dim=2)),
+    "SlidingWindowCache": Case(
+        lambda: SlidingWindowCache(W, SINKS),
+        B=2,
+        full=_window_full,
+        held_tokens=lambda n: min(n, W + SINKS),
+        allocated_tokens=lambda n: W + SINKS,
+    ),
+    "QuantizedKVCache": Case(
+        QuantizedKVCache,
+        B=2,
+        full=_quant_full,
+        bytes_of=lambda n, B: quantized_cache_bytes(1, G, D, n, B),
+    ),
+    "LatentKVCache": Case(
+        LatentKVCache,
+        B=2,
+        mla=True,
+        bytes_of=lambda n, B: kv_cache_bytes(1, None, None, n, B, f64, latent_dim=6, rope_dim=2),
+    ),
     "PagedSequence": Case(_paged, B=1, allocated_tokens=lambda n: -(-n // BS) * BS),
 }
 
@@ -95,7 +110,7 @@ def _reference(case: Case, m, x):
 def _decode(case, m, x, cache, sizes):
     outs, start = [], 0
     for n in sizes:
-        outs.append(_step(case, m, x[:, start:start + n], cache))
+        outs.append(_step(case, m, x[:, start : start + n], cache))
         start += n
         assert cache.length == len(cache) == start  # tokens seen
     return torch.cat(outs, dim=1)  # (B, n, E) chunks -> (B, T, E)
@@ -117,7 +132,12 @@ def test_decoding_equals_the_full_forward(name, schedule):
     m, cache = _module(case), case.make()
     assert isinstance(cache, Cache)
     x = torch.randn(case.B, T, E, dtype=f64)
-    assert_close(_decode(case, m, x, cache, SCHEDULES[schedule]), _reference(case, m, x), rtol=1e-10, atol=1e-10)
+    assert_close(
+        _decode(case, m, x, cache, SCHEDULES[schedule]),
+        _reference(case, m, x),
+        rtol=1e-10,
+        atol=1e-10,
+    )
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -127,10 +147,14 @@ def test_bytes_count_what_the_cache_holds_and_reserves(name):
     assert (cache.length, cache.nbytes, cache.held()) == (0, 0, ())
     x = torch.randn(case.B, T, E, dtype=f64)
     for t in range(T):
-        _step(case, m, x[:, t:t + 1], cache)
+        _step(case, m, x[:, t : t + 1], cache)
         held = case.held_tokens(t + 1)
         assert cache.nbytes == case.bytes_of(held, case.B) == tensor_bytes(cache.held())
-        assert cache.allocated_bytes == case.bytes_of(case.allocated_tokens(t + 1), case.B) >= cache.nbytes
+        assert (
+            cache.allocated_bytes
+            == case.bytes_of(case.allocated_tokens(t + 1), case.B)
+            >= cache.nbytes
+        )
 
 
 def _bad_calls(case: Case, cache: Cache, B: int) -> list[tuple]:
@@ -138,11 +162,23 @@ def _bad_calls(case: Case, cache: Cache, B: int) -> list[tuple]:
     k = torch.randn(B, G, 2, D, dtype=f64)
     if case.mla:
         lat, rk = torch.randn(B, 2, 6, dtype=f64), torch.randn(B, 2, 2, dtype=f64)
-        return [((lat[..., :5], rk), "latent"), ((lat, rk[..., :1]), "rope_key"),
-                ((lat[0], rk[0]), "latent"), ((lat, rk[:, :1]), "rope_key")]
-    calls = [((k[..., :D - 1], k), "key"), ((k, k[..., :D - 1]), "value"), ((k[:, :1], k[:, :1]), "key"),
-             ((k, k[:, :, :1]), "value"), ((k[0], k[0]), "key"), ((k, k.float()), "value")]
-    if not isinstance(cache, QuantizedKVCache):  # it hands back the input's dtype: float32 keys are fine
+        return [
+            ((lat[..., :5], rk), "latent"),
+            ((lat, rk[..., :1]), "rope_key"),
+            ((lat[0], rk[0]), "latent"),
+            ((lat, rk[:, :1]), "rope_key"),
+        ]
+    calls = [
+        ((k[..., : D - 1], k), "key"),
+        ((k, k[..., : D - 1]), "value"),
+        ((k[:, :1], k[:, :1]), "key"),
+        ((k, k[:, :, :1]), "value"),
+        ((k[0], k[0]), "key"),
+        ((k, k.float()), "value"),
+    ]
+    if not isinstance(
+        cache, QuantizedKVCache
+    ):  # it hands back the input's dtype: float32 keys are fine
         calls.append(((k.float(), k.float()), "key"))
     if isinstance(cache, StaticKVCache):
         calls.append(((torch.randn(B, G, T, D, dtype=f64),) * 2, "key"))  # past max_len
@@ -172,7 +208,7 @@ def test_a_rejected_call_leaves_the_cache_unchanged(name):
         else:
             m(x[:, 5:6], kv_cache=cache, attn_mask=torch.ones(1, 5, dtype=torch.bool))
     _same_state(before, _state(cache))
-    rest = torch.cat([_step(case, m, x[:, t:t + 1], cache) for t in range(5, T)], dim=1)
+    rest = torch.cat([_step(case, m, x[:, t : t + 1], cache) for t in range(5, T)], dim=1)
     assert_close(rest, _reference(case, m, x)[:, 5:], rtol=1e-10, atol=1e-10)  # still decodes right
 
 
@@ -184,7 +220,12 @@ def test_reset_empties_and_a_new_sequence_decodes_right(name):
     cache.reset()
     assert (cache.length, len(cache), cache.nbytes, cache.held()) == (0, 0, 0, ())
     x = torch.randn(case.B, T, E, dtype=f64)
-    assert_close(_decode(case, m, x, cache, SCHEDULES["chunks"]), _reference(case, m, x), rtol=1e-10, atol=1e-10)
+    assert_close(
+        _decode(case, m, x, cache, SCHEDULES["chunks"]),
+        _reference(case, m, x),
+        rtol=1e-10,
+        atol=1e-10,
+    )
 
 
 # Caches that by design do not equal the plain full forward, each with the test that holds it to
@@ -192,12 +233,20 @@ def test_reset_empties_and_a_new_sequence_decodes_right(name):
 # once the text outgrows it, it equals tests/test_sink_cache.py's independent renumbering oracle.
 # KIVICache keeps recent keys in full precision until a group fills, so a chunk's queries see a
 # different mix than token-by-token ones: tests/test_quant_schemes.py checks it against KIVI's definition.
-OWN_ORACLE = {"RenumberedSinkCache": "tests/test_sink_cache.py", "KIVICache": "tests/test_quant_schemes.py"}
+OWN_ORACLE = {
+    "RenumberedSinkCache": "tests/test_sink_cache.py",
+    "KIVICache": "tests/test_quant_schemes.py",
+}
 
 
 def test_every_cache_of_the_course_is_covered():
     import mha_course
 
-    caches = {n for n in mha_course.__all__ if isinstance(getattr(mha_course, n), type)
-              and issubclass(getattr(mha_course, n), Cache) and getattr(mha_course, n) is not Cache}
+    caches = {
+        n
+        for n in mha_course.__all__
+        if isinstance(getattr(mha_course, n), type)
+        and issubclass(getattr(mha_course, n), Cache)
+        and getattr(mha_course, n) is not Cache
+    }
     assert caches == set(CASES) | set(OWN_ORACLE)

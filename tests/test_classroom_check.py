@@ -22,8 +22,14 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 def _check(tmp_path: Path, *notebooks: Path) -> subprocess.CompletedProcess:
     # `mha-course` from this environment, as the workflow has it after `pip install`.
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.run(["bash", str(SCRIPT), str(tmp_path / "out"), *map(str, notebooks)],
-                          capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    return subprocess.run(
+        ["bash", str(SCRIPT), str(tmp_path / "out"), *map(str, notebooks)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=tmp_path,
+    )
 
 
 @pytest.mark.slow

@@ -15,8 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # packages: playwright there is the Node.js tool); python and pip are conda's own, "-e ." is us.
 CONDA_TO_PIP = {"pytorch": "torch", "pytorch-cpu": "torch", "playwright-python": "playwright"}
 CONDA_ONLY = {"python", "pip"}
-REQUIREMENT = re.compile(
-    r"^\s*([A-Za-z0-9_.\-]+)\s*(?:\[[^\]]*\])?\s*((?:>=|==)\s*[0-9][^,;\s]*)?")
+REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9_.\-]+)\s*(?:\[[^\]]*\])?\s*((?:>=|==)\s*[0-9][^,;\s]*)?")
 
 
 def _load_toml(path: Path) -> dict:
@@ -32,8 +31,12 @@ def _load_toml(path: Path) -> dict:
             block = re.search(rf"^{key}\s*=\s*\[(.*?)\]", text, re.S | re.M)
             return re.findall(r'"([^"]+)"', block.group(1)) if block else []
 
-        return {"project": {"dependencies": string_list("dependencies"),
-                            "optional-dependencies": {"dev": string_list("dev")}}}
+        return {
+            "project": {
+                "dependencies": string_list("dependencies"),
+                "optional-dependencies": {"dev": string_list("dev")},
+            }
+        }
     with path.open("rb") as f:
         return tomllib.load(f)
 
@@ -82,7 +85,7 @@ def conda_requirements() -> dict[str, str]:
         name = REQUIREMENT.match(item).group(1).lower()
         if name in CONDA_ONLY:
             continue
-        names.append(CONDA_TO_PIP.get(name, name) + item[len(name):])
+        names.append(CONDA_TO_PIP.get(name, name) + item[len(name) :])
     return _bounds(names + [item for item in pip if item != "-e ."])
 
 
@@ -91,14 +94,19 @@ def test_pyproject_and_environment_yml_agree():
     assert "torch" in pip and "pytest" in pip  # both lists were read
     assert set(pip) == set(conda), (
         f"only in pyproject: {sorted(set(pip) - set(conda))}, "
-        f"only in environment.yml: {sorted(set(conda) - set(pip))}")
+        f"only in environment.yml: {sorted(set(conda) - set(pip))}"
+    )
     differ = {n: (pip[n], conda[n]) for n in pip if pip[n] != conda[n]}
     assert not differ, f"lower bounds differ (pyproject, environment.yml): {differ}"
 
 
 def test_requirement_reader():
     assert _bounds(["torch>=2.5", "nbval >= 0.11", "Foo_Bar[extra]>=1", "ruff==0.17.6"]) == {
-        "torch": ">=2.5", "nbval": ">=0.11", "foo-bar": ">=1", "ruff": "==0.17.6"}
+        "torch": ">=2.5",
+        "nbval": ">=0.11",
+        "foo-bar": ">=1",
+        "ruff": "==0.17.6",
+    }
 
 
 def test_conda_names_are_the_python_packages():

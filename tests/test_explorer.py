@@ -23,8 +23,13 @@ from mha_course.analysis.explorer import (  # noqa: E402
 )
 from mha_course.ops.masks import causal_mask  # noqa: E402
 
-SETTINGS = [(s, layer, head, mask) for s in SENTENCES for layer in (0, 1) for head in range(4)
-            for mask in MASKS]
+SETTINGS = [
+    (s, layer, head, mask)
+    for s in SENTENCES
+    for layer in (0, 1)
+    for head in range(4)
+    for mask in MASKS
+]
 
 
 def _module_weights(sentence, layer, mask):
@@ -49,7 +54,9 @@ def _module_weights(sentence, layer, mask):
 def test_weights_equal_multihead_attention_module(sentence, layer, head, mask):
     view = explore(sentence, layer, head, temperature=1.0, mask=mask)
     torch.testing.assert_close(view.weights, _module_weights(sentence, layer, mask)[head])
-    torch.testing.assert_close(view.weights.sum(-1), torch.ones(len(view.tokens), dtype=torch.float64))
+    torch.testing.assert_close(
+        view.weights.sum(-1), torch.ones(len(view.tokens), dtype=torch.float64)
+    )
 
 
 def test_output_is_weights_times_values():
@@ -58,7 +65,7 @@ def test_output_is_weights_times_values():
     layer1, layer2 = tiny_model()
     with torch.no_grad():
         x = x + layer1(x, is_causal=True)[0]
-        v = layer2.v_proj(x)[0, :, 2 * 32:3 * 32]  # head 2's slice of V: (T, D)
+        v = layer2.v_proj(x)[0, :, 2 * 32 : 3 * 32]  # head 2's slice of V: (T, D)
     torch.testing.assert_close(view.output, view.weights @ v)
 
 
@@ -74,15 +81,17 @@ def test_causal_mask_zeroes_the_future():
 
 def test_padding_mask_hides_pad_keys():
     view = explore("toy: A B C D A B C D", head=0, mask="padding")
-    assert view.tokens[-explorer.N_PAD:] == [PAD] * explorer.N_PAD
-    assert view.weights[:, -explorer.N_PAD:].abs().max() == 0
+    assert view.tokens[-explorer.N_PAD :] == [PAD] * explorer.N_PAD
+    assert view.weights[:, -explorer.N_PAD :].abs().max() == 0
     assert len(view.tokens) == len(SENTENCES["toy: A B C D A B C D"]) + explorer.N_PAD
 
 
 def test_temperature_sharpens_and_flattens():
     # the "previous token" head; row 0 has no previous token, so look at rows 1..T-1
-    maxima = [explore(head=1, temperature=t).weights[1:].max(-1).values.mean().item()
-              for t in (10.0, 3.0, 1.0, 0.3, 0.1)]
+    maxima = [
+        explore(head=1, temperature=t).weights[1:].max(-1).values.mean().item()
+        for t in (10.0, 3.0, 1.0, 0.3, 0.1)
+    ]
     assert maxima == sorted(maxima) and maxima[-1] > 0.99 and maxima[0] < 0.25
     cold = explore(head=1, temperature=0.01).weights  # row i puts everything on i - 1
     torch.testing.assert_close(cold[1:], torch.eye(6, dtype=torch.float64)[:-1], atol=1e-6, rtol=0)
@@ -109,13 +118,16 @@ def test_untrained_layer_is_nearly_uniform():
     assert (view.weights - 1 / T).abs().max() < 0.05
 
 
-@pytest.mark.parametrize("kwargs,name", [
-    ({"sentence": "unknown words"}, "sentence"),
-    ({"layer": 2}, "layer"),
-    ({"head": 4}, "head"),
-    ({"temperature": 0.0}, "temperature"),
-    ({"mask": "future"}, "mask"),
-])
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"sentence": "unknown words"}, "sentence"),
+        ({"layer": 2}, "layer"),
+        ({"head": 4}, "head"),
+        ({"temperature": 0.0}, "temperature"),
+        ({"mask": "future"}, "mask"),
+    ],
+)
 def test_bad_settings_raise_value_error_naming_the_argument(kwargs, name):
     with pytest.raises(ValueError, match=rf"^{name}:"):
         explore(**kwargs)
@@ -145,5 +157,7 @@ def test_widget_controls_update_the_view():
     view = ui.current()
     assert (view.mask, view.layer, view.temperature) == ("causal", 1, 0.5)
     assert ui.controls["head"].options[0][0].endswith(HEAD_NAMES[1][0])
-    torch.testing.assert_close(view.weights, explore(layer=1, mask="causal", temperature=0.5).weights)
+    torch.testing.assert_close(
+        view.weights, explore(layer=1, mask="causal", temperature=0.5).weights
+    )
     plt.close("all")

@@ -66,7 +66,10 @@ def test_committed_results_match_the_code():
     assert data["config"] == json.loads(json.dumps(asdict(Config())))  # made with today's defaults
     for r in data["results"].values():
         assert len(r["accuracy_by_position"]) == len(Config.seeds)
-        assert np.array(r["attention_beyond_training"]).shape == (len(Config.seeds), Config.num_layers)
+        assert np.array(r["attention_beyond_training"]).shape == (
+            len(Config.seeds),
+            Config.num_layers,
+        )
     for key in ("torch", "cpu_model", "threads", "date_utc"):
         assert key in data["stamp"]
 

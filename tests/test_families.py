@@ -9,7 +9,9 @@ import dataclasses
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers", reason="the [hf] extra (transformers) is not installed")
+transformers = pytest.importorskip(
+    "transformers", reason="the [hf] extra (transformers) is not installed"
+)
 
 from mha_course import convert_rope_layout, rope_permutation  # noqa: E402
 from mha_course.families import FamilyConfig, FamilyLM, config_from_hf, from_hf, greedy_generate  # noqa: E402
@@ -18,8 +20,18 @@ from mha_course.families.tiny import VOCAB, save_tiny_checkpoint, tiny_hf_config
 V = VOCAB
 
 
-FAMILIES = ["gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "deepseek_v3", "gemma3_text", "olmo2",
-            "phi3"]
+FAMILIES = [
+    "gpt2",
+    "llama",
+    "qwen2",
+    "qwen3",
+    "mistral",
+    "gemma2",
+    "deepseek_v3",
+    "gemma3_text",
+    "olmo2",
+    "phi3",
+]
 # transformers computes RMSNorm and the RoPE angles in float32 even for a float64 model (for
 # half-precision training), so float64 agreement is bounded by float32 rounding there; GPT-2
 # (LayerNorm, learned positions) has no such cast and agrees to float64 rounding.
@@ -40,8 +52,9 @@ def test_logits_equal_transformers_in_float64(pair):
     family, hf, ours = pair
     x = ids()
     with torch.no_grad():
-        torch.testing.assert_close(ours(x), hf(x).logits, rtol=0,
-                                   atol=FLOAT64_ATOL.get(family, 1e-6))
+        torch.testing.assert_close(
+            ours(x), hf(x).logits, rtol=0, atol=FLOAT64_ATOL.get(family, 1e-6)
+        )
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -72,7 +85,9 @@ VARIANTS = [  # family options the default tiny configs leave off
 ]
 
 
-@pytest.mark.parametrize("family, changes", VARIANTS, ids=[f"{f}-{'-'.join(c)}" for f, c in VARIANTS])
+@pytest.mark.parametrize(
+    "family, changes", VARIANTS, ids=[f"{f}-{'-'.join(c)}" for f, c in VARIANTS]
+)
 def test_family_options_convert_too(family, changes):
     hf = tiny_hf_model(family, torch.float32, **changes)
     ours = from_hf(hf)
@@ -89,7 +104,7 @@ def test_bfloat16_logits_agree_within_a_few_rounding_steps(family):
     x = ids()
     with torch.no_grad():
         diff = (from_hf(hf)(x).float() - hf(x).logits.float()).abs().max().item()
-    assert diff <= 4 * 2 ** -7  # bfloat16 keeps 8 bits: one step near 1 is 2^-7
+    assert diff <= 4 * 2**-7  # bfloat16 keeps 8 bits: one step near 1 is 2^-7
 
 
 def test_a_finished_row_is_padded_as_generate_pads_it():
@@ -98,8 +113,9 @@ def test_a_finished_row_is_padded_as_generate_pads_it():
     prompt = ids(L=4)
     first = greedy_generate(ours, prompt[:1], 12)  # row 0's own continuation
     eos = int(first[0, 6])  # make row 0 finish at its third new token
-    theirs = hf.generate(prompt, max_new_tokens=12, do_sample=False, eos_token_id=eos,
-                         pad_token_id=V - 1)
+    theirs = hf.generate(
+        prompt, max_new_tokens=12, do_sample=False, eos_token_id=eos, pad_token_id=V - 1
+    )
     mine = greedy_generate(ours, prompt, 12, eos_token_id=eos, pad_token_id=V - 1)
     assert torch.equal(mine, theirs)
     assert (mine[0, 7:] == V - 1).all()
@@ -122,7 +138,7 @@ def test_cached_decoding_equals_the_full_forward(pair):
     x = ids(L=12)
     caches = ours.new_caches()
     with torch.no_grad():
-        steps = [ours(x[:, :5], caches)] + [ours(x[:, t:t + 1], caches) for t in range(5, 12)]
+        steps = [ours(x[:, :5], caches)] + [ours(x[:, t : t + 1], caches) for t in range(5, 12)]
         torch.testing.assert_close(torch.cat(steps, dim=1), ours(x), rtol=0, atol=1e-12)
 
 
@@ -133,23 +149,26 @@ def with_config(model: FamilyLM, **changes) -> FamilyLM:
     return wrong
 
 
-@pytest.mark.parametrize("family, change", [
-    ("llama", {"rope_layout": "interleaved"}),  # the other RoPE layout
-    ("deepseek_v3", {"rope_layout": "half"}),
-    ("gemma2", {"final_softcap": None}),  # a missing soft-cap
-    ("gemma2", {"attn_softcap": None}),
-    ("gemma2", {"norm_offset": 0.0}),  # Gemma's 1 + w
-    ("gemma2", {"embed_scale": False}),
-    ("gemma2", {"attn_scale": None}),  # query_pre_attn_scalar (24) is not D (16)
-    ("mistral", {"windows": (None, None, None)}),  # no sliding window
-    ("qwen2", {"qkv_bias": False}),
-    ("llama", {"mlp": "geglu_tanh"}),
-    ("gemma3_text", {"local_rope_base": None}),  # one RoPE base for local and global layers
-    ("gemma3_text", {"qk_norm": False}),
-    ("gemma3_text", {"windows": (None, None, None)}),
-    ("olmo2", {"pre_norm": True}),  # norms before the sub-layers as well
-    ("olmo2", {"sandwich_norm": False}),
-])
+@pytest.mark.parametrize(
+    "family, change",
+    [
+        ("llama", {"rope_layout": "interleaved"}),  # the other RoPE layout
+        ("deepseek_v3", {"rope_layout": "half"}),
+        ("gemma2", {"final_softcap": None}),  # a missing soft-cap
+        ("gemma2", {"attn_softcap": None}),
+        ("gemma2", {"norm_offset": 0.0}),  # Gemma's 1 + w
+        ("gemma2", {"embed_scale": False}),
+        ("gemma2", {"attn_scale": None}),  # query_pre_attn_scalar (24) is not D (16)
+        ("mistral", {"windows": (None, None, None)}),  # no sliding window
+        ("qwen2", {"qkv_bias": False}),
+        ("llama", {"mlp": "geglu_tanh"}),
+        ("gemma3_text", {"local_rope_base": None}),  # one RoPE base for local and global layers
+        ("gemma3_text", {"qk_norm": False}),
+        ("gemma3_text", {"windows": (None, None, None)}),
+        ("olmo2", {"pre_norm": True}),  # norms before the sub-layers as well
+        ("olmo2", {"sandwich_norm": False}),
+    ],
+)
 def test_a_wrong_conversion_fails(family, change):
     hf = tiny_hf_model(family)
     wrong = with_config(from_hf(hf), **change)
@@ -183,20 +202,32 @@ def test_the_chapter_12_converter_is_the_llama_conversion_permutation():
     G, Dh = ours.config.n_kv_head, ours.config.head_dim
     with torch.no_grad():
         for blk_m, blk in zip(meta.blocks, ours.blocks, strict=True):
-            blk_m.attn.q_proj.weight.copy_(convert_rope_layout(blk.attn.q_proj.weight, 4, Dh, to="interleaved"))
-            blk_m.attn.k_proj.weight.copy_(convert_rope_layout(blk.attn.k_proj.weight, G, Dh, to="interleaved"))
+            blk_m.attn.q_proj.weight.copy_(
+                convert_rope_layout(blk.attn.q_proj.weight, 4, Dh, to="interleaved")
+            )
+            blk_m.attn.k_proj.weight.copy_(
+                convert_rope_layout(blk.attn.k_proj.weight, G, Dh, to="interleaved")
+            )
         x = ids()
         torch.testing.assert_close(meta(x), hf(x).logits, rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("family, attr, value, match", [
-    ("llama", "hidden_act", "gelu", "hidden_act"),
-    ("gemma2", "hidden_activation", "gelu", "hidden_activation"),
-    ("gpt2", "activation_function", "relu", "activation_function"),
-    ("gpt2", "scale_attn_by_inverse_layer_idx", True, "scale_attn_by_inverse_layer_idx"),
-    ("llama", "rope_parameters", {"rope_type": "longrope", "rope_theta": 5e5}, "rope_type"),  # Phi-3's
-    ("deepseek_v3", "first_k_dense_replace", None, "first_k_dense_replace"),
-])
+@pytest.mark.parametrize(
+    "family, attr, value, match",
+    [
+        ("llama", "hidden_act", "gelu", "hidden_act"),
+        ("gemma2", "hidden_activation", "gelu", "hidden_activation"),
+        ("gpt2", "activation_function", "relu", "activation_function"),
+        ("gpt2", "scale_attn_by_inverse_layer_idx", True, "scale_attn_by_inverse_layer_idx"),
+        (
+            "llama",
+            "rope_parameters",
+            {"rope_type": "longrope", "rope_theta": 5e5},
+            "rope_type",
+        ),  # Phi-3's
+        ("deepseek_v3", "first_k_dense_replace", None, "first_k_dense_replace"),
+    ],
+)
 def test_what_the_course_does_not_model_is_refused_by_name(family, attr, value, match):
     config = tiny_hf_config(family)
     setattr(config, attr, value)
@@ -227,8 +258,19 @@ def test_the_generate_command_runs_a_saved_checkpoint_in_the_course_modules(tmp_
 
     save_tiny_checkpoint(tmp_path)
     assert (tmp_path / "model.safetensors").exists()
-    cmd = [sys.executable, "-m", "mha_course.cli", "generate", "--from-pretrained", str(tmp_path),
-           "--prompt", "def attention(q, k, v):", "--max-new-tokens", "8", "--compare"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mha_course.cli",
+        "generate",
+        "--from-pretrained",
+        str(tmp_path),
+        "--prompt",
+        "def attention(q, k, v):",
+        "--max-new-tokens",
+        "8",
+        "--compare",
+    ]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("def attention(q, k, v):")
@@ -253,8 +295,16 @@ def test_without_the_hf_extra_the_command_says_what_to_install(monkeypatch, caps
 
 
 def _config(**changes):
-    base = dict(family="llama", vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_kv_head=2,
-                head_dim=8, intermediate=48)
+    base = dict(
+        family="llama",
+        vocab_size=V,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        n_kv_head=2,
+        head_dim=8,
+        intermediate=48,
+    )
     return FamilyConfig(**{**base, **changes})
 
 
@@ -273,10 +323,16 @@ BAD = [  # (what is called, the argument the message must name)
     (lambda: FamilyLM(_config())(torch.zeros(3, dtype=torch.long)), "ids"),
     (lambda: FamilyLM(_config())(torch.zeros(1, 3, dtype=torch.long), [None]), "caches"),
     (lambda: FamilyLM(_config())(torch.full((1, 3), V)), "ids"),
-    (lambda: FamilyLM(_config(positions="learned", max_positions=4))(
-        torch.zeros(1, 5, dtype=torch.long)), "ids"),
-    (lambda: greedy_generate(FamilyLM(_config()), torch.zeros(1, 2, dtype=torch.long), -1),
-     "max_new_tokens"),
+    (
+        lambda: FamilyLM(_config(positions="learned", max_positions=4))(
+            torch.zeros(1, 5, dtype=torch.long)
+        ),
+        "ids",
+    ),
+    (
+        lambda: greedy_generate(FamilyLM(_config()), torch.zeros(1, 2, dtype=torch.long), -1),
+        "max_new_tokens",
+    ),
 ]
 
 

@@ -11,7 +11,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers", reason="the [hf] extra (transformers) is not installed")
+transformers = pytest.importorskip(
+    "transformers", reason="the [hf] extra (transformers) is not installed"
+)
 
 from mha_course.cli import main  # noqa: E402
 from mha_course.families import greedy_generate, load_pretrained  # noqa: E402
@@ -28,6 +30,7 @@ def fixed(logits):
 
     def call(ids):
         return logits.expand(ids.shape[0], ids.shape[1], len(logits))
+
     return call
 
 
@@ -40,9 +43,9 @@ PROMPT = torch.tensor([[5, 6]])
 
 
 def test_rounding_step_is_one_ulp():
-    assert rounding_step(1.0, bf16) == 2 ** -7
-    assert rounding_step(0.3, bf16) == 2 ** -9
-    assert rounding_step(3.0, torch.float32) == 2 ** -22
+    assert rounding_step(1.0, bf16) == 2**-7
+    assert rounding_step(0.3, bf16) == 2**-9
+    assert rounding_step(3.0, torch.float32) == 2**-22
 
 
 def test_same_tokens_are_the_same():
@@ -53,10 +56,12 @@ def test_same_tokens_are_the_same():
 def test_a_split_at_a_tie_is_reported_with_step_logits_and_margins():
     # ours picks token 1 (one bfloat16 step above token 2), transformers ties them and picks 2
     mine, theirs = torch.tensor([[5, 6, 0, 1]]), torch.tensor([[5, 6, 0, 2]])
-    result = compare_greedy(fixed([0.0, 0.5, 0.5 - 2 ** -9]), hf_fixed([0.0, 0.5, 0.5]), 2, mine, theirs)
+    result = compare_greedy(
+        fixed([0.0, 0.5, 0.5 - 2**-9]), hf_fixed([0.0, 0.5, 0.5]), 2, mine, theirs
+    )
     assert not result.same and result.tie and result.consistent
     assert (result.step, result.ours, result.theirs) == (1, 1, 2)
-    assert result.our_logits == (0.5, 0.5 - 2 ** -9) and result.their_logits == (0.5, 0.5)
+    assert result.our_logits == (0.5, 0.5 - 2**-9) and result.their_logits == (0.5, 0.5)
     line = result.line()
     assert "tie in torch.bfloat16 at new token 1" in line and "margin 0.00195" in line
 
@@ -69,8 +74,13 @@ def test_a_split_by_more_than_a_rounding_step_is_different():
 
 
 def test_one_generation_stopping_earlier_is_different():
-    result = compare_greedy(fixed([0.0] * 3), hf_fixed([0.0] * 3), 2, torch.tensor([[5, 6, 1]]),
-                            torch.tensor([[5, 6, 1, 2]]))
+    result = compare_greedy(
+        fixed([0.0] * 3),
+        hf_fixed([0.0] * 3),
+        2,
+        torch.tensor([[5, 6, 1]]),
+        torch.tensor([[5, 6, 1, 2]]),
+    )
     assert not result.consistent and "one generation stops" in result.line()
 
 
@@ -84,8 +94,20 @@ def folder(tmp_path_factory):
 def test_the_command_in_bfloat16_reports_a_tie_and_exits_0(folder, capsys):
     """Measured on this tiny Qwen 3 (24 tokens): the two generations split at new token 18,
     where both models' logits for the two tokens are equal in bfloat16 (exit 1 before)."""
-    rc = main(["generate", "--from-pretrained", str(folder), "--dtype", "bfloat16",
-               "--max-new-tokens", "24", "--compare", "--prompt", "softmax weights"])
+    rc = main(
+        [
+            "generate",
+            "--from-pretrained",
+            str(folder),
+            "--dtype",
+            "bfloat16",
+            "--max-new-tokens",
+            "24",
+            "--compare",
+            "--prompt",
+            "softmax weights",
+        ]
+    )
     out = capsys.readouterr().out
     assert "the same tokens up to a tie in torch.bfloat16 at new token" in out, out
     assert rc == 0
@@ -108,8 +130,18 @@ def test_end_of_sequence_ids_come_from_generation_config_and_config(folder, tmp_
     config = json.loads((work / "config.json").read_text())
     (work / "config.json").write_text(json.dumps({**config, "eos_token_id": 9}))
     assert eos_token_ids(str(work), tokenizer) == [stop, 7, 9]
-    rc = main(["generate", "--from-pretrained", str(work), "--prompt", "import torch",
-               "--max-new-tokens", "8", "--compare"])
+    rc = main(
+        [
+            "generate",
+            "--from-pretrained",
+            str(work),
+            "--prompt",
+            "import torch",
+            "--max-new-tokens",
+            "8",
+            "--compare",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and "qwen3: 3 new tokens in" in out, out  # 8 before: no end-of-sequence id
     assert "transformers' generate: the same tokens" in out

@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers", reason="the [hf] extra (transformers) is not installed")
+transformers = pytest.importorskip(
+    "transformers", reason="the [hf] extra (transformers) is not installed"
+)
 
 from mha_course.families import FAMILIES, from_hf, load_pretrained, state_from_hf  # noqa: E402
 from mha_course.families.config import FamilyConfig  # noqa: E402
@@ -17,8 +19,11 @@ from mha_course.families.model import FamilyLM  # noqa: E402
 from mha_course.families.tiny import tiny_hf_config, tiny_hf_model  # noqa: E402
 
 # per family: layer 0's key projection and the final norm, as transformers names them
-KEY_PROJ = {"gpt2": "transformer.h.0.attn.c_attn.weight", "phi3": "model.layers.0.self_attn.qkv_proj.weight",
-            "deepseek_v3": "model.layers.0.self_attn.kv_a_proj_with_mqa.weight"}
+KEY_PROJ = {
+    "gpt2": "transformer.h.0.attn.c_attn.weight",
+    "phi3": "model.layers.0.self_attn.qkv_proj.weight",
+    "deepseek_v3": "model.layers.0.self_attn.kv_a_proj_with_mqa.weight",
+}
 FINAL_NORM = {"gpt2": "transformer.ln_f.weight"}
 
 
@@ -42,8 +47,18 @@ def converted(request):
 
 
 def test_every_family_is_in_the_table():
-    assert set(FAMILIES) == {"gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "deepseek_v3",
-                             "gemma3_text", "olmo2", "phi3"}
+    assert set(FAMILIES) == {
+        "gpt2",
+        "llama",
+        "qwen2",
+        "qwen3",
+        "mistral",
+        "gemma2",
+        "deepseek_v3",
+        "gemma3_text",
+        "olmo2",
+        "phi3",
+    }
 
 
 def test_the_state_dict_converts_as_it_is(converted):
@@ -104,6 +119,7 @@ def test_a_saved_checkpoint_loads_and_equals_transformers(tmp_path):
 def test_a_checkpoint_file_with_a_missing_and_an_extra_tensor_is_refused(tmp_path, family):
     """transformers' loader alone would initialise the key projection at random and drop the
     extra tensor (exit 0 before): the course names both."""
+
     def edit(sd):
         del sd[key_proj(family)]
         sd["extra.weight"] = torch.zeros(2)

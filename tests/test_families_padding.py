@@ -9,7 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers", reason="the [hf] extra (transformers) is not installed")
+transformers = pytest.importorskip(
+    "transformers", reason="the [hf] extra (transformers) is not installed"
+)
 
 from mha_course.families import FAMILIES, from_hf, greedy_generate  # noqa: E402
 from mha_course.families.tiny import VOCAB, tiny_hf_model  # noqa: E402
@@ -70,7 +72,7 @@ def test_without_the_mask_a_left_padded_row_differs(pair):
     family, hf, ours = pair
     rows, ids, mask = padded("left")
     with torch.no_grad():
-        unmasked = ours(ids)[0, -len(rows[0]):]
+        unmasked = ours(ids)[0, -len(rows[0]) :]
         alone = ours(rows[0][None])[0]
     assert (unmasked - alone).abs().max() > 1e-3
 
@@ -78,8 +80,14 @@ def test_without_the_mask_a_left_padded_row_differs(pair):
 def test_a_batch_of_uneven_prompts_decodes_as_batched_generate(pair):
     family, hf, ours = pair
     _, ids, mask = padded("left")
-    theirs = hf.generate(ids, attention_mask=mask, max_new_tokens=8, do_sample=False,
-                         pad_token_id=PAD, eos_token_id=None)
+    theirs = hf.generate(
+        ids,
+        attention_mask=mask,
+        max_new_tokens=8,
+        do_sample=False,
+        pad_token_id=PAD,
+        eos_token_id=None,
+    )
     mine = greedy_generate(ours, ids, 8, None, PAD, attention_mask=mask)
     assert torch.equal(mine, theirs)
 
@@ -90,16 +98,23 @@ def test_cached_decoding_of_a_padded_batch_equals_the_full_forward(pair):
     caches = ours.new_caches()
     with torch.no_grad():
         steps = [ours(ids[:, :7], caches, mask[:, :7])]
-        steps += [ours(ids[:, t:t + 1], caches, mask[:, :t + 1]) for t in range(7, ids.shape[1])]
+        steps += [ours(ids[:, t : t + 1], caches, mask[:, : t + 1]) for t in range(7, ids.shape[1])]
         real = mask.bool()
-        torch.testing.assert_close(torch.cat(steps, 1)[real], ours(ids, attention_mask=mask)[real],
-                                   rtol=0, atol=1e-12 if steps[0].dtype == torch.float64 else 1e-5)
+        torch.testing.assert_close(
+            torch.cat(steps, 1)[real],
+            ours(ids, attention_mask=mask)[real],
+            rtol=0,
+            atol=1e-12 if steps[0].dtype == torch.float64 else 1e-5,
+        )
 
 
-@pytest.mark.parametrize("mask, fragment", [
-    (torch.ones(3, 5, dtype=torch.long), "(B, S) = (3, 9)"),
-    (torch.full((3, 9), 2), "1 (a real token) or 0"),
-])
+@pytest.mark.parametrize(
+    "mask, fragment",
+    [
+        (torch.ones(3, 5, dtype=torch.long), "(B, S) = (3, 9)"),
+        (torch.full((3, 9), 2), "1 (a real token) or 0"),
+    ],
+)
 def test_a_bad_attention_mask_is_refused_by_name(mask, fragment):
     ours = from_hf(tiny_hf_model("llama"))
     _, ids, _ = padded("left")

@@ -11,7 +11,9 @@ import dataclasses
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers", reason="the [hf] extra (transformers) is not installed")
+transformers = pytest.importorskip(
+    "transformers", reason="the [hf] extra (transformers) is not installed"
+)
 
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 
@@ -22,15 +24,33 @@ from mha_course.families.tiny import VOCAB, tiny_hf_config, tiny_hf_model  # noq
 # D = 8 at base 10^4: wavelengths 6.3, 63, 628, 6283 — against an original context of 64 with
 # llama3's factors 1 and 4 (limits 64 and 16), one pair is fast, one medium, two slow.
 SCALINGS = {
-    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-               "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
+    "llama3": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64,
+    },
     "linear": {"rope_type": "linear", "factor": 4.0},
     "dynamic": {"rope_type": "dynamic", "factor": 2.0},
     "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
-    "yarn-deepseek": {"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 16,
-                      "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
-    "yarn-attention-factor": {"rope_type": "yarn", "factor": 2.0, "attention_factor": 1.3,
-                              "original_max_position_embeddings": 32, "beta_fast": 8, "beta_slow": 2},
+    "yarn-deepseek": {
+        "rope_type": "yarn",
+        "factor": 40.0,
+        "original_max_position_embeddings": 16,
+        "beta_fast": 32,
+        "beta_slow": 1,
+        "mscale": 1.0,
+        "mscale_all_dim": 1.0,
+    },
+    "yarn-attention-factor": {
+        "rope_type": "yarn",
+        "factor": 2.0,
+        "attention_factor": 1.3,
+        "original_max_position_embeddings": 32,
+        "beta_fast": 8,
+        "beta_slow": 2,
+    },
 }
 # (family, scaling, config changes): dynamic's max_position_embeddings 8 < the 20 tokens run
 MODELS = [
@@ -90,16 +110,31 @@ def test_scaled_models_equal_transformers_in_logits_and_greedy_tokens(family, na
         assert (unscaled(x) - hf(x).logits).abs().max() > 1e-4  # the scaling matters here
     hf = tiny_hf_model(family, **cfg_changes)  # fresh: dynamic keeps state on the module
     prompt = x[:1, :4]
-    theirs = hf.generate(prompt, max_new_tokens=12, do_sample=False, pad_token_id=0,
-                         eos_token_id=None)
+    theirs = hf.generate(
+        prompt, max_new_tokens=12, do_sample=False, pad_token_id=0, eos_token_id=None
+    )
     assert torch.equal(greedy_generate(ours, prompt, 12), theirs)
 
 
-@pytest.mark.parametrize("params, match", [
-    ({"rope_type": "longrope", "rope_theta": 1e4, "short_factor": [1.0] * 4, "long_factor": [2.0] * 4,
-      "original_max_position_embeddings": 16}, "'longrope'"),
-    ({"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}, "partial_rotary_factor"),
-])
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (
+            {
+                "rope_type": "longrope",
+                "rope_theta": 1e4,
+                "short_factor": [1.0] * 4,
+                "long_factor": [2.0] * 4,
+                "original_max_position_embeddings": 16,
+            },
+            "'longrope'",
+        ),
+        (
+            {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5},
+            "partial_rotary_factor",
+        ),
+    ],
+)
 def test_other_rescalings_are_refused_by_name(params, match):
     cfg = tiny_hf_config("llama")
     cfg.rope_parameters = params
@@ -107,12 +142,15 @@ def test_other_rescalings_are_refused_by_name(params, match):
         config_from_hf(cfg)
 
 
-@pytest.mark.parametrize("changes, name", [
-    ({"kind": "ntk"}, "kind"),
-    ({"kind": "linear", "factor": 0}, "factor"),
-    ({"kind": "llama3", "factor": 8.0}, "original_max_positions"),
-    ({"kind": "dynamic", "factor": None}, "factor"),
-])
+@pytest.mark.parametrize(
+    "changes, name",
+    [
+        ({"kind": "ntk"}, "kind"),
+        ({"kind": "linear", "factor": 0}, "factor"),
+        ({"kind": "llama3", "factor": 8.0}, "original_max_positions"),
+        ({"kind": "dynamic", "factor": None}, "factor"),
+    ],
+)
 def test_a_bad_scaling_is_refused_naming_the_argument(changes, name):
     with pytest.raises(ValueError, match=f"^{name}: "):
         RopeScaling(**changes)

@@ -15,9 +15,11 @@ from mha_course.kernels.tiled import tiled_attention
 def _qkv(*lead, L=13, S=13, D=4, Dv=None, dtype=torch.float64, seed=0, grad=True):
     g = torch.Generator().manual_seed(seed)
     Dv = D if Dv is None else Dv
-    ts = (torch.randn(*lead, L, D, generator=g, dtype=dtype),
-          torch.randn(*lead, S, D, generator=g, dtype=dtype),
-          torch.randn(*lead, S, Dv, generator=g, dtype=dtype))
+    ts = (
+        torch.randn(*lead, L, D, generator=g, dtype=dtype),
+        torch.randn(*lead, S, D, generator=g, dtype=dtype),
+        torch.randn(*lead, S, Dv, generator=g, dtype=dtype),
+    )
     return tuple(t.requires_grad_(grad) for t in ts)
 
 
@@ -33,7 +35,9 @@ def test_gradcheck(is_causal, L, S, block_q, block_k):
 @pytest.mark.parametrize("block_q,block_k", [(1, 1), (4, 5), (16, 8), (64, 64)])
 def test_matches_autograd_through_dense(is_causal, block_q, block_k):
     q, k, v = _qkv(2, 3, L=21, S=21, D=8)
-    d_out = torch.randn(2, 3, 21, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    d_out = torch.randn(
+        2, 3, 21, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1)
+    )
     ref = scaled_dot_product_attention(q, k, v, is_causal=is_causal)
     ref_grads = torch.autograd.grad(ref, (q, k, v), d_out)
     out = flash_attention(q, k, v, is_causal=is_causal, block_q=block_q, block_k=block_k)
@@ -69,8 +73,9 @@ def test_backward_from_saved_tensors_only():
     d_out = torch.randn_like(out)
     grads = flash_attention_backward(q, k, v, out, lse, d_out, is_causal=True, block_q=3, block_k=4)
     qq, kk, vv = (t.clone().requires_grad_() for t in (q, k, v))
-    ref = torch.autograd.grad(scaled_dot_product_attention(qq, kk, vv, is_causal=True),
-                              (qq, kk, vv), d_out)
+    ref = torch.autograd.grad(
+        scaled_dot_product_attention(qq, kk, vv, is_causal=True), (qq, kk, vv), d_out
+    )
     for got, want in zip(grads, ref):
         torch.testing.assert_close(got, want)
 

@@ -41,8 +41,10 @@ CASES = {  # name: (mask_mod, explicit bool mask (T, T) True = may attend)
     "causal": (causal, TRIL),
     "sliding_window_16": (sliding_window(16), TRIL & torch.ones(T, T).triu(-15).bool()),
     "prefix_lm_40": (prefix_lm(40), TRIL | (torch.arange(T) < 40)[None, :]),
-    "documents": (document_causal(DOC_IDS),
-                  torch.block_diag(*(torch.ones(n, n).tril() for n in DOC_LENGTHS)).bool()),
+    "documents": (
+        document_causal(DOC_IDS),
+        torch.block_diag(*(torch.ones(n, n).tril() for n in DOC_LENGTHS)).bool(),
+    ),
 }
 TOL = {torch.float64: dict(atol=1e-12, rtol=1e-12), torch.float32: dict(atol=2e-6, rtol=2e-6)}
 
@@ -54,8 +56,9 @@ def test_mask_mod_equals_explicit_mask(name, dtype):
     q, k, v = _qkv(dtype)
     block_mask = create_block_mask(mask_mod, None, None, T, T, device="cpu", BLOCK_SIZE=32)
     got = flex_attention(q, k, v, block_mask=block_mask)
-    torch.testing.assert_close(got, scaled_dot_product_attention(q, k, v, attn_mask=dense),
-                               **TOL[dtype])
+    torch.testing.assert_close(
+        got, scaled_dot_product_attention(q, k, v, attn_mask=dense), **TOL[dtype]
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
@@ -64,7 +67,9 @@ def test_alibi_score_mod_equals_additive_bias(dtype):
     bias = -SLOPES[:, None, None] * DIST  # (H, 1, 1) * (T, T) -> (H, T, T)
     block_mask = create_block_mask(causal, None, None, T, T, device="cpu", BLOCK_SIZE=32)
     got = flex_attention(q, k, v, score_mod=alibi(SLOPES.to(dtype)), block_mask=block_mask)
-    ref = scaled_dot_product_attention(q, k, v, attn_mask=bias.to(dtype).masked_fill(~TRIL, -torch.inf))
+    ref = scaled_dot_product_attention(
+        q, k, v, attn_mask=bias.to(dtype).masked_fill(~TRIL, -torch.inf)
+    )
     torch.testing.assert_close(got, ref, **TOL[dtype])
 
 

@@ -19,12 +19,14 @@ from mha_course import MultiHeadAttention
 B, L, S, E, H = 2, 5, 7, 12, 3
 
 
-def torch_and_ours(impl, dtype=torch.float64, bias=True, kdim=None, vdim=None, dropout=0.0,
-                   batch_first=True):
+def torch_and_ours(
+    impl, dtype=torch.float64, bias=True, kdim=None, vdim=None, dropout=0.0, batch_first=True
+):
     """A torch module with random weights AND biases (torch initialises biases to 0), and ours."""
     torch.manual_seed(0)
-    ref = nn.MultiheadAttention(E, H, dropout=dropout, bias=bias, kdim=kdim, vdim=vdim,
-                                batch_first=batch_first, dtype=dtype)
+    ref = nn.MultiheadAttention(
+        E, H, dropout=dropout, bias=bias, kdim=kdim, vdim=vdim, batch_first=batch_first, dtype=dtype
+    )
     with torch.no_grad():
         for p in ref.parameters():
             p.copy_(torch.randn_like(p) * 0.4)
@@ -34,9 +36,11 @@ def torch_and_ours(impl, dtype=torch.float64, bias=True, kdim=None, vdim=None, d
 
 def inputs(dtype, kdim=E, vdim=E, S=S):
     g = torch.Generator().manual_seed(1)
-    return (torch.randn(B, L, E, generator=g, dtype=dtype),
-            torch.randn(B, S, kdim, generator=g, dtype=dtype),
-            torch.randn(B, S, vdim, generator=g, dtype=dtype))
+    return (
+        torch.randn(B, L, E, generator=g, dtype=dtype),
+        torch.randn(B, S, kdim, generator=g, dtype=dtype),
+        torch.randn(B, S, vdim, generator=g, dtype=dtype),
+    )
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -107,13 +111,16 @@ def test_bool_attn_mask_opposite_convention(impl, shape):
     may_attend[..., 0] = True
     torch_mask = ~may_attend  # torch: True = NOT allowed
     if shape != "(L, S)":
-        torch_mask = torch_mask.reshape(B * H, L, S)  # (B, H, L, S) -> (B*H, L, S), torch's 3-D form
+        torch_mask = torch_mask.reshape(
+            B * H, L, S
+        )  # (B, H, L, S) -> (B*H, L, S), torch's 3-D form
     expected = ref(q, k, v, attn_mask=torch_mask, need_weights=False)[0]
     assert_close(ours(q, k, v, attn_mask=may_attend)[0], expected, **TOL[torch.float64])
     # Passing torch's mask unchanged would be a bug — and gives a different answer.
     if shape == "(L, S)":
-        assert not torch.allclose(ours(q, k, v, attn_mask=~may_attend | (torch.arange(S) == 1))[0],
-                                  expected)
+        assert not torch.allclose(
+            ours(q, k, v, attn_mask=~may_attend | (torch.arange(S) == 1))[0], expected
+        )
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -135,8 +142,9 @@ def test_is_causal(impl):
     not_allowed = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)
     expected = ref(x, x, x, attn_mask=not_allowed, is_causal=True, need_weights=False)[0]
     assert_close(ours(x, is_causal=True)[0], expected, **TOL[torch.float64])
-    expected = ref(x, x, x, attn_mask=not_allowed, key_padding_mask=_padding()[:, :L],
-                   need_weights=False)[0]
+    expected = ref(
+        x, x, x, attn_mask=not_allowed, key_padding_mask=_padding()[:, :L], need_weights=False
+    )[0]
     got = ours(x, is_causal=True, key_padding_mask=_padding()[:, :L])[0]
     assert_close(got, expected, **TOL[torch.float64])
 
@@ -150,8 +158,9 @@ def test_need_weights(impl, dtype):
     out, weights = ours(q, k, v, key_padding_mask=kpm, need_weights=True)
     assert weights.shape == (B, H, L, S)
     ref_out, ref_avg = ref(q, k, v, key_padding_mask=kpm, need_weights=True)
-    _, ref_per_head = ref(q, k, v, key_padding_mask=kpm, need_weights=True,
-                          average_attn_weights=False)
+    _, ref_per_head = ref(
+        q, k, v, key_padding_mask=kpm, need_weights=True, average_attn_weights=False
+    )
     assert_close(out, ref_out, **TOL[dtype])
     assert_close(weights.mean(dim=1), ref_avg, **TOL[dtype])
     assert_close(weights, ref_per_head, **TOL[dtype])
@@ -184,10 +193,16 @@ def test_gradients_of_inputs_and_parameters(impl, cross):
     else:
         W_Q, W_K, W_V = named_ref["in_proj_weight"].chunk(3)  # (3E, E) -> 3 x (E, E)
     b_Q, b_K, b_V = named_ref["in_proj_bias"].chunk(3)  # (3E,) -> 3 x (E,)
-    expected = {"q_proj.weight": W_Q, "k_proj.weight": W_K, "v_proj.weight": W_V,
-                "q_proj.bias": b_Q, "k_proj.bias": b_K, "v_proj.bias": b_V,
-                "out_proj.weight": named_ref["out_proj.weight"],
-                "out_proj.bias": named_ref["out_proj.bias"]}
+    expected = {
+        "q_proj.weight": W_Q,
+        "k_proj.weight": W_K,
+        "v_proj.weight": W_V,
+        "q_proj.bias": b_Q,
+        "k_proj.bias": b_K,
+        "v_proj.bias": b_V,
+        "out_proj.weight": named_ref["out_proj.weight"],
+        "out_proj.bias": named_ref["out_proj.bias"],
+    }
     assert set(named_ours) == set(expected)
     for name, grad in expected.items():
         assert_close(named_ours[name], grad, **TOL[dtype], msg=name)

@@ -10,7 +10,9 @@ import shutil
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers", reason="the [hf] extra (transformers) is not installed")
+transformers = pytest.importorskip(
+    "transformers", reason="the [hf] extra (transformers) is not installed"
+)
 
 from mha_course.cli import main  # noqa: E402
 from mha_course.families import FAMILIES, greedy_generate  # noqa: E402
@@ -44,6 +46,7 @@ def _drop(name):
     def edit(sd):
         del sd[next(k for k in sd if name in k)]
         return sd
+
     return edit
 
 
@@ -51,29 +54,71 @@ def _drop(name):
 CASES = [
     ("prompt ids outside the vocabulary", "small_vocab", None, [], "vocabulary has V = 64"),
     ("an empty prompt", "llama", None, ["--prompt", ""], "gives no tokens"),
-    ("a config value of the wrong type", "llama",
-     lambda d: _edit_config(d, num_attention_heads="4"), [], "'num_attention_heads' expected int, got str"),
-    ("a vocabulary size unlike the stored table", "qwen2",
-     lambda d: _edit_config(d, vocab_size=400), [], "(300, 32)"),
-    ("a tensor shape unlike the config", "gemma2",
-     lambda d: _edit_config(d, intermediate_size=40), [], "(48, 32)"),
-    ("a missing key projection", "gpt2", lambda d: _edit_tensors(d, _drop("h.0.attn.c_attn.weight")),
-     [], "transformer.h.0.attn.c_attn.weight"),
-    ("an extra tensor", "deepseek_v3",
-     lambda d: _edit_tensors(d, lambda sd: dict(sd, **{"model.extra.weight": torch.zeros(3)})),
-     [], "model.extra.weight"),
-    ("a missing final norm", "qwen3", lambda d: _edit_tensors(d, _drop("model.norm.weight")),
-     [], "model.norm.weight"),
-    ("no weights at all", "mistral", lambda d: (d / "model.safetensors").unlink(), [],
-     "no file named model.safetensors"),
-    ("a family the course does not model", "llama",
-     lambda d: _edit_config(d, model_type="gpt_neox"), [], "got 'gpt_neox'"),
+    (
+        "a config value of the wrong type",
+        "llama",
+        lambda d: _edit_config(d, num_attention_heads="4"),
+        [],
+        "'num_attention_heads' expected int, got str",
+    ),
+    (
+        "a vocabulary size unlike the stored table",
+        "qwen2",
+        lambda d: _edit_config(d, vocab_size=400),
+        [],
+        "(300, 32)",
+    ),
+    (
+        "a tensor shape unlike the config",
+        "gemma2",
+        lambda d: _edit_config(d, intermediate_size=40),
+        [],
+        "(48, 32)",
+    ),
+    (
+        "a missing key projection",
+        "gpt2",
+        lambda d: _edit_tensors(d, _drop("h.0.attn.c_attn.weight")),
+        [],
+        "transformer.h.0.attn.c_attn.weight",
+    ),
+    (
+        "an extra tensor",
+        "deepseek_v3",
+        lambda d: _edit_tensors(d, lambda sd: dict(sd, **{"model.extra.weight": torch.zeros(3)})),
+        [],
+        "model.extra.weight",
+    ),
+    (
+        "a missing final norm",
+        "qwen3",
+        lambda d: _edit_tensors(d, _drop("model.norm.weight")),
+        [],
+        "model.norm.weight",
+    ),
+    (
+        "no weights at all",
+        "mistral",
+        lambda d: (d / "model.safetensors").unlink(),
+        [],
+        "no file named model.safetensors",
+    ),
+    (
+        "a family the course does not model",
+        "llama",
+        lambda d: _edit_config(d, model_type="gpt_neox"),
+        [],
+        "got 'gpt_neox'",
+    ),
 ]
 
 
-@pytest.mark.parametrize("what, family, breaks, options, fragment", CASES, ids=[c[0] for c in CASES])
-def test_a_broken_folder_ends_in_one_line_and_exit_2(good, tmp_path, capsys, what, family,
-                                                      breaks, options, fragment):
+@pytest.mark.parametrize(
+    "what, family, breaks, options, fragment", CASES, ids=[c[0] for c in CASES]
+)
+def test_a_broken_folder_ends_in_one_line_and_exit_2(
+    good, tmp_path, capsys, what, family, breaks, options, fragment
+):
     folder = tmp_path / family
     shutil.copytree(good / family, folder)
     if breaks is not None:
@@ -89,8 +134,9 @@ def test_a_broken_folder_ends_in_one_line_and_exit_2(good, tmp_path, capsys, wha
 
 
 def test_zero_new_tokens_with_compare_is_refused_by_option(good, capsys):
-    rc = main(["generate", "--from-pretrained", str(good / "llama"), "--max-new-tokens", "0",
-               "--compare"])
+    rc = main(
+        ["generate", "--from-pretrained", str(good / "llama"), "--max-new-tokens", "0", "--compare"]
+    )
     err = capsys.readouterr().err.strip()
     assert rc == 2 and err.startswith("--max-new-tokens: expected an int >= 1 with --compare"), err
 
@@ -98,8 +144,9 @@ def test_zero_new_tokens_with_compare_is_refused_by_option(good, capsys):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_good_family_folder_generates_and_compares(good, capsys, family):
     """The control: the same folders unbroken run and agree with transformers' generate."""
-    rc = main(["generate", "--from-pretrained", str(good / family), "--max-new-tokens", "4",
-               "--compare"])
+    rc = main(
+        ["generate", "--from-pretrained", str(good / family), "--max-new-tokens", "4", "--compare"]
+    )
     out = capsys.readouterr()
     assert rc == 0, out.err
     assert "transformers' generate: the same tokens" in out.out

@@ -47,7 +47,7 @@ def test_cached_decode_equals_full_forward(kv, static, positions):
     full = model(ids)  # (B, T, V)
     caches = model.new_caches(static=static)
     parts = [model(ids[:, :5], caches=caches)]  # a prompt chunk, then one id at a time
-    parts += [model(ids[:, t:t + 1], caches=caches) for t in range(5, 12)]
+    parts += [model(ids[:, t : t + 1], caches=caches) for t in range(5, 12)]
     torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=1e-10, atol=1e-10)
 
 
@@ -75,8 +75,18 @@ def test_generate_with_cache_equals_recomputing(temperature, top_k):
     model = tiny()
     prompt = torch.randint(0, 11, (2, 4), generator=torch.Generator().manual_seed(2))
     n = 30  # longer than block_size: the window slides on both paths
-    out = [generate(model, prompt, n, temperature, top_k,
-                    generator=torch.Generator().manual_seed(3), use_cache=c) for c in (True, False)]
+    out = [
+        generate(
+            model,
+            prompt,
+            n,
+            temperature,
+            top_k,
+            generator=torch.Generator().manual_seed(3),
+            use_cache=c,
+        )
+        for c in (True, False)
+    ]
     assert out[0].shape == (2, 4 + n)
     torch.testing.assert_close(out[0], out[1], rtol=0, atol=0)
 
@@ -131,9 +141,16 @@ def test_convert_to_gqa_keeps_outputs_when_heads_are_equal():
 
 def _tiny_train(tmp_path, steps, **kw):
     mc = GPTConfig(block_size=16, n_layer=1, n_head=2, n_embd=16)
-    tc = TrainConfig(batch_size=4, max_iters=steps, eval_interval=kw.pop("eval_interval", steps),
-                     eval_windows=8, final_eval_windows=8, warmup_iters=2, lr_decay_iters=6,
-                     dtype="float64")
+    tc = TrainConfig(
+        batch_size=4,
+        max_iters=steps,
+        eval_interval=kw.pop("eval_interval", steps),
+        eval_windows=8,
+        final_eval_windows=8,
+        warmup_iters=2,
+        lr_decay_iters=6,
+        dtype="float64",
+    )
     return train(mc, tc, tmp_path / "m.pt", progress=False, **kw)
 
 
@@ -204,5 +221,9 @@ def test_torch_reference_and_static_loop_agree_with_the_course_model(kv):
     ids = torch.randint(0, 11, (2, 12))
     torch.testing.assert_close(torch_reference(model)(ids), model(ids), rtol=1e-10, atol=1e-10)
     prompt = ids[:, :4]
-    torch.testing.assert_close(static_decode(model, prompt, 10),
-                               generate(model, prompt, 10, temperature=0.0), rtol=0, atol=0)
+    torch.testing.assert_close(
+        static_decode(model, prompt, 10),
+        generate(model, prompt, 10, temperature=0.0),
+        rtol=0,
+        atol=0,
+    )

@@ -46,7 +46,9 @@ def test_last_position_losses():
     targets = torch.tensor([6, 17, 39])
     got = last_position_losses(model, data, targets, 6)
     with torch.no_grad():
-        want = [F.cross_entropy(model(data[j - 6:j][None])[0, -1], data[j]).item() for j in targets]
+        want = [
+            F.cross_entropy(model(data[j - 6 : j][None])[0, -1], data[j]).item() for j in targets
+        ]
     assert_close(torch.tensor(got), torch.tensor(want, dtype=torch.float64), rtol=1e-6, atol=1e-6)
 
 

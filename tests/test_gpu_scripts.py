@@ -63,8 +63,11 @@ def test_kernel_benchmark_times_no_wrong_variant(capsys):
     kernels = _load("kernels_gpu")
     ref = tuple(torch.ones(2, 3) for _ in range(4))  # out, dq, dk, dv
     wrong_dk = (*ref[:2], ref[2] + 0.1, ref[3])
-    fns = {"right": lambda: ref, "wrong backward": lambda: wrong_dk,
-           "fails": lambda: (_ for _ in ()).throw(RuntimeError("out of resource: shared memory"))}
+    fns = {
+        "right": lambda: ref,
+        "wrong backward": lambda: wrong_dk,
+        "fails": lambda: (_ for _ in ()).throw(RuntimeError("out of resource: shared memory")),
+    }
     kernels._check_variants(fns, ref, torch.float16)
     assert list(fns) == ["right"]
     out = capsys.readouterr().out
@@ -73,6 +76,7 @@ def test_kernel_benchmark_times_no_wrong_variant(capsys):
 
 def test_kernel_benchmark_compiles_flex_fresh_and_forbids_the_eager_fallback():
     import torch._dynamo
+
     kernels = _load("kernels_gpu")
     before = torch._dynamo.config.fail_on_recompile_limit_hit
     try:
@@ -88,20 +92,33 @@ def test_gpu_run_runs_every_step_and_fails_at_the_end(tmp_path):
     (tmp_path / "benchmarks" / "results").mkdir(parents=True)
     shutil.copy(BENCH / "gpu_run.sh", tmp_path / "benchmarks")
     fake = tmp_path / "python"
-    fake.write_text("#!/usr/bin/env bash\n"
-                    'case "$*" in\n'
-                    '  -) cat > /dev/null ;;\n'
-                    '  -c*) echo Fake_GPU ;;\n'
-                    '  "-m mha_course.cli"*) echo "bench broke" >&2; exit 3 ;;\n'
-                    '  *kernels_gpu.py*) echo ran-kernels ;;\n'
-                    '  *kv_cache_decode.py*) echo ran-decode ;;\n'
-                    'esac\n')
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        'case "$*" in\n'
+        "  -) cat > /dev/null ;;\n"
+        "  -c*) echo Fake_GPU ;;\n"
+        '  "-m mha_course.cli"*) echo "bench broke" >&2; exit 3 ;;\n'
+        "  *kernels_gpu.py*) echo ran-kernels ;;\n"
+        "  *kv_cache_decode.py*) echo ran-decode ;;\n"
+        "esac\n"
+    )
     fake.chmod(0o755)
-    run = subprocess.run(["bash", str(tmp_path / "benchmarks" / "gpu_run.sh")], capture_output=True,
-                         text=True, env={**os.environ, "PYTHON": str(fake)}, timeout=60)
+    run = subprocess.run(
+        ["bash", str(tmp_path / "benchmarks" / "gpu_run.sh")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": str(fake)},
+        timeout=60,
+    )
     assert run.returncode == 1, run.stdout + run.stderr
-    for line in ("== chapter 8 bench: FAILED (exit 3)", "ran-kernels", "== chapter 17 kernels: ok",
-                 "ran-decode", "== Part III decode: ok", "FAILED steps: chapter 8 bench"):
+    for line in (
+        "== chapter 8 bench: FAILED (exit 3)",
+        "ran-kernels",
+        "== chapter 17 kernels: ok",
+        "ran-decode",
+        "== Part III decode: ok",
+        "FAILED steps: chapter 8 bench",
+    ):
         assert line in run.stdout, (line, run.stdout)
 
 
@@ -111,6 +128,27 @@ def test_decode_benchmark_passes_its_own_check_in_16_bits(dtype, capsys):
     (every variant against its dense reference before timing) used torch's default absolute
     tolerance, 1e-5, below one ulp of these outputs, and failed in 16 bits — on the CPU too."""
     decode = _load("kv_cache_decode")
-    assert decode.main(["--dtype", dtype, "--S", "256", "--B", "2", "--H", "4", "--G", "2",
-                        "--D", "16", "--window", "64", "--rounds", "1"]) == 0
+    assert (
+        decode.main(
+            [
+                "--dtype",
+                dtype,
+                "--S",
+                "256",
+                "--B",
+                "2",
+                "--H",
+                "4",
+                "--G",
+                "2",
+                "--D",
+                "16",
+                "--window",
+                "64",
+                "--rounds",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert "side by side: paged" in capsys.readouterr().out

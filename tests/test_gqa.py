@@ -126,8 +126,10 @@ def test_identical_heads_in_a_group_give_the_same_output(G, impl):
     small = _mha(E, H, G, impl=impl)
     mha = _mha(E, H, impl=impl, seed=5)
     with torch.no_grad():
-        mha.load_state_dict({k: v for k, v in small.state_dict().items()
-                             if k.startswith(("q_proj", "out_proj"))}, strict=False)
+        mha.load_state_dict(
+            {k: v for k, v in small.state_dict().items() if k.startswith(("q_proj", "out_proj"))},
+            strict=False,
+        )
         for name in ("k_proj", "v_proj"):
             w = getattr(small, name).weight.view(G, D, E)  # (G*D, E) -> (G, D, E)
             getattr(mha, name).weight.copy_(repeat_kv(w, H // G).reshape(H * D, E))  # -> (H*D, E)
@@ -175,13 +177,18 @@ def test_mean_pool_heads_on_a_bias_and_a_weight():
     w = torch.arange(H * D * 2, dtype=torch.float64).reshape(H * D, 2)
     pooled = mean_pool_heads(w, H, G)
     for g in range(G):  # group g is heads 3g, 3g+1, 3g+2
-        want = (w[3 * g * D : (3 * g + 1) * D] + w[(3 * g + 1) * D : (3 * g + 2) * D]
-                + w[(3 * g + 2) * D : (3 * g + 3) * D]) / 3
+        want = (
+            w[3 * g * D : (3 * g + 1) * D]
+            + w[(3 * g + 1) * D : (3 * g + 2) * D]
+            + w[(3 * g + 2) * D : (3 * g + 3) * D]
+        ) / 3
         assert_close(pooled[g * D : (g + 1) * D], want)
     assert_close(mean_pool_heads(w[:, 0], H, G), pooled[:, 0])  # a bias (H*D,) pools the same way
 
 
-@pytest.mark.parametrize("shape,H,G,arg", [((12, 4), 5, 1, "weight"), ((12, 4), 4, 3, "num_kv_heads")])
+@pytest.mark.parametrize(
+    "shape,H,G,arg", [((12, 4), 5, 1, "weight"), ((12, 4), 4, 3, "num_kv_heads")]
+)
 def test_mean_pool_heads_rejects_bad_input(shape, H, G, arg):
     with pytest.raises(ValueError, match=arg):
         mean_pool_heads(torch.zeros(shape), H, G)
@@ -207,6 +214,9 @@ def _bad_groups():
 @pytest.mark.parametrize("where", list(_bad_groups()))
 def test_every_g_divides_h_check_is_the_one_in_checks(where):
     """Each place that needs G | H calls _checks.check_kv_heads, so all say it the same way."""
-    with pytest.raises(ValueError, match=r"G must be a positive divisor of .*each key/value head "
-                                         r"serves H / G query heads"):
+    with pytest.raises(
+        ValueError,
+        match=r"G must be a positive divisor of .*each key/value head "
+        r"serves H / G query heads",
+    ):
         _bad_groups()[where]()

@@ -24,8 +24,15 @@ V, T = 11, 8
 
 def tiny(positions: str = "learned") -> GPT:
     torch.manual_seed(0)
-    return GPT(GPTConfig(vocab_size=V, block_size=T, n_layer=2, n_head=2, n_embd=16,
-                         positions=positions)).double().eval()
+    return (
+        GPT(
+            GPTConfig(
+                vocab_size=V, block_size=T, n_layer=2, n_head=2, n_embd=16, positions=positions
+            )
+        )
+        .double()
+        .eval()
+    )
 
 
 def ids(n: int) -> torch.Tensor:
@@ -41,7 +48,9 @@ def test_token_losses_average_to_evaluate():
 def test_spread_windows_cover_the_text():
     data = torch.arange(1000)
     x, y = hr.spread_windows(data, T, 5)
-    assert x[0, 0] == 0 and y[-1, -1] == 1000 - 2 and torch.equal(y, x + 1)  # last target: 2nd-last id
+    assert (
+        x[0, 0] == 0 and y[-1, -1] == 1000 - 2 and torch.equal(y, x + 1)
+    )  # last target: 2nd-last id
 
 
 def test_greedy_order_removes_the_cheapest_head_first():
@@ -71,8 +80,10 @@ def test_stretch_decode_with_a_cache_that_keeps_everything_equals_the_forward():
     x, y = data[:-1].view(3, 2 * T), data[1:].view(3, 2 * T)
     full = torch.nn.functional.cross_entropy(model(x).transpose(1, 2), y, reduction="none")
     attn = model.blocks[0].attn
-    for make in (lambda: SlidingWindowCache(2 * T),
-                 lambda: RenumberedSinkCache(2 * T - 2, 2, rope=attn.rope, rope_base=attn.rope_base)):
+    for make in (
+        lambda: SlidingWindowCache(2 * T),
+        lambda: RenumberedSinkCache(2 * T - 2, 2, rope=attn.rope, rope_base=attn.rope_base),
+    ):
         torch.testing.assert_close(sd.stretch_losses(model, x, y, make), full, **TOL64)
 
 
@@ -87,7 +98,9 @@ def test_sink_excess_zero_for_uniform_positive_for_a_sink(monkeypatch):
     sink = sink / sink.sum(-1, keepdim=True)
     x = torch.zeros(B, T, dtype=torch.long)
     for w, check in ((uniform, lambda e: e.abs().max() < 1e-12), (sink, lambda e: (e > 0.1).all())):
-        monkeypatch.setattr(sd, "attention_weights", lambda m, xb, w=w: w.expand(1, len(xb), 1, T, T))
+        monkeypatch.setattr(
+            sd, "attention_weights", lambda m, xb, w=w: w.expand(1, len(xb), 1, T, T)
+        )
         e = sd.sink_excess(None, x)
         assert e.shape == (B, 1, 1) and check(e)
 
@@ -96,15 +109,21 @@ def test_sink_excess_raw_and_relative_bracket_a_local_head(monkeypatch):
     """A head that attends only to itself and the previous key depends on distance alone: the raw
     weights score 0 on it; relative to the uniform share they score below 0 (queries later in the
     window have more keys); uniform weights score above 0 raw. The two variants bracket."""
-    local = 0.5 * (torch.eye(T, dtype=torch.float64) + torch.diag(torch.ones(T - 1, dtype=torch.float64), -1))
+    local = 0.5 * (
+        torch.eye(T, dtype=torch.float64) + torch.diag(torch.ones(T - 1, dtype=torch.float64), -1)
+    )
     local[0, 0] = 1.0
     uniform = torch.tril(torch.ones(T, T, dtype=torch.float64))
     uniform = uniform / uniform.sum(-1, keepdim=True)
     x = torch.zeros(2, T, dtype=torch.long)
-    for w, relative, check in ((local, False, lambda e: e.abs().max() < 1e-12),
-                               (local, True, lambda e: (e < -0.1).all()),
-                               (uniform, False, lambda e: (e > 0).all())):
-        monkeypatch.setattr(sd, "attention_weights", lambda m, xb, w=w: w.expand(1, len(xb), 1, T, T))
+    for w, relative, check in (
+        (local, False, lambda e: e.abs().max() < 1e-12),
+        (local, True, lambda e: (e < -0.1).all()),
+        (uniform, False, lambda e: (e > 0).all()),
+    ):
+        monkeypatch.setattr(
+            sd, "attention_weights", lambda m, xb, w=w: w.expand(1, len(xb), 1, T, T)
+        )
         assert check(sd.sink_excess(None, x, relative=relative))
 
 
@@ -113,4 +132,6 @@ def test_committed_results_match_the_table():
     assert res["val_windows"] == 593 and len(res["single_removal_train"]) == 16
     for curve in res["curves"].values():
         assert curve[0] == pytest.approx(res["val_loss"]["MHA"], abs=1e-5) and len(curve) == 16
-    assert sorted(map(tuple, res["orders"]["greedy"])) == [(i, j) for i in range(4) for j in range(4)]
+    assert sorted(map(tuple, res["orders"]["greedy"])) == [
+        (i, j) for i in range(4) for j in range(4)
+    ]

@@ -61,8 +61,13 @@ def _copy_without_makefile(dest: Path) -> Path:
     listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
     names = listed.stdout.decode().split("\0") if listed.returncode == 0 else None
     if names is None:  # not a git checkout: everything but the local build outputs
-        shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(
-            ".git", ".venv*", "build", "_site", "__pycache__", "*.egg-info", "test-artifacts"))
+        shutil.copytree(
+            ROOT,
+            dest,
+            ignore=shutil.ignore_patterns(
+                ".git", ".venv*", "build", "_site", "__pycache__", "*.egg-info", "test-artifacts"
+            ),
+        )
     else:
         for name in filter(None, names):
             if (ROOT / name).is_file():
@@ -110,35 +115,63 @@ print("FROM", mha_course.__file__)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(sys.platform != "linux", reason="hosted Jupyter services run Linux (and the "
-                    "cell's triton extra has Linux wheels only)")
+@pytest.mark.skipif(
+    sys.platform != "linux",
+    reason="hosted Jupyter services run Linux (and the cell's triton extra has Linux wheels only)",
+)
 def test_the_install_cell_installs_a_working_course_in_a_fresh_venv(tmp_path):
     repo = _copy_without_makefile(tmp_path / "clone")
     assert not (repo / "Makefile").exists()
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True, system_site_packages=False).create(env_dir)
     python = env_dir / "bin" / "python"
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     if os.environ.get("MHA_HOSTED_FRESH") != "1":
         _link_only(site, LINKED)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(HOME=str(tmp_path / "home"), MHA_COURSE_STATE=str(tmp_path / "hints.json"))
     start = time.perf_counter()
-    cell = subprocess.run([python, "-c", install_cell()], cwd=repo / "notebooks", env=env,
-                          capture_output=True, text=True, timeout=1500)
+    cell = subprocess.run(
+        [python, "-c", install_cell()],
+        cwd=repo / "notebooks",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     seconds = time.perf_counter() - start
     assert cell.returncode == 0, cell.stdout[-3000:] + cell.stderr[-3000:]
     assert "installed: the notebooks can import mha_course" in cell.stdout
     print(f"install cell: {seconds:.0f} s")
     # the learner's kernel: the installed course, not the copy's source folder, outside the clone
-    done = subprocess.run([python, "-c", GRADE, str(ROOT / "solutions" / "ex01_dot_product_attention.ipynb")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [python, "-c", GRADE, str(ROOT / "solutions" / "ex01_dot_product_attention.ipynb")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    passed = next(line for line in done.stdout.splitlines() if line.startswith("ITEMS PASSED")).split()
+    passed = next(
+        line for line in done.stdout.splitlines() if line.startswith("ITEMS PASSED")
+    ).split()
     assert passed[2] == passed[4] != "0", done.stdout
     assert "hint 2 of" in done.stdout  # hint("ex01", 1) printed level 1 and names the next
     assert f"FROM {site}" in done.stdout
-    again = subprocess.run([python, "-c", install_cell()], cwd=repo / "notebooks", env=env,
-                           capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        [python, "-c", install_cell()],
+        cwd=repo / "notebooks",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert again.stdout == "the course is installed in this kernel: nothing to do\n"

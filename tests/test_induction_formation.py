@@ -47,8 +47,8 @@ def test_copy_losses_score_each_half():
     logits = torch.randn(2, 2 * n, V, dtype=torch.float64)
     first, second = copy_losses(logits, ids, n)
     per_pos = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
-    assert_close(first, per_pos[:, 0:n - 1].mean(-1))  # targets 1 .. n-1
-    assert_close(second, per_pos[:, n:2 * n - 1].mean(-1))  # targets n+1 .. 2n-1
+    assert_close(first, per_pos[:, 0 : n - 1].mean(-1))  # targets 1 .. n-1
+    assert_close(second, per_pos[:, n : 2 * n - 1].mean(-1))  # targets n+1 .. 2n-1
     # a perfect copier (the token after the earlier occurrence) has ~0 loss on the second copy only
     copier = torch.full((2, 2 * n, V), -30.0, dtype=torch.float64)
     for t in range(n, 2 * n - 1):

@@ -15,18 +15,34 @@ import pytest
 from tests.test_environment import _bounds
 
 ROOT = Path(__file__).resolve().parents[1]
-MAINTAINER_TOOLS = {"pytest", "nbval", "hypothesis", "ruff", "pytest-xdist", "playwright",
-                    "nbgrader", "pre-commit", "nbstripout", "pre-commit-hooks",
-                    "pagefind",  # the static site's search index (make site)
-                    "copydetect"}  # mha-course similarity
+MAINTAINER_TOOLS = {
+    "pytest",
+    "nbval",
+    "hypothesis",
+    "ruff",
+    "pytest-xdist",
+    "playwright",
+    "nbgrader",
+    "pre-commit",
+    "nbstripout",
+    "pre-commit-hooks",
+    "pagefind",  # the static site's search index (make site)
+    "copydetect",
+}  # mha-course similarity
 
 
 def _dry_run(target: str, tmp_path: Path) -> list[str]:
     """The pip lines ``make -n TARGET`` would run for a venv that does not exist yet."""
     if shutil.which("make") is None:
         pytest.skip("needs make")
-    done = subprocess.run(["make", "-n", target, f"VENV={tmp_path / 'venv'}"], cwd=ROOT,
-                          capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        ["make", "-n", target, f"VENV={tmp_path / 'venv'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     return [line for line in done.stdout.splitlines() if "pip install -e" in line]
 
 
@@ -37,7 +53,12 @@ def _project() -> dict:
 
 
 def _extras(lines: list[str]) -> set[str]:
-    return {e for line in lines for m in re.finditer(r'-e "\.\[([^\]]*)\]"', line) for e in m.group(1).split(",")}
+    return {
+        e
+        for line in lines
+        for m in re.finditer(r'-e "\.\[([^\]]*)\]"', line)
+        for e in m.group(1).split(",")
+    }
 
 
 def test_make_lab_installs_no_maintainer_tools(tmp_path: Path) -> None:
@@ -54,7 +75,9 @@ def test_make_test_adds_the_dev_extra(tmp_path: Path) -> None:
     assert "dev" in _extras(_dry_run("setup", tmp_path))  # .ci/run's default-path walk uses it
     project = _project()
     assert set(_bounds(project["optional-dependencies"]["dev"])) == MAINTAINER_TOOLS
-    assert {"nbgrader", "copydetect"} <= set(_bounds(project["optional-dependencies"]["instructor"]))
+    assert {"nbgrader", "copydetect"} <= set(
+        _bounds(project["optional-dependencies"]["instructor"])
+    )
 
 
 def test_gradescope_installs_the_tested_torch() -> None:
@@ -92,8 +115,8 @@ def test_readme_windows_and_server_lines() -> None:
     """The README's Windows install learns with the hf extra (it installed `.[dev]` without hf, so
     chapter 20 could not run) and its http.server line listens on this machine only (issue 32)."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    windows = readme[readme.index("**Windows without make**"):]
-    windows = windows[:windows.index("```\n", windows.index("```powershell") + 5)]
+    windows = readme[readme.index("**Windows without make**") :]
+    windows = windows[: windows.index("```\n", windows.index("```powershell") + 5)]
     assert '.venv\\Scripts\\python -m pip install -e ".[hf]"' in windows, windows
     assert '-e ".[dev,hf]"' in windows and '-e ".[dev]"' not in windows, windows
     servers = re.findall(r"python -m http\.server[^`\n]*", readme)

@@ -25,8 +25,13 @@ def _git(cwd: Path, *argv: str) -> subprocess.CompletedProcess:
 def test_the_repository_ignores_grading_files() -> None:
     if _git(ROOT, "rev-parse", "--show-toplevel").returncode != 0:
         pytest.skip("not a git checkout")
-    paths = ["graded.key", "graded/grades.csv", "graded/alice/feedback.md",
-             "submissions/alice/ex01_dot_product_attention.ipynb", "class-2026.key"]
+    paths = [
+        "graded.key",
+        "graded/grades.csv",
+        "graded/alice/feedback.md",
+        "submissions/alice/ex01_dot_product_attention.ipynb",
+        "class-2026.key",
+    ]
     ignored = _git(ROOT, "check-ignore", *paths).stdout.split()
     assert sorted(ignored) == sorted(paths), f"not ignored: {set(paths) - set(ignored)}"
 
@@ -51,7 +56,17 @@ def test_warning_inside_a_work_tree(tmp_path: Path) -> None:
 def test_grade_prints_the_warning(tmp_path: Path, capsys) -> None:
     _git(tmp_path, "init", "-q")
     (tmp_path / "submissions").mkdir()
-    assert main(["grade", str(tmp_path / "submissions"), "--out", str(tmp_path / "graded"),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "grade",
+                str(tmp_path / "submissions"),
+                "--out",
+                str(tmp_path / "graded"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert f"the secret key {tmp_path / 'graded.key'} is inside the git work tree" in out, out

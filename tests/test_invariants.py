@@ -25,7 +25,9 @@ def module(num_kv_heads=None, impl="eager", seed=0, **kw):
 
 
 def tokens(n=T, seed=1, width=E):
-    return torch.randn(B, n, width, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    return torch.randn(
+        B, n, width, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)
+    )
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -36,10 +38,10 @@ def test_causal_outputs_ignore_the_future(impl, G):
     out = m(x, is_causal=True)[0]
     t = 3
     x_future = x.clone()
-    x_future[:, t + 1:] = torch.randn(B, T - t - 1, E, dtype=torch.float64) * 5
+    x_future[:, t + 1 :] = torch.randn(B, T - t - 1, E, dtype=torch.float64) * 5
     out_future = m(x_future, is_causal=True)[0]
     assert_close(out_future[:, : t + 1], out[:, : t + 1], **TOL64)
-    assert not torch.allclose(out_future[:, t + 1:], out[:, t + 1:])  # later tokens did change
+    assert not torch.allclose(out_future[:, t + 1 :], out[:, t + 1 :])  # later tokens did change
     assert not torch.allclose(m(x_future)[0][:, : t + 1], m(x)[0][:, : t + 1])  # no mask: leaks
 
 
@@ -115,8 +117,11 @@ def test_values_at_padded_keys_do_not_matter(impl, kind):
     m = module(2, impl)
     x, memory = tokens(4), tokens(7, seed=2)
     padding = torch.arange(7).expand(B, 7) >= torch.tensor([[5], [3]])  # lengths 5 and 3
-    kpm = padding if kind == "bool" else torch.zeros(B, 7, dtype=torch.float64).masked_fill(
-        padding, float("-inf"))
+    kpm = (
+        padding
+        if kind == "bool"
+        else torch.zeros(B, 7, dtype=torch.float64).masked_fill(padding, float("-inf"))
+    )
     out = m(x, memory, key_padding_mask=kpm)[0]
     changed = memory.clone()
     changed[padding] = 100.0 * torch.randn(int(padding.sum()), E, dtype=torch.float64)
@@ -136,8 +141,9 @@ def test_module_gradcheck():
     x_fixed = x.detach()
 
     def by_params(*ps):
-        return torch.func.functional_call(m, dict(zip([n for n, _ in m.named_parameters()], ps)),
-                                          (x_fixed,), {"is_causal": True})[0]
+        return torch.func.functional_call(
+            m, dict(zip([n for n, _ in m.named_parameters()], ps)), (x_fixed,), {"is_causal": True}
+        )[0]
 
     assert torch.autograd.gradcheck(by_params, params, fast_mode=True)  # 8 tensors: fast mode
 
@@ -153,7 +159,7 @@ def test_head_mask_zeroes_a_head_exactly(impl, G):
     head_mask[h] = 0.0
     pruned = module(G, impl)
     with torch.no_grad():
-        pruned.out_proj.weight[:, h * D:(h + 1) * D] = 0.0  # head h's slice of W_O's input
+        pruned.out_proj.weight[:, h * D : (h + 1) * D] = 0.0  # head h's slice of W_O's input
     assert_close(m(x, head_mask=head_mask)[0], pruned(x)[0], **TOL64)
     assert not torch.allclose(m(x)[0], pruned(x)[0])
     # (B, H) masks act per sequence; all ones changes nothing.

@@ -23,7 +23,7 @@ def decode(m, x, sizes, cache, **kw):
     """Feed ``x`` through ``m`` in consecutive chunks of the given sizes, reusing ``cache``."""
     outs, start = [], 0
     for n in sizes:
-        outs.append(m(x[:, start:start + n], is_causal=True, kv_cache=cache, **kw)[0])
+        outs.append(m(x[:, start : start + n], is_causal=True, kv_cache=cache, **kw)[0])
         start += n
     assert start == x.shape[1]
     return torch.cat(outs, dim=1)  # chunks (B, n, E) -> (B, T, E)
@@ -58,8 +58,9 @@ def test_decoding_with_need_weights_and_padding(impl):
     full, full_w = m(x, is_causal=True, key_padding_mask=kpm, need_weights=True)
     cache = KVCache()
     m(x[:, :6], is_causal=True, kv_cache=cache, key_padding_mask=kpm[:, :6])
-    out, w = m(x[:, 6:7], is_causal=True, kv_cache=cache, key_padding_mask=kpm[:, :7],
-               need_weights=True)
+    out, w = m(
+        x[:, 6:7], is_causal=True, kv_cache=cache, key_padding_mask=kpm[:, :7], need_weights=True
+    )
     assert w.shape == (B, H, 1, 7)
     assert_close(out, full[:, 6:7], **TOL64)
     assert_close(w[..., 0, :], full_w[..., 6, :7], **TOL64)
@@ -104,9 +105,11 @@ def test_a_rejected_call_leaves_the_cache_unchanged(bad):
     x = torch.randn(B, 4, E, dtype=torch.float64)
     cache = KVCache()
     m(x[:, :3], is_causal=True, kv_cache=cache)
-    wrong = {"attn_mask": torch.ones(1, 3, dtype=torch.bool),  # S should be 4 (3 cached + 1)
-             "key_padding_mask": torch.zeros(B, 1, dtype=torch.bool),
-             "head_mask": torch.ones(H + 1, dtype=torch.float64)}
+    wrong = {
+        "attn_mask": torch.ones(1, 3, dtype=torch.bool),  # S should be 4 (3 cached + 1)
+        "key_padding_mask": torch.zeros(B, 1, dtype=torch.bool),
+        "head_mask": torch.ones(H + 1, dtype=torch.float64),
+    }
     with pytest.raises(ValueError, match=bad):
         m(x[:, 3:], is_causal=True, kv_cache=cache, **{bad: wrong[bad]})
     assert cache.length == 3

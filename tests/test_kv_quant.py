@@ -40,7 +40,10 @@ def test_transformed_cache_hands_back_the_transform_of_one_chunk():
 
 def test_residual_cache_with_kivis_quantizers_is_kivi_and_holds_the_same_positions():
     # Like with like (issue 32): the residual wrapper must keep exactly KIVI's full-precision positions.
-    kivi, same = KIVICache(2, 16, 16), ResidualCache(_asym("channel", 16, 2), _asym("token", None, 2))
+    kivi, same = (
+        KIVICache(2, 16, 16),
+        ResidualCache(_asym("channel", 16, 2), _asym("token", None, 2)),
+    )
     int4 = ResidualCache(_sym("token", 4), _sym("token", 4))
     torch.manual_seed(0)
     for _ in range(40):
@@ -49,8 +52,8 @@ def test_residual_cache_with_kivis_quantizers_is_kivi_and_holds_the_same_positio
         assert torch.equal(ka, kb) and torch.equal(va, vb)
         assert int4.full_precision_tokens == kivi.full_precision_tokens
         r_k, r_v = kivi.full_precision_tokens  # the residual is returned as it came
-        assert torch.equal(kc[..., kc.shape[-2] - r_k:, :], ka[..., ka.shape[-2] - r_k:, :])
-        assert torch.equal(vc[..., vc.shape[-2] - r_v:, :], va[..., va.shape[-2] - r_v:, :])
+        assert torch.equal(kc[..., kc.shape[-2] - r_k :, :], ka[..., ka.shape[-2] - r_k :, :])
+        assert torch.equal(vc[..., vc.shape[-2] - r_v :, :], va[..., va.shape[-2] - r_v :, :])
     assert not torch.equal(kc, ka)  # the quantized part differs: other quantizers
 
 
@@ -60,6 +63,8 @@ def test_committed_results_have_every_scheme_paired_on_all_windows():
     for m in res["models"].values():
         assert set(m["loss"]) == set(CHUNK) | set(DECODE)
         assert abs(m["loss"]["float decode"] - m["loss"]["float"]) < 1e-4  # decode == one chunk
-        assert set(m["contrasts"]) == set(CONTRASTS) and len(m["key_channel_spread"]) == m["n_layer"]
+        assert (
+            set(m["contrasts"]) == set(CONTRASTS) and len(m["key_channel_spread"]) == m["n_layer"]
+        )
         for d in list(m["minus_float"].values()) + list(m["contrasts"].values()):
             assert d["ci95"][0] <= d["mean"] <= d["ci95"][1] and d["se"] > 0

@@ -37,8 +37,14 @@ def _lab_environment() -> dict[str, str]:
 @pytest.mark.parametrize("folder", ["exercises", "notebooks"])
 def test_printed_command_in_a_lab_terminal(folder: str) -> None:
     assert COMMAND in (ROOT / "exercises" / EXERCISE).read_text(encoding="utf-8")
-    done = subprocess.run(["/bin/sh", "-c", COMMAND], cwd=ROOT / folder, env=_lab_environment(),
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        ["/bin/sh", "-c", COMMAND],
+        cwd=ROOT / folder,
+        env=_lab_environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = done.stdout + done.stderr
     assert "FAILED  ex01_softmax" in out and "score: 0/5" in out, out
 
@@ -52,9 +58,25 @@ def test_printed_command_as_a_bang_line_in_an_exercise(tmp_path: Path) -> None:
     path = tmp_path / "exercises" / "bang_line.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"!{COMMAND}")]), path)
     done = subprocess.run(
-        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
-         "--stdout", str(path)], cwd=path.parent, env=_lab_environment(),
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "nbconvert",
+            "--to",
+            "notebook",
+            "--execute",
+            "--stdout",
+            str(path),
+        ],
+        cwd=path.parent,
+        env=_lab_environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
-    out = "".join(o.get("text", "") for o in nbformat.reads(done.stdout, as_version=4).cells[0].outputs)
+    out = "".join(
+        o.get("text", "") for o in nbformat.reads(done.stdout, as_version=4).cells[0].outputs
+    )
     assert "FAILED  ex01_softmax" in out and "score: 0/5" in out, out

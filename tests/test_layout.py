@@ -59,7 +59,9 @@ def _imports() -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 out |= {resolve(a.name) for a in node.names}
             elif isinstance(node, ast.ImportFrom):
-                assert node.level == 0, f"{m}: relative import (write `from mha_course.x import ...`)"
+                assert node.level == 0, (
+                    f"{m}: relative import (write `from mha_course.x import ...`)"
+                )
                 out |= {resolve(f"{node.module}.{a.name}") for a in node.names}
         graph[m] = out - {None, m}
     return graph
@@ -67,10 +69,13 @@ def _imports() -> dict[str, set[str]]:
 
 def _floor(module: str) -> int:
     parts = module.split(".")
-    group = "mha_grader" if parts[0] == "mha_grader" else (parts[1] if len(parts) > 1 else "__init__")
+    group = (
+        "mha_grader" if parts[0] == "mha_grader" else (parts[1] if len(parts) > 1 else "__init__")
+    )
     own = ".".join(parts[1:3])  # a module given a floor of its own (benchmark.memory)
     found = [i for i, layer in enumerate(LAYERS) if own in layer] or [
-        i for i, layer in enumerate(LAYERS) if group in layer]
+        i for i, layer in enumerate(LAYERS) if group in layer
+    ]
     assert found, f"{module}: folder {group!r} is on no floor of LAYERS (add it where it belongs)"
     return found[0]
 
@@ -82,14 +87,23 @@ def test_the_package_face_is_flat_and_everything_else_lives_in_a_concept_folder(
 
 def test_the_engine_imports_nothing_of_the_course():
     graph = _imports()
-    reach = {(m, t) for m, ts in graph.items() if m.startswith("mha_grader") for t in ts
-             if t.startswith("mha_course")}
+    reach = {
+        (m, t)
+        for m, ts in graph.items()
+        if m.startswith("mha_grader")
+        for t in ts
+        if t.startswith("mha_course")
+    }
     assert not reach, sorted(reach)
 
 
 def test_no_import_runs_up_a_layer():
-    up = [(m, t) for m, ts in _imports().items() for t in ts
-          if _floor(t) > _floor(m) and t != "mha_course"]  # the face resolves lazily, by name
+    up = [
+        (m, t)
+        for m, ts in _imports().items()
+        for t in ts
+        if _floor(t) > _floor(m) and t != "mha_course"
+    ]  # the face resolves lazily, by name
     assert not up, up
 
 
@@ -140,7 +154,10 @@ def test_a_saved_notebook_line_with_an_old_path_still_runs(monkeypatch):
         monkeypatch.delitem(sys.modules, old, raising=False)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        exec("from mha_course.window import SlidingWindowCache\nimport mha_course.sdpa as s", ns := {})
+        exec(
+            "from mha_course.window import SlidingWindowCache\nimport mha_course.sdpa as s",
+            ns := {},
+        )
     assert ns["SlidingWindowCache"] is mha_course.SlidingWindowCache
     assert ns["s"].scaled_dot_product_attention is mha_course.scaled_dot_product_attention
     assert any("mha_course.caches.window" in str(w.message) for w in seen)

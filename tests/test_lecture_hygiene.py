@@ -64,8 +64,20 @@ def _does_something(node: ast.stmt) -> bool:
     if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
         value = node.value
         return value is not None and any(
-            isinstance(n, (ast.Call, ast.Subscript, ast.ListComp, ast.DictComp, ast.SetComp,
-                           ast.GeneratorExp, ast.Lambda)) for n in ast.walk(value))
+            isinstance(
+                n,
+                (
+                    ast.Call,
+                    ast.Subscript,
+                    ast.ListComp,
+                    ast.DictComp,
+                    ast.SetComp,
+                    ast.GeneratorExp,
+                    ast.Lambda,
+                ),
+            )
+            for n in ast.walk(value)
+        )
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
         call = node.value
         return bool(call.args or call.keywords) or isinstance(call.func, ast.Attribute)
@@ -99,10 +111,13 @@ def code_lines(markdown: str) -> list[str]:
     found = []
     lines = [line.strip().lstrip(">").strip() for line in _prose_lines(markdown)]
     for index, stripped in enumerate(lines):
-        starts = [stripped] + [stripped[m.end():] for m in _SENTENCE_END.finditer(stripped)]
+        starts = [stripped] + [stripped[m.end() :] for m in _SENTENCE_END.finditer(stripped)]
         # A statement may continue on the next lines (a call's arguments): try up to 5 more.
-        candidates = [start + "".join("\n" + more for more in lines[index + 1:index + 1 + extra])
-                      for start in starts for extra in range(6)]
+        candidates = [
+            start + "".join("\n" + more for more in lines[index + 1 : index + 1 + extra])
+            for start in starts
+            for extra in range(6)
+        ]
         if any(_parse_statement(c) is not None for c in candidates):
             found.append(stripped)
     return found
@@ -118,35 +133,49 @@ def _markdown_cells(paths):
 
 def test_code_detector_catches_the_chapter_11_paste():
     # The two cells of chapter 11 as they were before issue 32 (code glued onto prose).
-    temperature = ("The previous-token head at three temperatures. Lower temperature = larger score gaps"
-                   " = sharper weights\n(chapter 1's hard lookup); higher = flatter (an average):\n"
-                   "peaks = [explore(head=1, temperature=tau).weights[1:].max(-1).values.mean() for tau"
-                   " in temperatures]\nassert peaks[0] > peaks[1] > peaks[2]  # lower temperature, sharper\n")
-    masks = ("The **next-token** head under the three masks. Hatched cells are forbidden by the mask; "
-             "their weight is exactly 0.padded = explore(head=3, mask=\"padding\")\n"
-             "pads = [j for j, t in enumerate(padded.tokens) if t == \"<pad>\"]\n"
-             "print(\"padding: weight on the <pad> columns:\", padded.weights[:, pads].abs().max().item(),\n"
-             "      \"| 'mat' spreads evenly over the 6 real words:\",\n"
-             "      torch.allclose(padded.weights[5, :6], torch.full((6,), 1 / 6, dtype=torch.float64)))\n")
+    temperature = (
+        "The previous-token head at three temperatures. Lower temperature = larger score gaps"
+        " = sharper weights\n(chapter 1's hard lookup); higher = flatter (an average):\n"
+        "peaks = [explore(head=1, temperature=tau).weights[1:].max(-1).values.mean() for tau"
+        " in temperatures]\nassert peaks[0] > peaks[1] > peaks[2]  # lower temperature, sharper\n"
+    )
+    masks = (
+        "The **next-token** head under the three masks. Hatched cells are forbidden by the mask; "
+        'their weight is exactly 0.padded = explore(head=3, mask="padding")\n'
+        'pads = [j for j, t in enumerate(padded.tokens) if t == "<pad>"]\n'
+        'print("padding: weight on the <pad> columns:", padded.weights[:, pads].abs().max().item(),\n'
+        "      \"| 'mat' spreads evenly over the 6 real words:\",\n"
+        "      torch.allclose(padded.weights[5, :6], torch.full((6,), 1 / 6, dtype=torch.float64)))\n"
+    )
     assert len(code_lines(temperature)) == 2
     assert len(code_lines(masks)) == 3
 
 
 def test_code_detector_leaves_prose_code_spans_and_maths_alone():
-    prose = ("Lower temperature = larger score gaps = sharper weights.\n"
-             "With `weights = softmax(scores)` and $y = f(x)$, at G = 1 the cache is H times smaller.\n"
-             "```python\nout = attention(q, k, v)\n```\n"
-             "- **Causal.** The loop stops at the block's last row (`hi`).\n"
-             "| H | G | bytes |\n|---|---|---|\n"
-             "Attention(Q, K, V) = softmax(QKᵀ / √d_k) V\n")
+    prose = (
+        "Lower temperature = larger score gaps = sharper weights.\n"
+        "With `weights = softmax(scores)` and $y = f(x)$, at G = 1 the cache is H times smaller.\n"
+        "```python\nout = attention(q, k, v)\n```\n"
+        "- **Causal.** The loop stops at the block's last row (`hi`).\n"
+        "| H | G | bytes |\n|---|---|---|\n"
+        "Attention(Q, K, V) = softmax(QKᵀ / √d_k) V\n"
+    )
     assert code_lines(prose) == []
 
 
-@pytest.mark.parametrize("path", LECTURES + SOLUTIONS + EXERCISES, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "path", LECTURES + SOLUTIONS + EXERCISES, ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_no_code_in_markdown(path):
-    bad = [f"{where}: {line!r}" for where, source in _markdown_cells([path]) for line in code_lines(source)]
-    assert not bad, ("code in a markdown cell is never run; move it into a code cell (or into "
-                     "backticks / a fenced block if it is only shown):\n" + "\n".join(bad))
+    bad = [
+        f"{where}: {line!r}"
+        for where, source in _markdown_cells([path])
+        for line in code_lines(source)
+    ]
+    assert not bad, (
+        "code in a markdown cell is never run; move it into a code cell (or into "
+        "backticks / a fenced block if it is only shown):\n" + "\n".join(bad)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -157,8 +186,11 @@ _SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 
 def _strip_comments(code: str) -> str:
     try:
-        tokens = [t for t in tokenize.generate_tokens(io.StringIO(code).readline)
-                  if t.type != tokenize.COMMENT]
+        tokens = [
+            t
+            for t in tokenize.generate_tokens(io.StringIO(code).readline)
+            if t.type != tokenize.COMMENT
+        ]
         return tokenize.untokenize(tokens)
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return re.sub(r"(?m)\s+#.*$|^\s*#.*$", "", code)
@@ -182,7 +214,9 @@ def solution_bodies() -> list[tuple[str, list[str]]]:
             if cell.cell_type != "code":
                 continue
             for n, match in enumerate(_SOLUTION.finditer(cell.source)):
-                bodies.append((f"{path.name} cell {index} block {n}", normalised_lines(match.group(1))))
+                bodies.append(
+                    (f"{path.name} cell {index} block {n}", normalised_lines(match.group(1)))
+                )
     return bodies
 
 
@@ -204,7 +238,7 @@ def solution_leaks(text: str, bodies, window: int = WINDOW) -> list[str]:
     leaks = []
     for name, body in bodies:
         for start in range(len(body) - window + 1):
-            if "\n" + "\n".join(body[start:start + window]) + "\n" in joined:
+            if "\n" + "\n".join(body[start : start + window]) + "\n" in joined:
                 leaks.append(f"{name} (lines {start + 1}-{start + window} of {len(body)})")
                 break
     return leaks
@@ -217,11 +251,16 @@ def test_solution_detector_catches_a_printed_kernel():
     # so this needs neither Triton nor the module's import path.
     bodies = solution_bodies()
     assert any(name.startswith("ex17") for name, _ in bodies)
-    (source,) = [p for p in (ROOT / "mha_course").rglob("*.py") if "def _fwd_kernel(" in p.read_text()]
+    (source,) = [
+        p for p in (ROOT / "mha_course").rglob("*.py") if "def _fwd_kernel(" in p.read_text()
+    ]
     text = source.read_text()
-    kernel = next(node for node in ast.walk(ast.parse(text))
-                  if isinstance(node, ast.FunctionDef) and node.name == "_fwd_kernel")
-    printed = "\n".join(text.splitlines()[kernel.lineno - 1:kernel.end_lineno])
+    kernel = next(
+        node
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.FunctionDef) and node.name == "_fwd_kernel"
+    )
+    printed = "\n".join(text.splitlines()[kernel.lineno - 1 : kernel.end_lineno])
     assert any(leak.startswith("ex17") for leak in solution_leaks(printed, bodies))
 
 
@@ -236,7 +275,12 @@ def test_solution_detector_ignores_spacing_and_comments():
 def test_no_graded_solution_in_a_lecture(path):
     bodies = solution_bodies()
     assert bodies, "no ### BEGIN SOLUTION blocks found in solutions/"
-    bad = [f"{path.name} {where}: {leak}" for where, text in _lecture_texts(path)
-           for leak in solution_leaks(text, bodies)]
-    assert not bad, ("a lecture shows the solution of a graded item (a learner can copy it); "
-                     "describe it instead:\n" + "\n".join(bad))
+    bad = [
+        f"{path.name} {where}: {leak}"
+        for where, text in _lecture_texts(path)
+        for leak in solution_leaks(text, bodies)
+    ]
+    assert not bad, (
+        "a lecture shows the solution of a graded item (a learner can copy it); "
+        "describe it instead:\n" + "\n".join(bad)
+    )

@@ -18,8 +18,11 @@ V, N = 11, 24
 @pytest.fixture(scope="module")
 def model() -> GPT:
     torch.manual_seed(0)
-    return GPT(GPTConfig(vocab_size=V, block_size=8, n_layer=2, n_head=2, n_embd=16,
-                         positions="rope")).double().eval()
+    return (
+        GPT(GPTConfig(vocab_size=V, block_size=8, n_layer=2, n_head=2, n_embd=16, positions="rope"))
+        .double()
+        .eval()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +35,11 @@ def dense_losses(model: GPT, x, y, mask=None) -> torch.Tensor:
     """The reference: one forward over all N ids, each layer masked by ``mask`` (None: causal)."""
     h = model.wte(x)
     for b in model.blocks:
-        a = (b.attn(b.ln_1(h), is_causal=True)[0] if mask is None else
-             b.attn(b.ln_1(h), attn_mask=mask)[0])
+        a = (
+            b.attn(b.ln_1(h), is_causal=True)[0]
+            if mask is None
+            else b.attn(b.ln_1(h), attn_mask=mask)[0]
+        )
         h = h + a
         h = h + b.mlp(b.ln_2(h))
     logits = model.lm_head(model.ln_f(h))  # (B, N, V)
@@ -57,8 +63,7 @@ def test_full_cache_decoding_equals_the_dense_forward(model, data):
         torch.testing.assert_close(got, dense_losses(model, x, y), **TOL64)
 
 
-@pytest.mark.parametrize("name,window,sinks", [("window 6", 6, 0),
-                                               ("window 4 + 2 sinks", 4, 2)])
+@pytest.mark.parametrize("name,window,sinks", [("window 6", 6, 0), ("window 4 + 2 sinks", 4, 2)])
 def test_window_and_sink_decoding_equal_the_banded_dense_forward(model, data, name, window, sinks):
     x, y = data
     make = lc.cache_kinds((6,), 2)[name]
@@ -67,13 +72,20 @@ def test_window_and_sink_decoding_equal_the_banded_dense_forward(model, data, na
         got = lc.decode_losses(model, x, y, make)
         torch.testing.assert_close(got, dense_losses(model, x, y, mask), **TOL64)
         # and the eviction matters: past the window the loss differs from the full cache's
-        assert not torch.allclose(got[window + sinks:], dense_losses(model, x, y)[window + sinks:])
+        assert not torch.allclose(
+            got[window + sinks :], dense_losses(model, x, y)[window + sinks :]
+        )
 
 
 def test_cache_kinds_hold_the_same_number_of_tokens():
     kinds = lc.cache_kinds((8, 16), 4)
-    assert list(kinds) == ["full", "window 8", "window 4 + 4 sinks", "window 16",
-                           "window 12 + 4 sinks"]
+    assert list(kinds) == [
+        "full",
+        "window 8",
+        "window 4 + 4 sinks",
+        "window 16",
+        "window 12 + 4 sinks",
+    ]
     k = torch.zeros(1, 1, 40, 2)
     for name in kinds:
         if name != "full":

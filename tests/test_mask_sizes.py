@@ -14,8 +14,14 @@ from mha_course.ops.masks import causal_mask
 f64 = torch.float64
 
 
-@pytest.mark.parametrize("make", [lambda: SlidingWindowCache(5), lambda: SlidingWindowCache(4, num_sink=2),
-                                  lambda: RenumberedSinkCache(6, num_sink=1)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: SlidingWindowCache(5),
+        lambda: SlidingWindowCache(4, num_sink=2),
+        lambda: RenumberedSinkCache(6, num_sink=1),
+    ],
+)
 def test_mask_positions_name_the_keys_the_update_returns(make):
     cache, g = make(), torch.Generator().manual_seed(0)
     for L in (3, 1, 1, 4, 1, 1, 1, 2, 1, 1):
@@ -45,12 +51,14 @@ def test_decoding_through_a_window_never_builds_a_mask_over_every_position(monke
         return real(*masks, **kw)
 
     monkeypatch.setattr(mha_module, "combine_masks", spy)
-    monkeypatch.setattr(mha_module, "causal_mask", lambda *a, **k: pytest.fail("full causal mask built"))
+    monkeypatch.setattr(
+        mha_module, "causal_mask", lambda *a, **k: pytest.fail("full causal mask built")
+    )
     cache = SlidingWindowCache(8)
     pad = torch.zeros(1, 40, dtype=torch.bool)  # a padding mask over every position seen
     outs = []
     for t in range(40):
-        y, _ = m(x[:, t:t + 1], is_causal=True, kv_cache=cache, key_padding_mask=pad[:, :t + 1])
+        y, _ = m(x[:, t : t + 1], is_causal=True, kv_cache=cache, key_padding_mask=pad[:, : t + 1])
         outs.append(y)
     assert max(widths) <= 9
     # the same answer as the full forward with the window's band (chapter 14's equality)

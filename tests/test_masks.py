@@ -15,9 +15,11 @@ from mha_course.ops.masks import key_padding_to_attn_mask
 
 def qkv(L, S, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(2, 3, L, 4, generator=g, dtype=torch.float64),
-            torch.randn(2, 3, S, 4, generator=g, dtype=torch.float64),
-            torch.randn(2, 3, S, 5, generator=g, dtype=torch.float64))
+    return (
+        torch.randn(2, 3, L, 4, generator=g, dtype=torch.float64),
+        torch.randn(2, 3, S, 4, generator=g, dtype=torch.float64),
+        torch.randn(2, 3, S, 5, generator=g, dtype=torch.float64),
+    )
 
 
 @pytest.mark.parametrize("L,S", [(4, 4), (3, 6), (6, 3)])
@@ -25,22 +27,27 @@ def test_causal_mask_is_torchs_is_causal(L, S):
     q, k, v = qkv(L, S)
     mask = causal_mask(L, S)
     assert mask.dtype == torch.bool and mask.shape == (L, S)
-    assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
-                 F.scaled_dot_product_attention(q, k, v, is_causal=True), **TOL64)
+    assert_close(
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+        F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        **TOL64,
+    )
 
 
 def test_causal_mask_rows_and_offset():
     m = causal_mask(4)
     for i in range(4):  # query i sees keys 0..i and nothing after
-        assert m[i, : i + 1].all() and not m[i, i + 1:].any()
+        assert m[i, : i + 1].all() and not m[i, i + 1 :].any()
     # With 3 cached keys, 2 new queries are the last 2 rows of the full 5 x 5 causal mask.
     assert causal_mask(2, offset=3).shape == (2, 5)
     assert torch.equal(causal_mask(2, offset=3), causal_mask(5)[3:])
 
 
 def test_padding_mask():
-    assert torch.equal(padding_mask([2, 4]), torch.tensor([[False, False, True, True],
-                                                           [False, False, False, False]]))
+    assert torch.equal(
+        padding_mask([2, 4]),
+        torch.tensor([[False, False, True, True], [False, False, False, False]]),
+    )
     assert padding_mask(torch.tensor([1, 3]), S=5).shape == (2, 5)
     assert padding_mask([1, 3], S=5)[1].tolist() == [False, False, False, True, True]
 
@@ -52,8 +59,11 @@ def test_to_additive_acts_like_the_bool_mask():
     additive = to_additive(allowed, torch.float64)
     assert additive.dtype == torch.float64
     assert bool((additive[allowed] == 0).all()) and bool(torch.isinf(additive[~allowed]).all())
-    assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=additive),
-                 F.scaled_dot_product_attention(q, k, v, attn_mask=allowed), **TOL64)
+    assert_close(
+        F.scaled_dot_product_attention(q, k, v, attn_mask=additive),
+        F.scaled_dot_product_attention(q, k, v, attn_mask=allowed),
+        **TOL64,
+    )
     bias = torch.randn(4, 6)
     assert torch.equal(to_additive(bias, torch.float64), bias.double())  # float masks pass through
 
@@ -71,11 +81,15 @@ def test_combine_masks():
     assert_close(mixed, bias.masked_fill(~a, float("-inf")), **TOL64)
     q, k, v = qkv(4, 6)
     a[:, 0] = b[..., 0] = True
-    assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=combine_masks(a, b, bias,
-                                                                                 dtype=torch.float64)),
-                 F.scaled_dot_product_attention(q, k, v, attn_mask=bias.masked_fill(~(a & b),
-                                                                                    float("-inf"))),
-                 **TOL64)
+    assert_close(
+        F.scaled_dot_product_attention(
+            q, k, v, attn_mask=combine_masks(a, b, bias, dtype=torch.float64)
+        ),
+        F.scaled_dot_product_attention(
+            q, k, v, attn_mask=bias.masked_fill(~(a & b), float("-inf"))
+        ),
+        **TOL64,
+    )
 
 
 def test_key_padding_to_attn_mask_flips_the_convention():

@@ -25,9 +25,11 @@ def module(num_kv_heads=None, impl="eager", dtype=torch.float64, **kw):
 
 def data(dtype=torch.float64, kdim=E, vdim=E):
     g = torch.Generator().manual_seed(1)
-    return (torch.randn(B, L, E, generator=g, dtype=dtype),
-            torch.randn(B, S, kdim, generator=g, dtype=dtype),
-            torch.randn(B, S, vdim, generator=g, dtype=dtype))
+    return (
+        torch.randn(B, L, E, generator=g, dtype=dtype),
+        torch.randn(B, S, kdim, generator=g, dtype=dtype),
+        torch.randn(B, S, vdim, generator=g, dtype=dtype),
+    )
 
 
 def both(num_kv_heads=None, **kw):
@@ -81,9 +83,15 @@ def test_gqa_module_matches_torch_sdpa_enable_gqa(impl, G):
     m = module(G, impl)
     q, k, v = data()
     D = E // H
-    Q = F.linear(q, m.q_proj.weight, m.q_proj.bias).reshape(B, L, H, D).transpose(1, 2)  # (B, L, E) -> (B, H, L, D)
-    K = F.linear(k, m.k_proj.weight, m.k_proj.bias).reshape(B, S, G, D).transpose(1, 2)  # (B, S, E) -> (B, G, S, D)
-    V = F.linear(v, m.v_proj.weight, m.v_proj.bias).reshape(B, S, G, D).transpose(1, 2)  # (B, S, E) -> (B, G, S, D)
+    Q = (
+        F.linear(q, m.q_proj.weight, m.q_proj.bias).reshape(B, L, H, D).transpose(1, 2)
+    )  # (B, L, E) -> (B, H, L, D)
+    K = (
+        F.linear(k, m.k_proj.weight, m.k_proj.bias).reshape(B, S, G, D).transpose(1, 2)
+    )  # (B, S, E) -> (B, G, S, D)
+    V = (
+        F.linear(v, m.v_proj.weight, m.v_proj.bias).reshape(B, S, G, D).transpose(1, 2)
+    )  # (B, S, E) -> (B, G, S, D)
     heads = F.scaled_dot_product_attention(Q, K, V, enable_gqa=True)  # (B, H, L, D)
     expected = m.out_proj(heads.transpose(1, 2).reshape(B, L, E))  # (B, H, L, D) -> (B, L, E)
     assert_close(m(q, k, v)[0], expected, **TOL64)

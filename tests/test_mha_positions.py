@@ -22,16 +22,23 @@ from mha_course import (
 )
 
 B, T, E, H = 2, 9, 16, 4
-SCHEDULES = {"token-by-token": [1] * T, "prompt-then-tokens": [5, 1, 1, 1, 1],
-             "uneven-chunks": [2, 3, 1, 3]}
-POSITIONS = [{"rope": "half"}, {"rope": "interleaved"}, {"alibi": True},
-             {"rope": "half", "alibi": True}]
+SCHEDULES = {
+    "token-by-token": [1] * T,
+    "prompt-then-tokens": [5, 1, 1, 1, 1],
+    "uneven-chunks": [2, 3, 1, 3],
+}
+POSITIONS = [
+    {"rope": "half"},
+    {"rope": "interleaved"},
+    {"alibi": True},
+    {"rope": "half", "alibi": True},
+]
 
 
 def decode(m, x, sizes, cache):
     outs, start = [], 0
     for n in sizes:
-        outs.append(m(x[:, start:start + n], is_causal=True, kv_cache=cache)[0])
+        outs.append(m(x[:, start : start + n], is_causal=True, kv_cache=cache)[0])
         start += n
     return torch.cat(outs, dim=1)  # chunks (B, n, E) -> (B, T, E)
 
@@ -90,8 +97,9 @@ def test_rope_none_is_exactly_the_plain_module(impl):
 
 def test_rope_equals_rotating_queries_and_keys_by_hand():
     torch.manual_seed(0)
-    m = MultiHeadAttention(E, H, num_kv_heads=2, rope="interleaved", rope_base=50.0,
-                           impl="eager", dtype=torch.float64).eval()
+    m = MultiHeadAttention(
+        E, H, num_kv_heads=2, rope="interleaved", rope_base=50.0, impl="eager", dtype=torch.float64
+    ).eval()
     x = torch.randn(B, T, E, dtype=torch.float64)
     pos = torch.arange(T)
     q = apply_rope(split_heads(m.q_proj(x), H), pos, layout="interleaved", base=50.0)
@@ -109,8 +117,9 @@ def test_alibi_equals_its_bias_as_a_float_mask(impl):
     m.load_state_dict(plain.state_dict())
     x = torch.randn(B, T, E, dtype=torch.float64)
     bias = alibi_bias(H, T, dtype=torch.float64)  # (H, T, T)
-    assert_close(m(x, is_causal=True)[0],
-                 plain(x, is_causal=True, attn_mask=bias[None])[0], **TOL64)
+    assert_close(
+        m(x, is_causal=True)[0], plain(x, is_causal=True, attn_mask=bias[None])[0], **TOL64
+    )
 
 
 @pytest.mark.parametrize("kw", POSITIONS[:3], ids=lambda kw: "+".join(kw))
@@ -140,7 +149,9 @@ def test_gqa_conversion_and_pruning_keep_positions(kw):
     assert_close(mha_to_gqa(m, 2)(x, is_causal=True)[0], m(x, is_causal=True)[0], **TOL64)
     pruned = prune_heads(m, [1, 2])
     head_mask = torch.tensor([1.0, 0.0, 0.0, 1.0], dtype=torch.float64)
-    assert_close(pruned(x, is_causal=True)[0], m(x, is_causal=True, head_mask=head_mask)[0], **TOL64)
+    assert_close(
+        pruned(x, is_causal=True)[0], m(x, is_causal=True, head_mask=head_mask)[0], **TOL64
+    )
 
 
 def test_alibi_error():

@@ -23,10 +23,12 @@ from mha_course import (
 )
 
 B, T, E, H = 2, 9, 32, 4
-CONFIGS = {"full-rank-q": dict(latent_dim=8, rope_dim=4, q_latent_dim=None),
-           "low-rank-q": dict(latent_dim=8, rope_dim=4, q_latent_dim=12),
-           "no-rope": dict(latent_dim=6, rope_dim=0, q_latent_dim=None),
-           "wide-heads": dict(latent_dim=10, rope_dim=2, q_latent_dim=5, head_dim=16)}
+CONFIGS = {
+    "full-rank-q": dict(latent_dim=8, rope_dim=4, q_latent_dim=None),
+    "low-rank-q": dict(latent_dim=8, rope_dim=4, q_latent_dim=12),
+    "no-rope": dict(latent_dim=6, rope_dim=0, q_latent_dim=None),
+    "wide-heads": dict(latent_dim=10, rope_dim=2, q_latent_dim=5, head_dim=16),
+}
 
 
 def make(cfg, seed=0):
@@ -51,11 +53,14 @@ def reference(m, x):
         k = c @ m.k_up.weight[rows].T
         v = c @ m.v_up.weight[rows].T
         if R:
-            qr = apply_rope((cq @ m.q_rope.weight[h * R:(h + 1) * R].T)[:, None], pos)[:, 0]
+            qr = apply_rope((cq @ m.q_rope.weight[h * R : (h + 1) * R].T)[:, None], pos)[:, 0]
             kr = apply_rope((x @ m.k_rope.weight.T)[:, None], pos)[:, 0]
             q, k = torch.cat([q, qr], -1), torch.cat([k, kr], -1)
-        heads.append(scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(T_),
-                                                  scale=1 / math.sqrt(D + R)))
+        heads.append(
+            scaled_dot_product_attention(
+                q, k, v, attn_mask=causal_mask(T_), scale=1 / math.sqrt(D + R)
+            )
+        )
     return torch.cat(heads, -1) @ m.out_proj.weight.T  # (B, T, H*D) -> (B, T, E)
 
 
@@ -82,7 +87,7 @@ def test_decode_with_latent_cache_equals_full_forward(cfg, absorbed):
     cache = LatentKVCache()
     w = m.absorbed_weights()
     outs = [m(x[:, :4], kv_cache=cache, absorbed=absorbed, weights=w)]
-    outs += [m(x[:, t:t + 1], kv_cache=cache, absorbed=absorbed, weights=w) for t in range(4, T)]
+    outs += [m(x[:, t : t + 1], kv_cache=cache, absorbed=absorbed, weights=w) for t in range(4, T)]
     assert_close(torch.cat(outs, 1), full, **TOL64)
     assert cache.latent.shape == (B, T, m.latent_dim) and cache.rope_key.shape == (B, T, m.rope_dim)
 
@@ -92,8 +97,10 @@ def test_absorbed_weights_are_the_products():
     w_q, w_ov = m.absorbed_weights()
     D, C = m.head_dim, m.latent_dim
     h = 2
-    assert_close(w_q[h], m.k_up.weight[h * D:(h + 1) * D].T @ m.q_up.weight[h * D:(h + 1) * D])
-    assert_close(w_ov[:, h], m.out_proj.weight[:, h * D:(h + 1) * D] @ m.v_up.weight[h * D:(h + 1) * D])
+    assert_close(w_q[h], m.k_up.weight[h * D : (h + 1) * D].T @ m.q_up.weight[h * D : (h + 1) * D])
+    assert_close(
+        w_ov[:, h], m.out_proj.weight[:, h * D : (h + 1) * D] @ m.v_up.weight[h * D : (h + 1) * D]
+    )
     assert w_q.shape == (m.num_heads, C, 12) and w_ov.shape == (E, m.num_heads, C)
 
 
@@ -106,7 +113,8 @@ def test_cache_bytes_measured_equal_the_one_formula(dtype):
     for G in (H, 2, 1):  # and the same formula for MHA / GQA / MQA's KVCache
         kv = KVCache()
         MultiHeadAttention(E, H, num_kv_heads=G, dtype=dtype)(
-            torch.randn(B, 5, E, dtype=dtype), kv_cache=kv)
+            torch.randn(B, 5, E, dtype=dtype), kv_cache=kv
+        )
         assert kv.nbytes == kv_cache_bytes(1, G, E // H, 5, B, dtype)
 
 
@@ -117,8 +125,14 @@ def test_deepseek_v2_shape_bytes():
     assert 512 + 64 == 4.5 * 128
 
 
-@pytest.mark.parametrize("kw, name", [(dict(latent_dim=0), "latent_dim"), (dict(rope_dim=3), "rope_dim"),
-                                      (dict(q_latent_dim=-2), "q_latent_dim")])
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        (dict(latent_dim=0), "latent_dim"),
+        (dict(rope_dim=3), "rope_dim"),
+        (dict(q_latent_dim=-2), "q_latent_dim"),
+    ],
+)
 def test_bad_config_raises(kw, name):
     args = dict(latent_dim=8, rope_dim=4) | kw
     with pytest.raises(ValueError, match=name):

@@ -34,15 +34,19 @@ def fill(cache, seq_id, S, chunks=(1,)):
     start, i = 0, 0
     while start < S:
         n = min(chunks[i % len(chunks)], S - start)
-        cache.append(seq_id, k[:, start:start + n], v[:, start:start + n])
+        cache.append(seq_id, k[:, start : start + n], v[:, start : start + n])
         start, i = start + n, i + 1
     return k, v
 
 
 @settings(max_examples=40, deadline=None)
-@given(lengths=st.lists(st.integers(1, 23), min_size=1, max_size=4),
-       block_size=st.sampled_from([1, 2, 3, 4, 8]), chunk=st.integers(1, 5),
-       interleave=st.booleans(), seed=st.integers(0, 2**16))
+@given(
+    lengths=st.lists(st.integers(1, 23), min_size=1, max_size=4),
+    block_size=st.sampled_from([1, 2, 3, 4, 8]),
+    chunk=st.integers(1, 5),
+    interleave=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
 def test_table_gather_and_attention_equal_contiguous(lengths, block_size, chunk, interleave, seed):
     torch.manual_seed(seed)
     blocks = sum(-(-n // block_size) for n in lengths)
@@ -58,20 +62,24 @@ def test_table_gather_and_attention_equal_contiguous(lengths, block_size, chunk,
     for start in range(0, max(lengths), chunk) if interleave else ():
         for s, n in enumerate(lengths):
             if start < n:
-                cache.append(s, dense[s][0][:, start:start + chunk], dense[s][1][:, start:start + chunk])
+                cache.append(
+                    s, dense[s][0][:, start : start + chunk], dense[s][1][:, start : start + chunk]
+                )
     assert pool.blocks_in_use == blocks
     for s in dense:  # logical position p lives in block table[p // bs] at offset p % bs
         k, v = cache.gather(s)
         assert_close(k, dense[s][0], rtol=0, atol=0)
         p = lengths[s] - 1
-        assert_close(pool.key[cache.tables[s][p // block_size], :, p % block_size], dense[s][0][:, p])
+        assert_close(
+            pool.key[cache.tables[s][p // block_size], :, p % block_size], dense[s][0][:, p]
+        )
     ids = list(dense)
     q = torch.randn(len(ids), 4, 1, D, dtype=f64)  # H = 4 query heads over G = 2
     got = paged_attention(q, cache, ids)
     for b, s in enumerate(ids):
         k, v = dense[s]
-        want = scaled_dot_product_attention(q[b:b + 1], k[None], v[None], enable_gqa=True)
-        assert_close(got[b:b + 1], want, rtol=1e-12, atol=1e-12)
+        want = scaled_dot_product_attention(q[b : b + 1], k[None], v[None], enable_gqa=True)
+        assert_close(got[b : b + 1], want, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("rope", [None, "half"])
@@ -90,14 +98,17 @@ def test_paged_forward_prompt_then_decode_equals_kv_cache(Gkv, rope):
         assert_close(out, m(x[:, :2], is_causal=True)[0], rtol=1e-12, atol=1e-12)
     for t in range(2, max(lengths)):  # then one batched decode step at a time
         ids = [s for s in range(3) if t < lengths[s]]
-        y = paged_forward(m, torch.cat([xs[s][:, t:t + 1] for s in ids]), cache, ids)
+        y = paged_forward(m, torch.cat([xs[s][:, t : t + 1] for s in ids]), cache, ids)
         for b, s in enumerate(ids):
-            assert_close(y[b], m(xs[s][:, :t + 1], is_causal=True)[0][0, t:t + 1],
-                         rtol=1e-12, atol=1e-12)
+            assert_close(
+                y[b], m(xs[s][:, : t + 1], is_causal=True)[0][0, t : t + 1], rtol=1e-12, atol=1e-12
+            )
 
 
-@pytest.mark.parametrize("layout, path", [("in order", "views"), ("interleaved", "masked span"),
-                                          ("interleaved, far apart", "gather")])
+@pytest.mark.parametrize(
+    "layout, path",
+    [("in order", "views"), ("interleaved", "masked span"), ("interleaved, far apart", "gather")],
+)
 @pytest.mark.parametrize("H", [2, 4], ids=["MHA", "GQA"])
 def test_paged_attention_reads_each_layout_by_its_path(layout, path, H):
     """Each of read_path's ways (views; one masked SDPA over the span; keys gathered and values
@@ -114,7 +125,7 @@ def test_paged_attention_reads_each_layout_by_its_path(layout, path, H):
     if layout != "in order":  # a block each in turn, as batched decoding makes them
         writes.sort(key=lambda w: (w[1], w[0]))
     for s, p in writes:
-        cache.append(s, dense[s][0][:, p:p + bs], dense[s][1][:, p:p + bs])
+        cache.append(s, dense[s][0][:, p : p + bs], dense[s][1][:, p : p + bs])
         if layout == "interleaved, far apart" and s == 2:
             cache.append("other", *(torch.zeros(G, 9 * bs, D, dtype=f64),) * 2)
     assert read_path([cache.tables[s] for s in range(3)]) == path
@@ -124,8 +135,10 @@ def test_paged_attention_reads_each_layout_by_its_path(layout, path, H):
         for s, (k, v) in enumerate(dense):
             S = lengths[s]
             mask = torch.arange(S)[None, :] <= torch.arange(S - L, S)[:, None]  # (L, S) causal
-            want = scaled_dot_product_attention(q[s:s + 1], k[None], v[None], attn_mask=mask, enable_gqa=True)
-            assert_close(got[s:s + 1], want, rtol=1e-12, atol=1e-12)
+            want = scaled_dot_product_attention(
+                q[s : s + 1], k[None], v[None], attn_mask=mask, enable_gqa=True
+            )
+            assert_close(got[s : s + 1], want, rtol=1e-12, atol=1e-12)
 
 
 def test_read_path():
@@ -140,7 +153,9 @@ def test_read_path():
 
 def test_first_of_run():
     assert first_of_run([3, 4, 5]) == 3 and first_of_run([7]) == 7
-    assert first_of_run([3, 5]) is None and first_of_run([4, 3]) is None and first_of_run([]) is None
+    assert (
+        first_of_run([3, 5]) is None and first_of_run([4, 3]) is None and first_of_run([]) is None
+    )
 
 
 def test_paged_prompt_chunk_is_causal():
@@ -149,23 +164,31 @@ def test_paged_prompt_chunk_is_causal():
     cache.add("a", 6)
     k, v = fill(cache, "a", 6, (6,))
     q = torch.randn(1, G, 6, D, dtype=f64)
-    assert_close(paged_attention(q, cache, ["a"]),
-                 scaled_dot_product_attention(q, k[None], v[None], attn_mask=causal_mask(6)))
+    assert_close(
+        paged_attention(q, cache, ["a"]),
+        scaled_dot_product_attention(q, k[None], v[None], attn_mask=causal_mask(6)),
+    )
 
 
 def test_continuous_batching_equals_decoding_each_alone():
     torch.manual_seed(1)
     E, H = 16, 4
     m = MultiHeadAttention(E, H, num_kv_heads=2, rope="half", dtype=f64).eval()
-    requests = {"a": (0, torch.randn(5, E, dtype=f64)), "b": (1, torch.randn(9, E, dtype=f64)),
-                "c": (2, torch.randn(3, E, dtype=f64)), "d": (6, torch.randn(4, E, dtype=f64))}
+    requests = {
+        "a": (0, torch.randn(5, E, dtype=f64)),
+        "b": (1, torch.randn(9, E, dtype=f64)),
+        "c": (2, torch.randn(3, E, dtype=f64)),
+        "d": (6, torch.randn(4, E, dtype=f64)),
+    }
     pool = BlockPool(16, 4, 2, 4, dtype=f64)  # 4 blocks in all: freed blocks are reused
     outs, trace = continuous_batching(m, requests, PagedKVCache(pool))
     assert trace[:3] == [["a"], ["a", "b"], ["a", "b", "c"]] and "a" not in trace[5]
     assert trace[6] == ["b", "d"] and pool.blocks_in_use == 0
     for r, (_, x) in requests.items():
         cache = KVCache()
-        want = torch.cat([m(x[None, t:t + 1], kv_cache=cache, is_causal=True)[0] for t in range(len(x))], 1)
+        want = torch.cat(
+            [m(x[None, t : t + 1], kv_cache=cache, is_causal=True)[0] for t in range(len(x))], 1
+        )
         assert_close(outs[r], want[0], rtol=1e-12, atol=1e-12)
 
 

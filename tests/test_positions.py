@@ -32,7 +32,7 @@ def test_sinusoidal_shift_is_one_rotation_for_every_position():
     R = torch.zeros(E, E, dtype=torch.float64)
     for i, wi in enumerate(w * k):  # block i maps (sin a, cos a) to (sin(a + kw), cos(a + kw))
         c, s = torch.cos(wi), torch.sin(wi)
-        R[2 * i:2 * i + 2, 2 * i:2 * i + 2] = torch.tensor([[c, s], [-s, c]])
+        R[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[c, s], [-s, c]])
     assert_close(pe[:-k] @ R.T, pe[k:], **F64)
 
 
@@ -49,11 +49,15 @@ def test_learned_embedding():
 
 
 def test_alibi_slopes_follow_the_paper():
-    assert_close(alibi_slopes(8), torch.tensor([2.0 ** -i for i in range(1, 9)],
-                                               dtype=torch.float64), **F64)
-    assert_close(alibi_slopes(4), torch.tensor([2.0 ** -(2 * i) for i in range(1, 5)],
-                                               dtype=torch.float64), **F64)
-    six = [2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8, 2.0 ** -1, 2.0 ** -3]
+    assert_close(
+        alibi_slopes(8), torch.tensor([2.0**-i for i in range(1, 9)], dtype=torch.float64), **F64
+    )
+    assert_close(
+        alibi_slopes(4),
+        torch.tensor([2.0 ** -(2 * i) for i in range(1, 5)], dtype=torch.float64),
+        **F64,
+    )
+    six = [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]
     assert_close(alibi_slopes(6), torch.tensor(six, dtype=torch.float64), **F64)
 
 
@@ -70,13 +74,16 @@ def test_alibi_bias_values_and_offset():
     assert_close(alibi_bias(4, 2, 9, offset=3, dtype=torch.float64), full[:, 3:5])
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda: sinusoidal_positions(4, 7), "embed_dim:"),
-    (lambda: sinusoidal_positions(-1, 8), "positions:"),
-    (lambda: alibi_slopes(0), "num_heads:"),
-    (lambda: alibi_bias(2, 3, 5, offset=-1), "offset:"),
-    (lambda: alibi_bias(2, 3, slopes=torch.ones(3)), "slopes:"),
-])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: sinusoidal_positions(4, 7), "embed_dim:"),
+        (lambda: sinusoidal_positions(-1, 8), "positions:"),
+        (lambda: alibi_slopes(0), "num_heads:"),
+        (lambda: alibi_bias(2, 3, 5, offset=-1), "offset:"),
+        (lambda: alibi_bias(2, 3, slopes=torch.ones(3)), "slopes:"),
+    ],
+)
 def test_errors_name_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()

@@ -41,8 +41,11 @@ def test_fresh_exercises_score_zero(fresh) -> None:
 @pytest.mark.slow
 def test_solutions_score_full_marks() -> None:
     rows = collect(ROOT / "solutions")
-    short = [(row.stem, row.points, row.max_points, [r.message for r in row.results if not r.passed])
-             for row in rows if row.points != row.max_points]
+    short = [
+        (row.stem, row.points, row.max_points, [r.message for r in row.results if not r.passed])
+        for row in rows
+        if row.points != row.max_points
+    ]
     assert not short, short
     assert all(not row.next_hints for row in rows)
 
@@ -58,7 +61,9 @@ def test_next_hint_is_the_first_level_not_asked(tmp_path: Path, monkeypatch, cap
     capsys.readouterr()
     assert main(["progress", str(tmp_path / "mine")]) == 0
     out = capsys.readouterr().out
-    assert "next: mha-course hint ex01 1 level 3 of" in out, out  # a terminal: the command that runs there
+    assert "next: mha-course hint ex01 1 level 3 of" in out, (
+        out
+    )  # a terminal: the command that runs there
     assert "(no notebook here)" in out and "ex04_multi_head_attention" in out  # the others
 
 
@@ -105,8 +110,12 @@ def test_hint_command_goes_on_from_the_levels_asked(tmp_path: Path, monkeypatch,
     assert "ex01 task 1 — " in out and f"hint 2 of {n}" in out, out
     assert f"(run mha-course hint ex01 1 again for hint 3 of {n})" in out or n == 2, out
     assert hints_asked()["ex01_dot_product_attention"]["1"] == 2
-    assert main(["hint", "ex01", "1", "--level", "1"]) == 0 and "hint 1 of" in capsys.readouterr().out
-    assert main(["hint", "ex01"]) == 0 and "mha-course hint ex01 1  task 1" in capsys.readouterr().out
+    assert (
+        main(["hint", "ex01", "1", "--level", "1"]) == 0 and "hint 1 of" in capsys.readouterr().out
+    )
+    assert (
+        main(["hint", "ex01"]) == 0 and "mha-course hint ex01 1  task 1" in capsys.readouterr().out
+    )
     assert main(["hint", "ex99", "1"]) == 2 and "exercise: expected" in capsys.readouterr().err
     assert main(["hint", "ex01", "9"]) == 2 and "task: expected one of" in capsys.readouterr().err
     H.reset()

@@ -36,10 +36,19 @@ def random_mask(g, kind, shape, dtype=torch.float64):
 
 
 @FEW
-@given(B=small, hg=heads(), L=small, S=small, D=small, Dv=small, seed=st.integers(0, 2**31),
-       mask=st.sampled_from(["none", "bool", "float", "causal"]),
-       mask_dims=st.sampled_from(["L,S", "H,L,S", "B,1,L,S"]),
-       scale=st.one_of(st.none(), st.floats(0.05, 2.0)), gqa=st.booleans())
+@given(
+    B=small,
+    hg=heads(),
+    L=small,
+    S=small,
+    D=small,
+    Dv=small,
+    seed=st.integers(0, 2**31),
+    mask=st.sampled_from(["none", "bool", "float", "causal"]),
+    mask_dims=st.sampled_from(["L,S", "H,L,S", "B,1,L,S"]),
+    scale=st.one_of(st.none(), st.floats(0.05, 2.0)),
+    gqa=st.booleans(),
+)
 def test_sdpa_matches_torch(B, hg, L, S, D, Dv, seed, mask, mask_dims, scale, gqa):
     H, G = hg if gqa else (hg[0], hg[0])
     g = torch.Generator().manual_seed(seed)
@@ -60,18 +69,31 @@ def test_sdpa_matches_torch(B, hg, L, S, D, Dv, seed, mask, mask_dims, scale, gq
 
 
 @FEW
-@given(B=small, H=st.integers(1, 3), D=st.integers(1, 3), L=small, S=small, seed=st.integers(0, 2**31),
-       cross=st.booleans(), kdim=st.integers(1, 6), vdim=st.integers(1, 6), bias=st.booleans(),
-       mask=st.sampled_from(["none", "bool", "float"]), padding=st.booleans(),
-       impl=st.sampled_from(["eager", "sdpa"]))
-def test_module_matches_torch_multihead_attention(B, H, D, L, S, seed, cross, kdim, vdim, bias,
-                                                  mask, padding, impl):
+@given(
+    B=small,
+    H=st.integers(1, 3),
+    D=st.integers(1, 3),
+    L=small,
+    S=small,
+    seed=st.integers(0, 2**31),
+    cross=st.booleans(),
+    kdim=st.integers(1, 6),
+    vdim=st.integers(1, 6),
+    bias=st.booleans(),
+    mask=st.sampled_from(["none", "bool", "float"]),
+    padding=st.booleans(),
+    impl=st.sampled_from(["eager", "sdpa"]),
+)
+def test_module_matches_torch_multihead_attention(
+    B, H, D, L, S, seed, cross, kdim, vdim, bias, mask, padding, impl
+):
     E = H * D
     if not cross:
         S, kdim, vdim = L, E, E
     torch.manual_seed(seed)
-    ref = nn.MultiheadAttention(E, H, bias=bias, kdim=kdim, vdim=vdim, batch_first=True,
-                                dtype=torch.float64).eval()
+    ref = nn.MultiheadAttention(
+        E, H, bias=bias, kdim=kdim, vdim=vdim, batch_first=True, dtype=torch.float64
+    ).eval()
     with torch.no_grad():
         for p in ref.parameters():
             p.copy_(torch.randn_like(p) * 0.5)
@@ -95,8 +117,14 @@ def test_module_matches_torch_multihead_attention(B, H, D, L, S, seed, cross, kd
 
 
 @FEW
-@given(B=small, hg=heads(), D=st.integers(1, 3), chunks=st.lists(st.integers(1, 3), min_size=1,
-       max_size=5), seed=st.integers(0, 2**31), impl=st.sampled_from(["eager", "sdpa"]))
+@given(
+    B=small,
+    hg=heads(),
+    D=st.integers(1, 3),
+    chunks=st.lists(st.integers(1, 3), min_size=1, max_size=5),
+    seed=st.integers(0, 2**31),
+    impl=st.sampled_from(["eager", "sdpa"]),
+)
 def test_kv_cache_decoding_equals_full_forward(B, hg, D, chunks, seed, impl):
     H, G = hg
     torch.manual_seed(seed)
@@ -104,6 +132,6 @@ def test_kv_cache_decoding_equals_full_forward(B, hg, D, chunks, seed, impl):
     x = torch.randn(B, sum(chunks), H * D, dtype=torch.float64)
     cache, outs, start = KVCache(), [], 0
     for n in chunks:
-        outs.append(m(x[:, start:start + n], is_causal=True, kv_cache=cache)[0])
+        outs.append(m(x[:, start : start + n], is_causal=True, kv_cache=cache)[0])
         start += n
     assert_close(torch.cat(outs, dim=1), m(x, is_causal=True)[0], **TOL64)

@@ -29,8 +29,18 @@ def _mask(H, drop):
     return m
 
 
-@pytest.mark.parametrize("G,drop", [(None, [1, 4]), (None, [0]), (3, [0, 1]), (3, [2, 3, 4, 5]),
-                                    (3, [0, 2, 4]), (1, [0, 5]), (2, [1, 4])])
+@pytest.mark.parametrize(
+    "G,drop",
+    [
+        (None, [1, 4]),
+        (None, [0]),
+        (3, [0, 1]),
+        (3, [2, 3, 4, 5]),
+        (3, [0, 2, 4]),
+        (1, [0, 5]),
+        (2, [1, 4]),
+    ],
+)
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])
 def test_pruned_equals_masked(G, drop, impl):
     attn = _mha(G=G, impl=impl)
@@ -50,13 +60,15 @@ def test_pruned_equals_masked_cross_attention_and_cache():
     full = _mha(G=2)
     small = prune_heads(full, [3, 4, 5])
     cache = KVCache()
-    steps = [small(x[:, t:t + 1], is_causal=True, kv_cache=cache)[0] for t in range(5)]
+    steps = [small(x[:, t : t + 1], is_causal=True, kv_cache=cache)[0] for t in range(5)]
     ref = full(x, is_causal=True, head_mask=_mask(6, [3, 4, 5]))[0]
     torch.testing.assert_close(torch.cat(steps, dim=1), ref)
 
 
-@pytest.mark.parametrize("G,drop,H_new,G_new", [(None, [1, 4], 4, 4), (3, [0, 1], 4, 2),
-                                                (3, [0, 2, 4], 3, 3), (2, [3, 4, 5], 3, 1)])
+@pytest.mark.parametrize(
+    "G,drop,H_new,G_new",
+    [(None, [1, 4], 4, 4), (3, [0, 1], 4, 2), (3, [0, 2, 4], 3, 3), (2, [3, 4, 5], 3, 1)],
+)
 def test_parameter_count_drops_as_expected(G, drop, H_new, G_new):
     E, H, D = 24, 6, 4
     G0 = H if G is None else G
@@ -66,20 +78,33 @@ def test_parameter_count_drops_as_expected(G, drop, H_new, G_new):
     removed_q, removed_kv = H - H_new, G0 - G_new
     # W_Q loses D rows (+D bias) and W_O D columns per query head; W_K and W_V D rows (+D bias)
     # per key/value group.
-    expected = count_parameters(attn) - removed_q * (E * D + D + E * D) - removed_kv * 2 * (E * D + D)
+    expected = (
+        count_parameters(attn) - removed_q * (E * D + D + E * D) - removed_kv * 2 * (E * D + D)
+    )
     assert count_parameters(pruned) == expected
-    assert count_parameters(attn) == 4 * E * E + 4 * E - 2 * (H - G0) * D * (E + 1)  # MHA: 4(E² + E)
+    assert count_parameters(attn) == 4 * E * E + 4 * E - 2 * (H - G0) * D * (
+        E + 1
+    )  # MHA: 4(E² + E)
 
 
 def test_original_module_is_untouched():
     attn = _mha()
     before = {k: v.clone() for k, v in attn.state_dict().items()}
     prune_heads(attn, [0, 1])
-    assert attn.num_heads == 6 and all(torch.equal(v, attn.state_dict()[k]) for k, v in before.items())
+    assert attn.num_heads == 6 and all(
+        torch.equal(v, attn.state_dict()[k]) for k, v in before.items()
+    )
 
 
-@pytest.mark.parametrize("G,drop,match", [(None, [6], "heads"), (None, range(6), "all"),
-                                          (3, [0], "same number"), (2, [0, 3, 4], "same number")])
+@pytest.mark.parametrize(
+    "G,drop,match",
+    [
+        (None, [6], "heads"),
+        (None, range(6), "all"),
+        (3, [0], "same number"),
+        (2, [0, 3, 4], "same number"),
+    ],
+)
 def test_bad_heads_raise(G, drop, match):
     with pytest.raises(ValueError, match=match):
         prune_heads(_mha(G=G), drop)
@@ -87,8 +112,13 @@ def test_bad_heads_raise(G, drop, match):
 
 def _tiny(seed=0, G=None):
     torch.manual_seed(seed)
-    return TinyTransformer(vocab_size=7, max_len=6, embed_dim=16, num_heads=4, num_layers=2,
-                           num_kv_heads=G).double().eval()
+    return (
+        TinyTransformer(
+            vocab_size=7, max_len=6, embed_dim=16, num_heads=4, num_layers=2, num_kv_heads=G
+        )
+        .double()
+        .eval()
+    )
 
 
 def _batches(n=2, B=5, seed=0):
@@ -103,7 +133,7 @@ def test_gradient_importance_is_mean_abs_per_example_gradient():
     for tokens, targets in batches:
         for b in range(tokens.shape[0]):  # one example at a time, a plain (layers, H) mask
             mask = torch.ones(2, 4, dtype=torch.float64, requires_grad=True)
-            loss = sequence_loss(model(tokens[b:b + 1], head_mask=mask), targets[b:b + 1])
+            loss = sequence_loss(model(tokens[b : b + 1], head_mask=mask), targets[b : b + 1])
             ref += torch.autograd.grad(loss, mask)[0].abs()
     torch.testing.assert_close(scores.double(), (ref / 10).float().double(), rtol=1e-5, atol=1e-7)
     normed = gradient_importance(model, batches, sequence_loss)
@@ -120,8 +150,10 @@ def test_gradient_importance_matches_finite_difference():
         up[layer, h] += eps
         down[layer, h] -= eps
         with torch.no_grad():
-            fd = (sequence_loss(model(tokens, head_mask=up), targets)
-                  - sequence_loss(model(tokens, head_mask=down), targets)) / (2 * eps)
+            fd = (
+                sequence_loss(model(tokens, head_mask=up), targets)
+                - sequence_loss(model(tokens, head_mask=down), targets)
+            ) / (2 * eps)
         assert abs(abs(fd.item()) - scores[layer, h].item()) < 1e-5
 
 
@@ -138,8 +170,9 @@ def test_activation_importance_matches_manual_contribution():
         for h in range(4):
             off = attn(x, head_mask=_mask(4, [h]))[0]
             expected = (full - off).norm(dim=-1).mean()
-            torch.testing.assert_close(scores[0, h].double(), expected.float().double(),
-                                       rtol=1e-5, atol=1e-7)
+            torch.testing.assert_close(
+                scores[0, h].double(), expected.float().double(), rtol=1e-5, atol=1e-7
+            )
 
 
 def test_zero_masked_head_has_zero_importance():

@@ -43,8 +43,10 @@ def test_per_channel_wins_on_outlier_channels():
     k = torch.randn(1, 2, 64, 16, dtype=torch.float64)
     k[..., [3, 11]] *= 30
     small = [c for c in range(16) if c not in (3, 11)]
-    err = {a: ((dequantize(*quantize(k, a)) - k)[..., small].norm() / k[..., small].norm()).item()
-           for a in ("token", "channel")}
+    err = {
+        a: ((dequantize(*quantize(k, a)) - k)[..., small].norm() / k[..., small].norm()).item()
+        for a in ("token", "channel")
+    }
     assert err["channel"] < err["token"] / 5
 
 
@@ -75,8 +77,8 @@ def test_quantized_cache_decodes_close_to_float(G, bits, tol):
     m = MultiHeadAttention(E, H, num_kv_heads=G, dtype=torch.float64).eval()
     x = torch.randn(2, T, E, dtype=torch.float64)
     ref, qc, fc = [], QuantizedKVCache(bits), KVCache()
-    out = [m(x[:, t:t + 1], kv_cache=qc, is_causal=True)[0] for t in range(T)]
-    ref = [m(x[:, t:t + 1], kv_cache=fc, is_causal=True)[0] for t in range(T)]
+    out = [m(x[:, t : t + 1], kv_cache=qc, is_causal=True)[0] for t in range(T)]
+    ref = [m(x[:, t : t + 1], kv_cache=fc, is_causal=True)[0] for t in range(T)]
     out, ref = torch.cat(out, 1), torch.cat(ref, 1)
     rel = ((out - ref).norm() / ref.norm()).item()
     assert 0 < rel < tol
@@ -100,14 +102,19 @@ def test_the_cache_quantizes_with_the_scale_it_stores(bits, scale_dtype):
     """Codes computed with the exact scale but decoded with the rounded, stored one were off by up to
     1.066 x half a step (fp16); each decoded value must be within half a step of the STORED scale."""
     torch.manual_seed(0)
-    k = torch.randn(2, 3, 64, 8, dtype=torch.float64) * torch.logspace(-3, 3, 64, dtype=torch.float64)[:, None]
+    k = (
+        torch.randn(2, 3, 64, 8, dtype=torch.float64)
+        * torch.logspace(-3, 3, 64, dtype=torch.float64)[:, None]
+    )
     cache = QuantizedKVCache(bits, scale_dtype=scale_dtype)
     k_hat, _ = cache.update(k, k)
     s = cache.key_scale.double()  # (B, G, S, 1), what the cache holds
     assert cache.key_scale.dtype == scale_dtype
     assert ((k_hat - k).abs() <= s / 2 * (1 + 1e-12)).all()
     q = cache.q_key if bits == 8 else unpack_int4(cache.q_key)
-    assert torch.equal(q.double(), torch.round(k / s).clamp(-(2 ** (bits - 1) - 1), 2 ** (bits - 1) - 1))
+    assert torch.equal(
+        q.double(), torch.round(k / s).clamp(-(2 ** (bits - 1) - 1), 2 ** (bits - 1) - 1)
+    )
 
 
 @pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
@@ -117,7 +124,10 @@ def test_a_scale_rounded_down_does_not_clamp_the_largest_value(bits, scale_dtype
     the largest value then clamped at q_max, off by up to 74 x half a stored step. Each decoded value
     must stay within half a step of the stored scale across the subnormal range too."""
     torch.manual_seed(0)
-    k = torch.randn(1, 2, 64, 8, dtype=torch.float64) * torch.logspace(-7, -2, 64, dtype=torch.float64)[:, None]
+    k = (
+        torch.randn(1, 2, 64, 8, dtype=torch.float64)
+        * torch.logspace(-7, -2, 64, dtype=torch.float64)[:, None]
+    )
     cache = QuantizedKVCache(bits, scale_dtype=scale_dtype)
     k_hat, _ = cache.update(k, k)
     s = cache.key_scale.double()
@@ -128,10 +138,17 @@ def test_a_scale_rounded_down_does_not_clamp_the_largest_value(bits, scale_dtype
 
 def test_tiny_keys_do_not_decode_to_zero():
     """max|x| / 127 below fp16's smallest subnormal rounded the stored scale to 0: every value decoded to 0."""
-    k = torch.full((1, 1, 1, 4), 1e-6, dtype=torch.float64) * torch.tensor([1.0, -0.5, 0.25, 0.0], dtype=torch.float64)
+    k = torch.full((1, 1, 1, 4), 1e-6, dtype=torch.float64) * torch.tensor(
+        [1.0, -0.5, 0.25, 0.0], dtype=torch.float64
+    )
     k_hat, _ = QuantizedKVCache().update(k, k)
     assert (k_hat[..., :3] != 0).all() and k_hat[..., 3] == 0
-    assert_close(k_hat, k, rtol=0, atol=torch.finfo(torch.float16).smallest_normal * torch.finfo(torch.float16).eps / 2)
+    assert_close(
+        k_hat,
+        k,
+        rtol=0,
+        atol=torch.finfo(torch.float16).smallest_normal * torch.finfo(torch.float16).eps / 2,
+    )
 
 
 @pytest.mark.parametrize("bits", [8, 4])
@@ -146,10 +163,14 @@ def test_attend_equals_attention_over_the_dequantized_cache(G, bits):
     B, H, D = 2, 4, 8
     cache = QuantizedKVCache(bits)
     for L in (5, 1, 1, 3):
-        k, v = torch.randn(B, G, L, D, dtype=torch.float64), torch.randn(B, G, L, D, dtype=torch.float64)
+        k, v = (
+            torch.randn(B, G, L, D, dtype=torch.float64),
+            torch.randn(B, G, L, D, dtype=torch.float64),
+        )
         q = torch.randn(B, H, L, D, dtype=torch.float64)
         k_all, v_all = cache.update(k, v)
         S = k_all.shape[2]
-        want = scaled_dot_product_attention(q, k_all, v_all, attn_mask=causal_mask(L, S, offset=S - L),
-                                            enable_gqa=G != H)
+        want = scaled_dot_product_attention(
+            q, k_all, v_all, attn_mask=causal_mask(L, S, offset=S - L), enable_gqa=G != H
+        )
         assert_close(cache.attend(q), want, rtol=1e-12, atol=1e-12)

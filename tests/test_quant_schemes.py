@@ -17,15 +17,19 @@ from mha_course.caches.quant_schemes import (
 def _asym_ref(x: torch.Tensor, bits: int) -> torch.Tensor:
     """One group (a 1-D tensor), element by element."""
     lo, hi = float(x.min()), float(x.max())
-    s = (hi - lo) / (2 ** bits - 1)
-    return torch.tensor([lo + s * min(max(round((v - lo) / s), 0), 2 ** bits - 1) for v in x.tolist()],
-                        dtype=torch.float64)
+    s = (hi - lo) / (2**bits - 1)
+    return torch.tensor(
+        [lo + s * min(max(round((v - lo) / s), 0), 2**bits - 1) for v in x.tolist()],
+        dtype=torch.float64,
+    )
 
 
 @pytest.mark.parametrize("bits", [2, 4, 8])
 def test_asymmetric_per_token_and_grouped_per_channel_match_the_definition(bits):
     torch.manual_seed(0)
-    x = torch.randn(2, 3, 8, 5, dtype=torch.float64) + 3  # offset: asymmetric codes use it, absmax would not
+    x = (
+        torch.randn(2, 3, 8, 5, dtype=torch.float64) + 3
+    )  # offset: asymmetric codes use it, absmax would not
     tok = fake_quant_asymmetric(x, "token", bits)
     ch = fake_quant_asymmetric(x, "channel", bits, group=4)
     for b in range(2):
@@ -34,9 +38,13 @@ def test_asymmetric_per_token_and_grouped_per_channel_match_the_definition(bits)
                 assert_close(tok[b, g, s], _asym_ref(x[b, g, s], bits), rtol=0, atol=1e-12)
             for start in (0, 4):
                 for d in range(5):
-                    assert_close(ch[b, g, start:start + 4, d], _asym_ref(x[b, g, start:start + 4, d], bits),
-                                 rtol=0, atol=1e-12)
-    step = (x.amax(-1, keepdim=True) - x.amin(-1, keepdim=True)) / (2 ** bits - 1)
+                    assert_close(
+                        ch[b, g, start : start + 4, d],
+                        _asym_ref(x[b, g, start : start + 4, d], bits),
+                        rtol=0,
+                        atol=1e-12,
+                    )
+    step = (x.amax(-1, keepdim=True) - x.amin(-1, keepdim=True)) / (2**bits - 1)
     assert ((tok - x).abs() <= step / 2 + 1e-12).all()
     # the group's extremes are exact: all 2^b levels span [min, max]
     assert_close(tok.amax(-1), x.amax(-1), rtol=0, atol=1e-12)
@@ -58,20 +66,27 @@ def test_asymmetric_rejects_bad_arguments():
 @pytest.mark.parametrize("over", ["tensor", "head"])
 def test_fp8_is_e4m3_after_the_scale(over):
     torch.manual_seed(1)
-    x = torch.randn(2, 3, 7, 4, dtype=torch.float64) * torch.tensor([1.0, 10.0, 0.01], dtype=torch.float64)[:, None, None]
+    x = (
+        torch.randn(2, 3, 7, 4, dtype=torch.float64)
+        * torch.tensor([1.0, 10.0, 0.01], dtype=torch.float64)[:, None, None]
+    )
     y = fake_quant_fp8(x, over)
     dims = (0, 1, 2, 3) if over == "tensor" else (2, 3)
     s = x.abs().amax(dims, keepdim=True) / FP8_MAX
     assert_close(y, (x / s).to(torch.float8_e4m3fn).double() * s, rtol=0, atol=0)
-    assert_close(y.abs().amax(dims), x.abs().amax(dims), rtol=1e-15, atol=0)  # the max maps to 448 exactly
-    normal = (x / s).abs() >= 2 ** -6  # e4m3's smallest normal
-    assert ((y - x).abs()[normal] <= (x.abs() * 2 ** -4)[normal] + 1e-15).all()  # 3 mantissa bits
+    assert_close(
+        y.abs().amax(dims), x.abs().amax(dims), rtol=1e-15, atol=0
+    )  # the max maps to 448 exactly
+    normal = (x / s).abs() >= 2**-6  # e4m3's smallest normal
+    assert ((y - x).abs()[normal] <= (x.abs() * 2**-4)[normal] + 1e-15).all()  # 3 mantissa bits
 
 
 def test_fp8_per_head_scale_keeps_a_small_head_that_per_tensor_flushes():
     x = torch.ones(1, 2, 4, 4, dtype=torch.float64)
     x[:, 1] *= 1e-6  # a head a million times smaller than the other
-    assert (fake_quant_fp8(x, "tensor")[:, 1] == 0).all()  # below e4m3's smallest subnormal once scaled
+    assert (
+        fake_quant_fp8(x, "tensor")[:, 1] == 0
+    ).all()  # below e4m3's smallest subnormal once scaled
     assert_close(fake_quant_fp8(x, "head"), x, rtol=0, atol=0)
 
 
@@ -79,15 +94,22 @@ def test_kivi_cache_keeps_the_residual_in_full_precision_and_quantizes_the_rest(
     torch.manual_seed(2)
     B, G, D, bits, group, residual = 2, 2, 8, 2, 4, 8
     cache = KIVICache(bits, group, residual)
-    ks, vs = torch.randn(B, G, 21, D, dtype=torch.float64), torch.randn(B, G, 21, D, dtype=torch.float64)
+    ks, vs = (
+        torch.randn(B, G, 21, D, dtype=torch.float64),
+        torch.randn(B, G, 21, D, dtype=torch.float64),
+    )
     t = 0
     for n in (3, 1, 6, 1, 1, 9):  # chunks and single steps
-        k, v = cache.update(ks[:, :, t:t + n], vs[:, :, t:t + n])
+        k, v = cache.update(ks[:, :, t : t + n], vs[:, :, t : t + n])
         t += n
         n_kq = t // residual * residual  # keys in completed residual blocks
-        want_k = torch.cat([fake_quant_asymmetric(ks[:, :, :n_kq], "channel", bits, group), ks[:, :, n_kq:t]], 2)
+        want_k = torch.cat(
+            [fake_quant_asymmetric(ks[:, :, :n_kq], "channel", bits, group), ks[:, :, n_kq:t]], 2
+        )
         n_vq = max(t - residual, 0)
-        want_v = torch.cat([fake_quant_asymmetric(vs[:, :, :n_vq], "token", bits), vs[:, :, n_vq:t]], 2)
+        want_v = torch.cat(
+            [fake_quant_asymmetric(vs[:, :, :n_vq], "token", bits), vs[:, :, n_vq:t]], 2
+        )
         assert_close(k, want_k, rtol=0, atol=0)
         assert_close(v, want_v, rtol=0, atol=0)
         assert cache.length == t and cache.full_precision_tokens == (t - n_kq, t - n_vq)
@@ -105,4 +127,6 @@ def test_kivi_cache_checks_its_arguments():
 
 def test_bytes_per_token():
     assert scheme_bytes_per_token(128, 4, 1) == 66  # int4 codes + one fp16 scale
-    assert scheme_bytes_per_token(128, 2, 2 * 128 / 32) == 32 + 16  # KIVI-2 keys, group 32: 8 fp16 numbers per token
+    assert (
+        scheme_bytes_per_token(128, 2, 2 * 128 / 32) == 32 + 16
+    )  # KIVI-2 keys, group 32: 8 fp16 numbers per token

@@ -49,7 +49,9 @@ def test_lecture_links_to_the_primer_resolve():
     anchors, links = _anchors(), 0
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         for cell in nbformat.read(path, as_version=4).cells:
-            for anchor in re.findall(r"docs/reading_the_evidence\.md(?:#([^)\s]*))?\)", cell.source):
+            for anchor in re.findall(
+                r"docs/reading_the_evidence\.md(?:#([^)\s]*))?\)", cell.source
+            ):
                 links += 1
                 assert not anchor or anchor in anchors, f"{path.name}: no heading for #{anchor}"
     assert links >= 8, "each chapter that uses an interval links the primer at its first use"

@@ -26,8 +26,18 @@ def course(tmp_path: Path) -> Path:
 
 
 def _release(course: Path, *extra: str) -> int:
-    return main(["release", "--solutions", str(course / "solutions"), "--exercises",
-                 str(course / "exercises"), "--hints", str(course / "hints.json"), *extra])
+    return main(
+        [
+            "release",
+            "--solutions",
+            str(course / "solutions"),
+            "--exercises",
+            str(course / "exercises"),
+            "--hints",
+            str(course / "hints.json"),
+            *extra,
+        ]
+    )
 
 
 def _change_solution(course: Path) -> None:
@@ -42,7 +52,9 @@ def _fill_in_first_task(course: Path) -> str:
     """A learner's edit: the first stub replaced by the solution's code, saved without running."""
     path = course / "exercises" / NAME
     nb = nbformat.read(path, as_version=4)
-    solution = {c.id: c.source for c in nbformat.read(course / "solutions" / NAME, as_version=4).cells}
+    solution = {
+        c.id: c.source for c in nbformat.read(course / "solutions" / NAME, as_version=4).cells
+    }
     cell = next(c for c in nb.cells if c.cell_type == "code" and STUB in c.source)
     cell.source = solution[cell.id]
     nbformat.write(nb, path)
@@ -73,7 +85,11 @@ def test_check_names_the_work_and_changes_nothing(course: Path, capsys) -> None:
     capsys.readouterr()
     assert _release(course, "--check") == 1
     out = capsys.readouterr().out
-    assert "(it holds work: outputs or filled-in tasks)" in out and "backup-" in out and "my-work/" in out
+    assert (
+        "(it holds work: outputs or filled-in tasks)" in out
+        and "backup-" in out
+        and "my-work/" in out
+    )
     assert "run `mha-course release` and commit" not in out, out
     assert (course / "exercises" / NAME).read_text(encoding="utf-8") == mine
     assert not list(course.glob("exercises/backup-*"))
@@ -84,7 +100,8 @@ def test_outputs_and_added_cells_count_as_work(course: Path) -> None:
     assert not holds_work(generated, generated)
     ran = nbformat.reads(generated, as_version=4)
     next(c for c in ran.cells if c.cell_type == "code").outputs = [
-        nbformat.v4.new_output("stream", text="hello")]
+        nbformat.v4.new_output("stream", text="hello")
+    ]
     assert holds_work(nbformat.writes(ran), generated)
     added = nbformat.reads(generated, as_version=4)
     added.cells.append(nbformat.v4.new_code_cell("my_scratch = 1"))
@@ -98,16 +115,27 @@ def test_release_says_what_it_wrote(course: Path, capsys) -> None:
     (issue 31, item 11)."""
     capsys.readouterr()
     assert _release(course) == 0
-    assert capsys.readouterr().out.strip().endswith(
-        f"release wrote nothing: the 1 exercise notebook(s) in {course / 'exercises'}/, the hints table "
-        "were already current")
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .endswith(
+            f"release wrote nothing: the 1 exercise notebook(s) in {course / 'exercises'}/, the hints table "
+            "were already current"
+        )
+    )
     _change_solution(course)
     (course / "hints.json").write_text("{}\n", encoding="utf-8")
     orphan = course / "exercises" / "ex99_dropped.ipynb"
     orphan.write_text("{}", encoding="utf-8")
     assert _release(course) == 0
     out = capsys.readouterr().out
-    assert f"wrote {course / 'exercises' / NAME}\n" in out and f"wrote {course / 'hints.json'}\n" in out, out
+    assert (
+        f"wrote {course / 'exercises' / NAME}\n" in out
+        and f"wrote {course / 'hints.json'}\n" in out
+    ), out
     assert f"wrote {orphan}" not in out and f"not written: {orphan} has no solution" in out, out
-    assert f"release wrote 1 of 1 exercise notebook(s), {course / 'hints.json'}; everything else" in out, out
+    assert (
+        f"release wrote 1 of 1 exercise notebook(s), {course / 'hints.json'}; everything else"
+        in out
+    ), out
     assert orphan.read_text(encoding="utf-8") == "{}"

@@ -25,8 +25,9 @@ def ring(request):
     return request.param, (q, k, v), run_ring(jobs, request.param)
 
 
-@pytest.mark.parametrize("n", range(len(CONFIGS)),
-                         ids=[f"{'causal' if c else 'full'}-{lay}" for c, lay in CONFIGS])
+@pytest.mark.parametrize(
+    "n", range(len(CONFIGS)), ids=[f"{'causal' if c else 'full'}-{lay}" for c, lay in CONFIGS]
+)
 def test_equals_single_process(ring, n):
     P, (q, k, v), results = ring
     is_causal, layout = CONFIGS[n]
@@ -79,8 +80,10 @@ def test_bad_length_names_argument():
 def _rank_1_raises(rank, world_size, port, results):
     """Rank 1 raises; rank 0 waits in a receive from it (gloo would wait 30 minutes)."""
     import torch.distributed as dist
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world_size)
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
+    )
     if rank == 1:
         raise ValueError("rank 1 failed on purpose")
     dist.recv(torch.zeros(1), src=1)
@@ -90,26 +93,62 @@ def test_a_failing_rank_is_reported_not_waited_for():
     import time
 
     from mha_course.kernels.ring_run import _free_port, _run_ranks
+
     start = time.perf_counter()
     with pytest.raises(RuntimeError, match=r"(?s)ring rank 1 raised.*rank 1 failed on purpose"):
         _run_ranks(_rank_1_raises, 2, (_free_port(),), expected=2)
     assert time.perf_counter() - start < 60  # seconds: polled, not the collective's timeout
 
 
-@pytest.mark.parametrize("jobs, P, words", [
-    ([], 2, ["jobs", "non-empty"]),
-    ([dict(query=torch.zeros(1, 6, 4), key=torch.zeros(1, 6, 4), value=torch.zeros(1, 6, 4))],
-     4, ["T", "multiple of 4", "T = 6"]),
-    ([dict(query=torch.zeros(1, 8, 4), key=torch.zeros(1, 4, 4), value=torch.zeros(1, 4, 4))],
-     2, ["jobs[0] key", "(..., T, D)", "(1, 4, 4)"]),
-    ([dict(query=torch.zeros(1, 8, 4))], 2, ["jobs[0]", "'key'"]),
-    ([dict(query=torch.zeros(1, 8, 4), key=torch.zeros(1, 8, 4), value=torch.zeros(1, 8, 4))],
-     0, ["world_size", "positive int", "0"]),
-    ([dict(query=torch.zeros(1, 8, 4), key=torch.zeros(1, 8, 4), value=torch.zeros(1, 8, 4),
-           layout="zz")], 2, ["layout", "'zz'"]),
-])
+@pytest.mark.parametrize(
+    "jobs, P, words",
+    [
+        ([], 2, ["jobs", "non-empty"]),
+        (
+            [
+                dict(
+                    query=torch.zeros(1, 6, 4), key=torch.zeros(1, 6, 4), value=torch.zeros(1, 6, 4)
+                )
+            ],
+            4,
+            ["T", "multiple of 4", "T = 6"],
+        ),
+        (
+            [
+                dict(
+                    query=torch.zeros(1, 8, 4), key=torch.zeros(1, 4, 4), value=torch.zeros(1, 4, 4)
+                )
+            ],
+            2,
+            ["jobs[0] key", "(..., T, D)", "(1, 4, 4)"],
+        ),
+        ([dict(query=torch.zeros(1, 8, 4))], 2, ["jobs[0]", "'key'"]),
+        (
+            [
+                dict(
+                    query=torch.zeros(1, 8, 4), key=torch.zeros(1, 8, 4), value=torch.zeros(1, 8, 4)
+                )
+            ],
+            0,
+            ["world_size", "positive int", "0"],
+        ),
+        (
+            [
+                dict(
+                    query=torch.zeros(1, 8, 4),
+                    key=torch.zeros(1, 8, 4),
+                    value=torch.zeros(1, 8, 4),
+                    layout="zz",
+                )
+            ],
+            2,
+            ["layout", "'zz'"],
+        ),
+    ],
+)
 def test_run_ring_refuses_bad_jobs_before_spawning(jobs, P, words, monkeypatch):
     import mha_course.kernels.ring_run as rr
+
     monkeypatch.setattr(rr, "_run_ranks", lambda *a, **k: pytest.fail("spawned before checking"))
     with pytest.raises(ValueError) as info:
         run_ring(jobs, P)
@@ -119,6 +158,7 @@ def test_run_ring_refuses_bad_jobs_before_spawning(jobs, P, words, monkeypatch):
 
 def test_backend_nccl_with_one_gpu_per_rank_else_gloo_with_a_message(monkeypatch, capsys):
     import mha_course.kernels.ring_run as rr
+
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert rr._backend("cpu", 4) == "gloo" and capsys.readouterr().err == ""
     assert rr._backend("cuda", 2) == "nccl"

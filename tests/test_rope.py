@@ -25,12 +25,13 @@ def complex_rope(x: torch.Tensor, positions: torch.Tensor, layout: str, base: fl
     """Oracle: each feature pair is a complex number multiplied by exp(i m theta_j)."""
     D = x.shape[-1]
     theta = base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)  # (D/2,)
-    rot = torch.polar(torch.ones(len(positions), D // 2, dtype=torch.float64),
-                      positions.double()[:, None] * theta)  # (L, D/2) complex
+    rot = torch.polar(
+        torch.ones(len(positions), D // 2, dtype=torch.float64), positions.double()[:, None] * theta
+    )  # (L, D/2) complex
     if layout == "interleaved":
         z = torch.view_as_complex(x.reshape(*x.shape[:-1], D // 2, 2).contiguous())
         return torch.view_as_real(z * rot).reshape(x.shape)
-    z = torch.complex(x[..., : D // 2], x[..., D // 2:])
+    z = torch.complex(x[..., : D // 2], x[..., D // 2 :])
     out = z * rot
     return torch.cat([out.real, out.imag], dim=-1)
 
@@ -41,8 +42,9 @@ def test_matches_complex_rotation(layout, base):
     torch.manual_seed(0)
     x = torch.randn(2, 3, 7, 16, dtype=torch.float64)
     pos = torch.tensor([0, 1, 2, 5, 11, 100, 4097])
-    assert_close(apply_rope(x, pos, layout=layout, base=base), complex_rope(x, pos, layout, base),
-                 **F64)
+    assert_close(
+        apply_rope(x, pos, layout=layout, base=base), complex_rope(x, pos, layout, base), **F64
+    )
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -59,15 +61,21 @@ def test_position_zero_is_identity_and_norms_are_kept(layout):
 def test_dot_product_depends_only_on_the_offset(layout):
     torch.manual_seed(0)
     q, k = torch.randn(2, 1, 16, dtype=torch.float64)
+
     def score(m, n):
         qm = apply_rope(q, torch.tensor([m]), layout=layout)
         kn = apply_rope(k, torch.tensor([n]), layout=layout)
         return (qm * kn).sum()
+
     for delta in (0, 1, 3, -4, 37):
         ref = score(delta, 0) if delta >= 0 else score(0, -delta)
         for m in (50, 123, 999):
-            assert_close(score(m + delta, m) if delta >= 0 else score(m, m - delta), ref,
-                         rtol=1e-10, atol=1e-10)
+            assert_close(
+                score(m + delta, m) if delta >= 0 else score(m, m - delta),
+                ref,
+                rtol=1e-10,
+                atol=1e-10,
+            )
     assert not torch.allclose(score(1, 0), score(5, 0))  # the offset does matter
 
 
@@ -78,13 +86,18 @@ def test_layouts_agree_up_to_the_feature_permutation():
     assert perm.tolist() == [0, 2, 4, 6, 8, 10, 1, 3, 5, 7, 9, 11]
     x = torch.randn(2, 4, 6, D, dtype=torch.float64)
     pos = torch.arange(3, 9)
-    assert_close(apply_rope(x[..., perm], pos, layout="half"),
-                 apply_rope(x, pos, layout="interleaved")[..., perm], **F64)
+    assert_close(
+        apply_rope(x[..., perm], pos, layout="half"),
+        apply_rope(x, pos, layout="interleaved")[..., perm],
+        **F64,
+    )
     # same scores: q·k is invariant when both vectors are permuted the same way
     q, k = torch.randn(2, 1, 6, D, dtype=torch.float64)
     s_inter = apply_rope(q, pos, layout="interleaved") @ apply_rope(k, pos, layout="interleaved").mT
-    s_half = apply_rope(q[..., perm], pos, layout="half") @ apply_rope(k[..., perm], pos,
-                                                                     layout="half").mT
+    s_half = (
+        apply_rope(q[..., perm], pos, layout="half")
+        @ apply_rope(k[..., perm], pos, layout="half").mT
+    )
     assert_close(s_half, s_inter, **F64)
     # without the permutation the layouts disagree: the mix-up the chapter warns about
     s_wrong = apply_rope(q, pos, layout="half") @ apply_rope(k, pos, layout="half").mT
@@ -102,8 +115,9 @@ def test_per_batch_positions_equal_separate_calls():
 
 def test_angles_and_frequencies():
     theta = rope_frequencies(8, base=100.0)
-    assert_close(theta, torch.tensor([1.0, 100 ** -0.25, 100 ** -0.5, 100 ** -0.75],
-                                     dtype=torch.float64), **F64)
+    assert_close(
+        theta, torch.tensor([1.0, 100**-0.25, 100**-0.5, 100**-0.75], dtype=torch.float64), **F64
+    )
     cos, sin = rope_angles(torch.arange(4), 8, base=100.0)
     assert cos.shape == sin.shape == (4, 4) and cos.dtype == torch.float64
     assert_close(cos**2 + sin**2, torch.ones(4, 4, dtype=torch.float64), **F64)
@@ -141,22 +155,28 @@ def test_converter_round_trip():
     assert torch.equal(convert_rope_layout(there, 3, 8, to="interleaved"), w)
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda: apply_rope(torch.randn(2, 5, 7), torch.arange(5)), "x:"),
-    (lambda: apply_rope(torch.randn(2, 5, 8), torch.arange(4)), "positions:"),
-    (lambda: apply_rope(torch.randn(2, 5, 8), torch.zeros(3, 5, dtype=torch.long)), "positions:"),
-    (lambda: apply_rope(torch.randn(2, 5, 8), torch.arange(5), layout="neox"), "layout:"),
-    (lambda: apply_rope(torch.randn(2, 5, 8), torch.arange(5), base=1.0), "base:"),
-    (lambda: apply_rope(torch.arange(8).reshape(1, 8), torch.arange(1)), "x:"),
-    (lambda: apply_rope(torch.randn(8), torch.arange(1)), "x:"),
-    (lambda: rope_permutation(7), "head_dim:"),
-    (lambda: convert_rope_layout(torch.randn(20, 4), 3, 8), "weight:"),
-    (lambda: convert_rope_layout(torch.randn(24, 4), 3, 8, to="x"), "to:"),
-    (lambda: convert_rope_layout(torch.randn(24, 4), 0, 8), "num_heads:"),
-    (lambda: MultiHeadAttention(12, 4, rope="half"), "rope:"),
-    (lambda: MultiHeadAttention(16, 4, rope="both"), "rope:"),
-    (lambda: MultiHeadAttention(16, 4, rope="half", rope_base=0.5), "rope_base:"),
-])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: apply_rope(torch.randn(2, 5, 7), torch.arange(5)), "x:"),
+        (lambda: apply_rope(torch.randn(2, 5, 8), torch.arange(4)), "positions:"),
+        (
+            lambda: apply_rope(torch.randn(2, 5, 8), torch.zeros(3, 5, dtype=torch.long)),
+            "positions:",
+        ),
+        (lambda: apply_rope(torch.randn(2, 5, 8), torch.arange(5), layout="neox"), "layout:"),
+        (lambda: apply_rope(torch.randn(2, 5, 8), torch.arange(5), base=1.0), "base:"),
+        (lambda: apply_rope(torch.arange(8).reshape(1, 8), torch.arange(1)), "x:"),
+        (lambda: apply_rope(torch.randn(8), torch.arange(1)), "x:"),
+        (lambda: rope_permutation(7), "head_dim:"),
+        (lambda: convert_rope_layout(torch.randn(20, 4), 3, 8), "weight:"),
+        (lambda: convert_rope_layout(torch.randn(24, 4), 3, 8, to="x"), "to:"),
+        (lambda: convert_rope_layout(torch.randn(24, 4), 0, 8), "num_heads:"),
+        (lambda: MultiHeadAttention(12, 4, rope="half"), "rope:"),
+        (lambda: MultiHeadAttention(16, 4, rope="both"), "rope:"),
+        (lambda: MultiHeadAttention(16, 4, rope="half", rope_base=0.5), "rope_base:"),
+    ],
+)
 def test_errors_name_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()

@@ -109,8 +109,11 @@ def test_fully_masked_rows_give_zeros_like_torch(dtype, mask_kind):
     allowed = torch.ones(4, 5, dtype=torch.bool)
     allowed[1] = False  # query 1 may attend to nothing
     allowed[3, 2:] = False
-    mask = allowed if mask_kind == "bool" else torch.zeros(4, 5, dtype=dtype).masked_fill(
-        ~allowed, float("-inf"))
+    mask = (
+        allowed
+        if mask_kind == "bool"
+        else torch.zeros(4, 5, dtype=dtype).masked_fill(~allowed, float("-inf"))
+    )
     out, weights = scaled_dot_product_attention(q, k, v, attn_mask=mask, return_weights=True)
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     assert torch.equal(out[:, 1], torch.zeros_like(out[:, 1]))
@@ -131,8 +134,12 @@ def test_input_gradients_match_torch(variant):
     for t in (q, k, v):
         t.requires_grad_(True)
     mask = make_mask(variant, 4, 4, dtype) if variant in ("bool", "float") else None
-    kw = {"attn_mask": mask, "is_causal": variant == "causal", "enable_gqa": variant == "gqa",
-          "scale": 0.8}
+    kw = {
+        "attn_mask": mask,
+        "is_causal": variant == "causal",
+        "enable_gqa": variant == "gqa",
+        "scale": 0.8,
+    }
     g_out = torch.randn(2, 4, 4, 5, dtype=dtype, generator=torch.Generator().manual_seed(3))
     ours = torch.autograd.grad(scaled_dot_product_attention(q, k, v, **kw), (q, k, v), g_out)
     ref = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, **kw), (q, k, v), g_out)
@@ -146,24 +153,31 @@ def test_gradcheck():
     for t in (q, k, v):
         t.requires_grad_(True)
     assert torch.autograd.gradcheck(
-        lambda a, b, c: scaled_dot_product_attention(a, b, c, attn_mask=mask), (q, k, v))
+        lambda a, b, c: scaled_dot_product_attention(a, b, c, attn_mask=mask), (q, k, v)
+    )
     assert torch.autograd.gradcheck(
-        lambda a, b, c: scaled_dot_product_attention(a, b, c, is_causal=True), (q, k, v))
+        lambda a, b, c: scaled_dot_product_attention(a, b, c, is_causal=True), (q, k, v)
+    )
 
 
 # ---- dropout ------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_dropout_zero_is_identity(dtype):
     q, k, v = qkv((2,), 4, 6, 3, 5, dtype)
-    assert torch.equal(scaled_dot_product_attention(q, k, v, dropout_p=0.0),
-                       scaled_dot_product_attention(q, k, v))
+    assert torch.equal(
+        scaled_dot_product_attention(q, k, v, dropout_p=0.0), scaled_dot_product_attention(q, k, v)
+    )
 
 
 def test_dropout_one_gives_zeros_like_torch():
     q, k, v = qkv((2,), 4, 6, 3, 5, torch.float64)
     out, weights = scaled_dot_product_attention(q, k, v, dropout_p=1.0, return_weights=True)
-    assert torch.equal(out, torch.zeros_like(out)) and torch.equal(weights, torch.zeros_like(weights))
-    assert torch.equal(F.scaled_dot_product_attention(q, k, v, dropout_p=1.0), torch.zeros_like(out))
+    assert torch.equal(out, torch.zeros_like(out)) and torch.equal(
+        weights, torch.zeros_like(weights)
+    )
+    assert torch.equal(
+        F.scaled_dot_product_attention(q, k, v, dropout_p=1.0), torch.zeros_like(out)
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

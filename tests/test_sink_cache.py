@@ -25,10 +25,12 @@ def oracle(m: MultiHeadAttention, x: torch.Tensor, window: int, num_sink: int) -
     v = m.v_proj(x).view(B, T, G, D).transpose(1, 2)
     outs = []
     for t in range(T):
-        kept = sorted({j for j in range(min(num_sink, t + 1))} | set(range(max(0, t - window + 1), t + 1)))
+        kept = sorted(
+            {j for j in range(min(num_sink, t + 1))} | set(range(max(0, t - window + 1), t + 1))
+        )
         idx = torch.arange(len(kept), dtype=x.dtype)
         kq = apply_rope(k[:, :, kept], idx, layout=m.rope, base=m.rope_base)
-        qq = apply_rope(q[:, :, t:t + 1], idx[-1:], layout=m.rope, base=m.rope_base)
+        qq = apply_rope(q[:, :, t : t + 1], idx[-1:], layout=m.rope, base=m.rope_base)
         o = F.scaled_dot_product_attention(qq, kq, v[:, :, kept], enable_gqa=G != H)  # (B, H, 1, D)
         outs.append(m.out_proj(o.transpose(1, 2).reshape(B, 1, H * D)))
     return torch.cat(outs, dim=1)  # T x (B, 1, E) -> (B, T, E)
@@ -37,7 +39,7 @@ def oracle(m: MultiHeadAttention, x: torch.Tensor, window: int, num_sink: int) -
 def decode(m, x, sizes, cache):
     outs, start = [], 0
     for n in sizes:
-        outs.append(m(x[:, start:start + n], is_causal=True, kv_cache=cache)[0])
+        outs.append(m(x[:, start : start + n], is_causal=True, kv_cache=cache)[0])
         start += n
     return torch.cat(outs, dim=1)
 
@@ -47,8 +49,9 @@ def decode(m, x, sizes, cache):
 def test_matches_renumbering_oracle(G, layout):
     torch.manual_seed(G)
     T, W, n = 24, 5, 2
-    m = MultiHeadAttention(E, H, num_kv_heads=G, rope=layout, rope_base=500.0,
-                           dtype=torch.float64).eval()
+    m = MultiHeadAttention(
+        E, H, num_kv_heads=G, rope=layout, rope_base=500.0, dtype=torch.float64
+    ).eval()
     x = torch.randn(2, T, E, dtype=torch.float64)
     with torch.no_grad():
         want = oracle(m, x, W, n)
@@ -67,7 +70,7 @@ def test_absolute_positions_differ_from_streamingllm():
     with torch.no_grad():
         gap = (decode(m, x, [1] * T, SlidingWindowCache(W, n)) - oracle(m, x, W, n)).abs()
     assert gap[:, : W + n].max() < 1e-12  # identical while the text fits the cache
-    assert gap[:, W + n:].max() > 1e-3
+    assert gap[:, W + n :].max() > 1e-3
 
 
 def test_without_sinks_equals_the_window_cache():

@@ -38,14 +38,20 @@ def _site(tmp_path: Path, index: str, chapter: str) -> Path:
 
 
 def test_a_good_site_passes(tmp_path):
-    site = _site(tmp_path, '<a href="notebooks/zz_chapter.html#Intro">ch</a><a href="https://x.org">x</a>',
-                 f'<h1 id="Intro">Intro</h1><img src="{PNG}"><a href="../index.html">up</a><a href="#Intro">¶</a>')
+    site = _site(
+        tmp_path,
+        '<a href="notebooks/zz_chapter.html#Intro">ch</a><a href="https://x.org">x</a>',
+        f'<h1 id="Intro">Intro</h1><img src="{PNG}"><a href="../index.html">up</a><a href="#Intro">¶</a>',
+    )
     assert check_site.check(site) == []
 
 
 def test_broken_links_anchors_and_images_are_reported(tmp_path):
-    site = _site(tmp_path, '<a href="notebooks/missing.html">a</a><a href="notebooks/zz_chapter.html#Nope">b</a>',
-                 '<img src="data:image/png;base64,"><img src="figure.png"><a href="../exercises/">ex</a>')
+    site = _site(
+        tmp_path,
+        '<a href="notebooks/missing.html">a</a><a href="notebooks/zz_chapter.html#Nope">b</a>',
+        '<img src="data:image/png;base64,"><img src="figure.png"><a href="../exercises/">ex</a>',
+    )
     problems = "\n".join(check_site.check(site))
     assert "broken link 'notebooks/missing.html'" in problems
     assert "no anchor #Nope" in problems
@@ -55,8 +61,11 @@ def test_broken_links_anchors_and_images_are_reported(tmp_path):
 
 
 def test_percent_encoded_anchors_match_as_in_a_browser(tmp_path):
-    site = _site(tmp_path, '<a href="notebooks/zz_chapter.html#A-%E2%80%94-B">a</a>',
-                 '<h1 id="A-%E2%80%94-B">A — B</h1>')
+    site = _site(
+        tmp_path,
+        '<a href="notebooks/zz_chapter.html#A-%E2%80%94-B">a</a>',
+        '<h1 id="A-%E2%80%94-B">A — B</h1>',
+    )
     assert check_site.check(site) == []
 
 
@@ -77,22 +86,26 @@ def _need_chromium() -> None:
 
 
 def _page(tmp_path: Path, body: str, head: str = "") -> Path:
-    (tmp_path / "page.html").write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'>{head}"
-                                        f"</head><body>{body}</body></html>", encoding="utf-8")
+    (tmp_path / "page.html").write_text(
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'>{head}</head><body>{body}</body></html>",
+        encoding="utf-8",
+    )
     return tmp_path
 
 
 def test_raw_text_rules_flag_raw_maths_and_markdown_but_not_prose():
     assert site_render.raw_text_problems("It costs $5 and $10 a month; a | b is an or.") == []
     assert site_render.raw_text_problems("1. A numbered heading", prose="") == []
-    for raw, what in [("the score $q \\cdot k$ grows", "maths left unrendered ($...$)"),
-                      ("inline \\(x\\) maths", "maths left unrendered"),
-                      ("$$\nA = B\n$$", "maths left unrendered ($$)"),
-                      ("| head | job |\n|---|---|", "markdown that did not render (a table row"),
-                      ("set **by hand**", "markdown that did not render ('**' emphasis)"),
-                      ("## A heading", "markdown that did not render (a '#' heading)"),
-                      ("see [chapter 1](01.ipynb)", "markdown that did not render (a [text](link))"),
-                      ("call `explore()`", "markdown that did not render (backtick code)")]:
+    for raw, what in [
+        ("the score $q \\cdot k$ grows", "maths left unrendered ($...$)"),
+        ("inline \\(x\\) maths", "maths left unrendered"),
+        ("$$\nA = B\n$$", "maths left unrendered ($$)"),
+        ("| head | job |\n|---|---|", "markdown that did not render (a table row"),
+        ("set **by hand**", "markdown that did not render ('**' emphasis)"),
+        ("## A heading", "markdown that did not render (a '#' heading)"),
+        ("see [chapter 1](01.ipynb)", "markdown that did not render (a [text](link))"),
+        ("call `explore()`", "markdown that did not render (backtick code)"),
+    ]:
         found = "\n".join(site_render.raw_text_problems(raw))
         assert what in found, (raw, found)
 
@@ -101,14 +114,21 @@ def test_raw_text_rules_flag_raw_maths_and_markdown_but_not_prose():
 def test_rendered_check_fails_on_unrendered_maths(tmp_path):
     """A page whose maths renderer never loads (a CDN, blocked) shows raw $...$: both reported."""
     _need_chromium()
-    site = _page(tmp_path, MARKDOWN_CELL.format(r"<p>The score $q \cdot k$ and \(\sqrt{d_k}\).</p>"),
-                 head='<script src="https://cdn.invalid/mathjax/tex-chtml.js"></script>')
+    site = _page(
+        tmp_path,
+        MARKDOWN_CELL.format(r"<p>The score $q \cdot k$ and \(\sqrt{d_k}\).</p>"),
+        head='<script src="https://cdn.invalid/mathjax/tex-chtml.js"></script>',
+    )
     problems = "\n".join(site_render.check_rendered(site, ["page.html"]))
-    assert "page.html: requested https://cdn.invalid/mathjax/tex-chtml.js (outside the site; blocked)" in problems
+    assert (
+        "page.html: requested https://cdn.invalid/mathjax/tex-chtml.js (outside the site; blocked)"
+        in problems
+    )
     assert "maths left unrendered ($...$): 'The score $q \\\\cdot k$" in problems
     assert r"maths left unrendered (\( \) \[ \])" in problems
     assert "loads 'https://cdn.invalid/mathjax/tex-chtml.js' from outside the site" in "\n".join(
-        check_site.check(site))  # the HTML check sees the outside script too
+        check_site.check(site)
+    )  # the HTML check sees the outside script too
 
 
 @pytest.mark.chromium
@@ -117,10 +137,14 @@ def test_rendered_check_fails_on_markdown_that_did_not_render(tmp_path):
     of pipes), plus raw emphasis and a raw heading."""
     _need_chromium()
     table = "<ul><li><p>Layer 1</p><p>| head | job |\n|---|---|\n| 0 | same word |</p></li></ul>"
-    site = _page(tmp_path, MARKDOWN_CELL.format(table + "<p>## Not a heading</p><p>set **by hand**</p>"))
+    site = _page(
+        tmp_path, MARKDOWN_CELL.format(table + "<p>## Not a heading</p><p>set **by hand**</p>")
+    )
     problems = "\n".join(site_render.check_rendered(site, ["page.html"]))
     # In the browser the paragraph's lines run into one: '| head | job | |---|---| | 0 | ...'
-    assert "markdown that did not render (a table row in pipes): '| head | job | |---|---|" in problems
+    assert (
+        "markdown that did not render (a table row in pipes): '| head | job | |---|---|" in problems
+    )
     assert "markdown that did not render (a '#' heading): '## Not a heading'" in problems
     assert "markdown that did not render ('**' emphasis): 'set **by hand**'" in problems
 
@@ -131,10 +155,15 @@ def test_rendered_check_fails_on_a_maths_error_and_a_missing_widget(tmp_path):
     _need_chromium()
     site_assets = _load("site_assets")
     site_assets.install(tmp_path / "_static")
-    view = ('<script type="application/vnd.jupyter.widget-view+json">'
-            '{"version_major": 2, "version_minor": 0, "model_id": "x"}</script>')
-    site = _page(tmp_path, MARKDOWN_CELL.format(r"<p>Broken: $\frac{1}$.</p>") + view,
-                 head=build_site.head_scripts(""))
+    view = (
+        '<script type="application/vnd.jupyter.widget-view+json">'
+        '{"version_major": 2, "version_minor": 0, "model_id": "x"}</script>'
+    )
+    site = _page(
+        tmp_path,
+        MARKDOWN_CELL.format(r"<p>Broken: $\frac{1}$.</p>") + view,
+        head=build_site.head_scripts(""),
+    )
     problems = "\n".join(site_render.check_rendered(site, ["page.html"], widget_timeout_ms=1000))
     assert "page.html: maths error:" in problems
     assert "page.html: 1 widget(s) not drawn" in problems
@@ -179,10 +208,13 @@ def test_the_built_explorer_page_renders_offline(tmp_path):
     assert '<a href="#Four-heads,-four-jobs">Four heads, four jobs</a>' in html  # ... and contents
     assert (site / "notebooks" / "11_attention_explorer.ipynb").is_file()
     assert [p for p in check_site.check(site) if "11_old_table" not in p] == []
-    problems = site_render.check_rendered(site, ["notebooks/11_attention_explorer.html",
-                                                 "notebooks/11_old_table.html"])
-    assert problems == ["notebooks/11_old_table.html: markdown that did not render (a table row in "
-                        "pipes): '| head | job | |---|---| | 0 | same word | | 1 | previous token |'"]
+    problems = site_render.check_rendered(
+        site, ["notebooks/11_attention_explorer.html", "notebooks/11_old_table.html"]
+    )
+    assert problems == [
+        "notebooks/11_old_table.html: markdown that did not render (a table row in "
+        "pipes): '| head | job | |---|---| | 0 | same word | | 1 | previous token |'"
+    ]
 
 
 @pytest.mark.chromium
@@ -191,13 +223,19 @@ def test_rendered_check_fails_on_widget_text_cut_off(tmp_path):
     explorer's 'layer 2 (random, seeded)' and longest sentence were) are reported; ones that fit
     are not."""
     _need_chromium()
-    narrow = "display:inline-block;width:40px;overflow:hidden;white-space:nowrap;text-overflow:ellipsis"
-    body = (f'<label class="widget-label" style="{narrow}">temperature</label>'
-            f'<button class="widget-toggle-button" style="{narrow}">layer 2 (random, seeded)</button>'
-            f'<label class="widget-label">fits</label>'
-            '<div class="widget-dropdown"><select style="width:60px"><option>short</option>'
-            '<option>the dog chased the cat because it was hungry</option></select></div>')
+    narrow = (
+        "display:inline-block;width:40px;overflow:hidden;white-space:nowrap;text-overflow:ellipsis"
+    )
+    body = (
+        f'<label class="widget-label" style="{narrow}">temperature</label>'
+        f'<button class="widget-toggle-button" style="{narrow}">layer 2 (random, seeded)</button>'
+        f'<label class="widget-label">fits</label>'
+        '<div class="widget-dropdown"><select style="width:60px"><option>short</option>'
+        "<option>the dog chased the cat because it was hungry</option></select></div>"
+    )
     problems = site_render.check_rendered(_page(tmp_path, body), ["page.html"])
-    assert problems == ["page.html: widget text cut off: 'temperature'",
-                        "page.html: widget text cut off: 'layer 2 (random, seeded)'",
-                        "page.html: widget text cut off: 'the dog chased the cat because it was hungry'"]
+    assert problems == [
+        "page.html: widget text cut off: 'temperature'",
+        "page.html: widget text cut off: 'layer 2 (random, seeded)'",
+        "page.html: widget text cut off: 'the dog chased the cat because it was hungry'",
+    ]

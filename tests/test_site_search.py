@@ -27,8 +27,14 @@ BUILT = ["03_self_attention", "06_cross_attention", CHAPTER]  # a few chapters: 
 
 def _need(*what: str) -> None:
     """Skip where Chromium/Playwright or Pagefind is absent; on CI (CI=true) fail instead."""
-    missing = [m for m in (site_render.browser_missing() if "chromium" in what else None,
-                           site_search.missing() if "pagefind" in what else None) if m]
+    missing = [
+        m
+        for m in (
+            site_render.browser_missing() if "chromium" in what else None,
+            site_search.missing() if "pagefind" in what else None,
+        )
+        if m
+    ]
     if missing:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"required on CI: {'; '.join(missing)}")
@@ -46,7 +52,8 @@ def _text(path: Path) -> str:
 def test_the_term_is_in_exactly_one_lecture_or_guide():
     """The search test's premise, checked on the sources (outputs included)."""
     sources = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + [
-        ROOT / g for g in build_site.GUIDES]
+        ROOT / g for g in build_site.GUIDES
+    ]
     assert [p.stem for p in sources if TERM.lower() in _text(p)] == [CHAPTER]
 
 
@@ -63,7 +70,7 @@ def test_titles_are_first_headings_and_pages_are_marked_for_search(site):
         page = (site / "notebooks" / f"{name}.html").read_text(encoding="utf-8")
         want = build_site.title_of(ROOT / "notebooks" / f"{name}.ipynb")
         assert want != name and _title(page) == want
-        assert '<main data-pagefind-body>' in page and 'id="course-search"' in page
+        assert "<main data-pagefind-body>" in page and 'id="course-search"' in page
     assert (site / "pagefind" / "pagefind-ui.js").is_file()
 
 
@@ -73,7 +80,9 @@ def test_guide_titles_and_the_index_links_the_readme(tmp_path):
     pages: set[Path] = set()
     guide = build_site.render_guide(ROOT / "docs" / "grading.md", tmp_path, pages)
     title = _title(guide.read_text(encoding="utf-8"))
-    assert title == build_site.first_heading((ROOT / "docs" / "grading.md").read_text()) != "grading"
+    assert (
+        title == build_site.first_heading((ROOT / "docs" / "grading.md").read_text()) != "grading"
+    )
     full = build_site.index_page([], list(build_site.GUIDES))
     assert "<a class='course-repo' href='README.html'>the repository (its README)</a>" in full
     assert "course-repo" not in build_site.index_page([], [])
@@ -97,8 +106,9 @@ def test_search_finds_the_one_chapter_offline(site):
 
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=site_render.CHROMIUM, headless=True,
-                                         args=site_render.CHROMIUM_ARGS)
+            browser = pw.chromium.launch(
+                executable_path=site_render.CHROMIUM, headless=True, args=site_render.CHROMIUM_ARGS
+            )
             try:
                 page = browser.new_page()
                 page.route("**/*", only_local)
@@ -110,7 +120,8 @@ def test_search_finds_the_one_chapter_offline(site):
                 assert results.count() == 1, results.all_inner_texts()
                 links = results.first.locator(".pagefind-ui__result-link")
                 assert links.first.inner_text() == build_site.title_of(
-                    ROOT / "notebooks" / f"{CHAPTER}.ipynb")
+                    ROOT / "notebooks" / f"{CHAPTER}.ipynb"
+                )
                 assert "¶" not in "".join(links.all_inner_texts())  # headings' anchors: not indexed
                 links.first.click()
                 page.wait_for_url(f"**/notebooks/{CHAPTER}.html*", wait_until="commit")

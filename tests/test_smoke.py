@@ -14,8 +14,12 @@ def test_public_api_names():
 
 
 def test_cli_help():
-    out = subprocess.run([sys.executable, "-m", "mha_course.cli", "--help"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "mha_course.cli", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "mha-course" in out
 
 

@@ -58,14 +58,17 @@ def test_loglog_slope_of_exact_and_noisy_power_laws():
     assert noisy.low < 1.5 < noisy.high and noisy.high - noisy.low < 0.5
 
 
-@pytest.mark.parametrize(("call", "name"), [
-    (lambda: bootstrap_ci([1.0]), "values"),
-    (lambda: bootstrap_ci([[1.0, 2.0]]), "values"),
-    (lambda: bootstrap_ci([1.0, np.nan]), "values"),
-    (lambda: paired_diff_ci([1.0, 2.0], [1.0, 2.0, 3.0]), "a and b"),
-    (lambda: k_of_n([1, 0, 1]), "successes"),
-    (lambda: loglog_slope([1.0, 2.0, 3.0], [1.0, -2.0, 3.0]), "positive"),
-])
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda: bootstrap_ci([1.0]), "values"),
+        (lambda: bootstrap_ci([[1.0, 2.0]]), "values"),
+        (lambda: bootstrap_ci([1.0, np.nan]), "values"),
+        (lambda: paired_diff_ci([1.0, 2.0], [1.0, 2.0, 3.0]), "a and b"),
+        (lambda: k_of_n([1, 0, 1]), "successes"),
+        (lambda: loglog_slope([1.0, 2.0, 3.0], [1.0, -2.0, 3.0]), "positive"),
+    ],
+)
 def test_errors_name_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()

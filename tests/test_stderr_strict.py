@@ -37,8 +37,13 @@ torch.version.cuda = "12.0"
 
 def _fresh_python(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "CUDA_HOME": str(tmp_path)}
-    return subprocess.run([sys.executable, "-c", LOOK_LIKE_A_GPU_LESS_CUDA_MACHINE + code],
-                          capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", LOOK_LIKE_A_GPU_LESS_CUDA_MACHINE + code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def test_the_setup_reproduces_the_notice(tmp_path):
@@ -49,7 +54,8 @@ def test_the_setup_reproduces_the_notice(tmp_path):
 
 
 def test_the_course_imports_torch_benchmark_without_the_notice(tmp_path):
-    run = _fresh_python(textwrap.dedent("""
+    run = _fresh_python(
+        textwrap.dedent("""
         import mha_course.benchmark
         from mha_course.benchmark.timing import time_interleaved, torch_benchmark
         assert "torch.utils.benchmark" not in __import__("sys").modules  # not on import
@@ -58,7 +64,9 @@ def test_the_course_imports_torch_benchmark_without_the_notice(tmp_path):
         import logging
         assert not logging.getLogger("torch.utils.cpp_extension").filters  # filter removed
         logging.getLogger("torch.utils.cpp_extension").warning("a later warning shows")
-    """), tmp_path)
+    """),
+        tmp_path,
+    )
     assert run.returncode == 0, run.stderr
     assert CUDA_HOME_NOTICE not in run.stderr, run.stderr
     assert "a later warning shows" in run.stderr
@@ -68,12 +76,14 @@ def test_the_filter_drops_only_the_notice():
     keep = _DropCudaHomeNotice()
 
     def record(msg, *args):
-        return logging.LogRecord("torch.utils.cpp_extension", logging.WARNING, __file__, 1, msg,
-                                 args, None)
+        return logging.LogRecord(
+            "torch.utils.cpp_extension", logging.WARNING, __file__, 1, msg, args, None
+        )
 
     assert not keep.filter(record("No CUDA runtime is found, using CUDA_HOME='%s'", "/x"))
-    assert keep.filter(record("There are no %s version bounds defined for CUDA version %s",
-                              "g++", "12.0"))
+    assert keep.filter(
+        record("There are no %s version bounds defined for CUDA version %s", "g++", "12.0")
+    )
     assert keep.filter(record("Error building extension"))
     assert torch_benchmark().Timer  # the real module
 
@@ -81,8 +91,11 @@ def test_the_filter_drops_only_the_notice():
 def _notebook(path: Path, *cells: tuple[str, list[dict]]) -> Path:
     """A notebook whose code cells have these sources and committed outputs."""
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     for count, (source, outputs) in enumerate(cells, start=1):
         cell = nbformat.v4.new_code_cell(source)
         cell.outputs = [nbformat.from_dict(o) for o in outputs]
@@ -99,32 +112,65 @@ def test_strict_nbval_passes_the_course_import_and_still_fails_real_stderr(tmp_p
     patch = (LOOK_LIKE_A_GPU_LESS_CUDA_MACHINE, [])
     notebooks = {
         "course_import": _notebook(
-            tmp_path / "course_import.ipynb", patch,
-            ("from mha_course.benchmark.timing import torch_benchmark\n"
-             "_ = torch_benchmark()\nprint('imported')",
-             [{"output_type": "stream", "name": "stdout", "text": "imported\n"}])),
+            tmp_path / "course_import.ipynb",
+            patch,
+            (
+                "from mha_course.benchmark.timing import torch_benchmark\n"
+                "_ = torch_benchmark()\nprint('imported')",
+                [{"output_type": "stream", "name": "stdout", "text": "imported\n"}],
+            ),
+        ),
         "raw_import": _notebook(
-            tmp_path / "raw_import.ipynb", patch,
-            ("import torch.utils.benchmark\nprint('imported')",
-             [{"output_type": "stream", "name": "stdout", "text": "imported\n"}])),
+            tmp_path / "raw_import.ipynb",
+            patch,
+            (
+                "import torch.utils.benchmark\nprint('imported')",
+                [{"output_type": "stream", "name": "stdout", "text": "imported\n"}],
+            ),
+        ),
         "warning": _notebook(
-            tmp_path / "warning.ipynb", patch,
-            ("import warnings\nwarnings.warn('a real warning')\nprint('ran')",
-             [{"output_type": "stream", "name": "stdout", "text": "ran\n"}])),
+            tmp_path / "warning.ipynb",
+            patch,
+            (
+                "import warnings\nwarnings.warn('a real warning')\nprint('ran')",
+                [{"output_type": "stream", "name": "stdout", "text": "ran\n"}],
+            ),
+        ),
         "log_line": _notebook(
-            tmp_path / "log_line.ipynb", patch,
-            ("import logging\nlogging.getLogger('torch.utils.cpp_extension').warning('other')\n"
-             "print('ran')",
-             [{"output_type": "stream", "name": "stdout", "text": "ran\n"}])),
+            tmp_path / "log_line.ipynb",
+            patch,
+            (
+                "import logging\nlogging.getLogger('torch.utils.cpp_extension').warning('other')\n"
+                "print('ran')",
+                [{"output_type": "stream", "name": "stdout", "text": "ran\n"}],
+            ),
+        ),
         "error": _notebook(tmp_path / "error.ipynb", patch, ("1 / 0", [])),
     }
     report = tmp_path / "report.xml"
     env = {**os.environ, "CUDA_HOME": str(tmp_path)}
     subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbval", *map(str, notebooks.values()),
-         "--nbval-sanitize-with", str(ROOT / "tests" / "nbval_sanitize.cfg"),
-         "-p", "no:cacheprovider", "-q", f"--junitxml={report}", "--rootdir", str(tmp_path)],
-        capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--nbval",
+            *map(str, notebooks.values()),
+            "--nbval-sanitize-with",
+            str(ROOT / "tests" / "nbval_sanitize.cfg"),
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            f"--junitxml={report}",
+            "--rootdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=tmp_path,
+    )
     # Each notebook fails (or not) in its own cell 1, for the reason its name says.
     why: dict[str, str] = {}
     for case in ET.parse(report).iter("testcase"):
@@ -137,7 +183,11 @@ def test_strict_nbval_passes_the_course_import_and_still_fails_real_stderr(tmp_p
     assert set(why) == set(notebooks), sorted(why)
     assert why["course_import"] == "", why["course_import"]
     stderr = "Unexpected output fields from running code: {'stderr'}"  # nbval's words
-    expected = {"raw_import": stderr, "warning": stderr, "log_line": stderr,
-                "error": "ZeroDivisionError"}
+    expected = {
+        "raw_import": stderr,
+        "warning": stderr,
+        "log_line": stderr,
+        "error": "ZeroDivisionError",
+    }
     for stem, text in expected.items():
         assert text in why[stem], json.dumps({stem: why[stem][-2000:]})

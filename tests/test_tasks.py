@@ -38,8 +38,9 @@ def test_digit_accuracy_counts_positions_and_sequence_accuracy_whole_sequences()
 def test_sequence_loss_is_the_mean_cross_entropy_over_positions():
     g = torch.Generator().manual_seed(1)
     logits, targets = torch.randn(3, 4, 5, generator=g), torch.randint(0, 5, (3, 4), generator=g)
-    per_position = torch.stack([F.cross_entropy(logits[b], targets[b], reduction="none")
-                                for b in range(3)])
+    per_position = torch.stack(
+        [F.cross_entropy(logits[b], targets[b], reduction="none") for b in range(3)]
+    )
     torch.testing.assert_close(sequence_loss(logits, targets), per_position.mean())
 
 
@@ -47,8 +48,9 @@ def test_sequence_loss_is_the_mean_cross_entropy_over_positions():
 def test_train_reversal_lowers_the_loss_and_leaves_eval_mode(optimizer):
     torch.manual_seed(0)
     model = TinyTransformer(6, 5, embed_dim=16, num_heads=2, num_layers=1)
-    losses = train_reversal(model, steps=60, batch_size=32, seq_len=5, vocab_size=6, lr=1e-2,
-                            optimizer=optimizer)
+    losses = train_reversal(
+        model, steps=60, batch_size=32, seq_len=5, vocab_size=6, lr=1e-2, optimizer=optimizer
+    )
     assert len(losses) == 60 and not model.training
     assert sum(losses[-10:]) / 10 < 0.8 * sum(losses[:10]) / 10
 
@@ -66,16 +68,28 @@ class _WithWeights(nn.Module):
 
 def test_train_reversal_takes_a_model_that_returns_a_tuple():
     torch.manual_seed(0)
-    plain = train_reversal(TinyTransformer(6, 5, embed_dim=16, num_heads=2, num_layers=1), steps=3,
-                           seq_len=5, vocab_size=6, optimizer="adam")
+    plain = train_reversal(
+        TinyTransformer(6, 5, embed_dim=16, num_heads=2, num_layers=1),
+        steps=3,
+        seq_len=5,
+        vocab_size=6,
+        optimizer="adam",
+    )
     torch.manual_seed(0)
     wrapped = _WithWeights(TinyTransformer(6, 5, embed_dim=16, num_heads=2, num_layers=1))
-    tupled = train_reversal(wrapped, steps=3, seq_len=5, vocab_size=6, optimizer="adam",
-                            logits_of=lambda m, tokens: m(tokens)[0])
+    tupled = train_reversal(
+        wrapped,
+        steps=3,
+        seq_len=5,
+        vocab_size=6,
+        optimizer="adam",
+        logits_of=lambda m, tokens: m(tokens)[0],
+    )
     assert plain == tupled  # same seed, same batches, same steps: the same losses to the bit
 
 
 def test_train_reversal_rejects_an_unknown_optimizer():
     with pytest.raises(ValueError, match="optimizer"):
-        train_reversal(TinyTransformer(6, 5, embed_dim=16, num_heads=2, num_layers=1), steps=1,
-                       optimizer="sgd")
+        train_reversal(
+            TinyTransformer(6, 5, embed_dim=16, num_heads=2, num_layers=1), steps=1, optimizer="sgd"
+        )

@@ -45,7 +45,8 @@ def test_every_hook_installs_the_version_pyproject_pins():
         for name, bound in deps.items():
             assert name in pins, f"hook {hook['id']}: {name} is not pinned in pyproject [dev]"
             assert bound == f"=={pins[name]}", (
-                f"hook {hook['id']}: {name}{bound}, pyproject pins {name}=={pins[name]}")
+                f"hook {hook['id']}: {name}{bound}, pyproject pins {name}=={pins[name]}"
+            )
             seen.add(name)
     assert {"ruff", "nbstripout", "pre-commit-hooks"} <= seen, seen
 

@@ -35,8 +35,12 @@ def test_an_unreachable_index_is_reported_quickly():
 
 
 def _run(arg: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "tools" / "torch_index.py"), arg],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "torch_index.py"), arg],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_explicit_choices_are_passed_through_unchanged():

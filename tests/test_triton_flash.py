@@ -11,7 +11,8 @@ import mha_course.kernels.triton_flash as tf
 from mha_course import scaled_dot_product_attention
 
 needs_triton = pytest.mark.skipif(
-    not tf.triton_available(), reason='Triton is not installed: pip install -e ".[triton]"')
+    not tf.triton_available(), reason='Triton is not installed: pip install -e ".[triton]"'
+)
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # The interpreter multiplies float32 exactly; a GPU's float32 tl.dot uses TF32 (10-bit mantissa).
 F32_TOL = 1e-5 if tf.interpreted() else 5e-3
@@ -36,8 +37,9 @@ def _reference(q, k, v, d_out, is_causal):
 def _kernel(q, k, v, d_out, is_causal, dtype, block_q, block_k):
     q, k, v = (t.to(DEVICE, dtype).requires_grad_() for t in (q, k, v))
     blocks = (block_q, block_k)  # the same ragged tiles for the forward and both backward kernels
-    out = tf.triton_flash_attention(q, k, v, is_causal=is_causal, block_q=block_q, block_k=block_k,
-                                    backward=(blocks, blocks))
+    out = tf.triton_flash_attention(
+        q, k, v, is_causal=is_causal, block_q=block_q, block_k=block_k, backward=(blocks, blocks)
+    )
     grads = torch.autograd.grad(out, (q, k, v), d_out.to(DEVICE, dtype))
     return tuple(t.detach().cpu().double() for t in (out, *grads))
 
@@ -60,7 +62,9 @@ def test_float32_forward_and_gradients(shape, is_causal):
     q, k, v, d_out = _case(*dims)
     got = _kernel(q, k, v, d_out, is_causal, torch.float32, block_q, block_k)
     for name, g, want in zip(("out", "dq", "dk", "dv"), got, _reference(q, k, v, d_out, is_causal)):
-        torch.testing.assert_close(g, want, atol=F32_TOL, rtol=F32_TOL, msg=lambda m, n=name: f"{n}: {m}")
+        torch.testing.assert_close(
+            g, want, atol=F32_TOL, rtol=F32_TOL, msg=lambda m, n=name: f"{n}: {m}"
+        )
 
 
 @needs_triton
@@ -74,8 +78,10 @@ def test_float16_forward_and_gradients():
 # The version in the message is the installed one (the wrong values were measured with 3.9.0:
 # errors of 1e8-1e10 on this test's case), not a number that goes stale when Triton is upgraded.
 TRITON_VERSION = getattr(tf.triton, "__version__", "not installed")
-BF16_SKIP = (f"bfloat16 tl.dot in Triton's CPU interpreter (installed: Triton {TRITON_VERSION}) was "
-             "seen giving wrong values (Triton 3.9.0); this test runs on a GPU only")
+BF16_SKIP = (
+    f"bfloat16 tl.dot in Triton's CPU interpreter (installed: Triton {TRITON_VERSION}) was "
+    "seen giving wrong values (Triton 3.9.0); this test runs on a GPU only"
+)
 
 
 @needs_triton
@@ -102,16 +108,23 @@ def test_default_backward_blocks_for_wide_heads():
     out = tf.triton_flash_attention(*xs, is_causal=True, block_q=32, block_k=32)
     got = (out, *torch.autograd.grad(out, xs, d_out.to(DEVICE, torch.float32)))
     for name, g, want in zip(("out", "dq", "dk", "dv"), got, _reference(q, k, v, d_out, True)):
-        torch.testing.assert_close(g.detach().cpu().double(), want, atol=F32_TOL, rtol=F32_TOL,
-                                   msg=lambda m, n=name: f"{n}: {m}")
+        torch.testing.assert_close(
+            g.detach().cpu().double(),
+            want,
+            atol=F32_TOL,
+            rtol=F32_TOL,
+            msg=lambda m, n=name: f"{n}: {m}",
+        )
 
 
 @needs_triton
 def test_log_sum_exp_matches_tiled():
     from mha_course.kernels.tiled import tiled_attention
+
     q, k, v, _ = _case(1, 2, 2, 30, 27, 8)
-    out, lse = tf.triton_forward(*(t.float().to(DEVICE) for t in (q, k, v)), is_causal=True,
-                                 block_q=16, block_k=16)
+    out, lse = tf.triton_forward(
+        *(t.float().to(DEVICE) for t in (q, k, v)), is_causal=True, block_q=16, block_k=16
+    )
     ref_out, ref_lse = tiled_attention(q, k, v, is_causal=True, return_lse=True)
     out, lse = out.cpu(), lse.cpu()
     torch.testing.assert_close(lse.double(), ref_lse, atol=F32_TOL, rtol=F32_TOL)
@@ -155,11 +168,16 @@ def test_triton_imported_before_the_interpreter_is_set_says_how_to_fix():
 
     # The child sees no GPU (CUDA_VISIBLE_DEVICES=""), so on a CUDA machine too it takes the
     # path under test: the module sets the interpreter, too late.
-    code = ("import os; os.environ.pop('TRITON_INTERPRET', None); import triton, torch; "
-            "import mha_course.kernels.triton_flash as tf; q = torch.randn(1, 1, 4, 16)\n"
-            "try: tf.triton_flash_attention(q, q, q)\n"
-            "except RuntimeError as e: print(e)")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"CUDA_VISIBLE_DEVICES": ""}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=120).stdout
+    code = (
+        "import os; os.environ.pop('TRITON_INTERPRET', None); import triton, torch; "
+        "import mha_course.kernels.triton_flash as tf; q = torch.randn(1, 1, 4, 16)\n"
+        "try: tf.triton_flash_attention(q, q, q)\n"
+        "except RuntimeError as e: print(e)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {
+        "CUDA_VISIBLE_DEVICES": ""
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    ).stdout
     assert "Set TRITON_INTERPRET=1 before anything imports triton" in out

@@ -27,7 +27,7 @@ SCHEDULES = {"token-by-token": [1] * T, "chunk-longer-than-W-then-tokens": [9, 2
 def decode(m, x, sizes, cache):
     outs, start = [], 0
     for n in sizes:
-        outs.append(m(x[:, start:start + n], is_causal=True, kv_cache=cache)[0])
+        outs.append(m(x[:, start : start + n], is_causal=True, kv_cache=cache)[0])
         start += n
     assert start == x.shape[1]
     return torch.cat(outs, dim=1)  # chunks (B, n, E) -> (B, T, E)
@@ -45,7 +45,9 @@ def test_mask_matches_the_definition_elementwise():
 
 def test_mask_is_causal_when_the_window_covers_everything():
     assert torch.equal(sliding_window_mask(6, 9, window=9, offset=3), causal_mask(6, 9, offset=3))
-    assert not torch.equal(sliding_window_mask(6, 9, window=8, offset=3), causal_mask(6, 9, offset=3))
+    assert not torch.equal(
+        sliding_window_mask(6, 9, window=8, offset=3), causal_mask(6, 9, offset=3)
+    )
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.0, True])
@@ -85,23 +87,35 @@ def test_equal_to_full_attention_while_length_fits_the_window(G):
     m = MultiHeadAttention(E, H, num_kv_heads=G, dtype=torch.float64).eval()
     x = torch.randn(B, 7, E, dtype=torch.float64)
     ring, dense = SlidingWindowCache(7), KVCache()
-    assert_close(decode(m, x, [3, 1, 1, 1, 1], ring), decode(m, x, [3, 1, 1, 1, 1], dense),
-                 rtol=1e-12, atol=1e-12)
+    assert_close(
+        decode(m, x, [3, 1, 1, 1, 1], ring),
+        decode(m, x, [3, 1, 1, 1, 1], dense),
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 def test_matches_the_dense_reference_function_per_head():
     """Against mha_course.scaled_dot_product_attention on the cache's own keys (no module)."""
     torch.manual_seed(2)
     W, n = 3, 1
-    k, v = torch.randn(1, 2, 10, 4, dtype=torch.float64), torch.randn(1, 2, 10, 4, dtype=torch.float64)
+    k, v = (
+        torch.randn(1, 2, 10, 4, dtype=torch.float64),
+        torch.randn(1, 2, 10, 4, dtype=torch.float64),
+    )
     q = torch.randn(1, 2, 10, 4, dtype=torch.float64)
-    want = scaled_dot_product_attention(q, k, v, attn_mask=sliding_window_mask(10, window=W, num_sink=n))
+    want = scaled_dot_product_attention(
+        q, k, v, attn_mask=sliding_window_mask(10, window=W, num_sink=n)
+    )
     cache, got = SlidingWindowCache(W, num_sink=n), []
     for t in range(10):
-        kk, vv = cache.update(k[:, :, t:t + 1], v[:, :, t:t + 1])
+        kk, vv = cache.update(k[:, :, t : t + 1], v[:, :, t : t + 1])
         assert kk.shape[2] <= W + n + 1
-        got.append(scaled_dot_product_attention(q[:, :, t:t + 1], kk, vv,
-                                                attn_mask=cache.restrict_mask(None, 1)))
+        got.append(
+            scaled_dot_product_attention(
+                q[:, :, t : t + 1], kk, vv, attn_mask=cache.restrict_mask(None, 1)
+            )
+        )
     assert_close(torch.cat(got, dim=2), want, rtol=1e-12, atol=1e-12)
 
 
@@ -123,8 +137,10 @@ def test_user_mask_is_narrowed_to_the_kept_keys():
     mask = sliding_window_mask(6, window=3) & ~pad[0][None, :]
     full = m(x, attn_mask=mask)[0]
     cache = SlidingWindowCache(3)
-    out = [m(x[:, t:t + 1], kv_cache=cache, is_causal=True, key_padding_mask=pad[:, :t + 1])[0]
-           for t in range(6)]
+    out = [
+        m(x[:, t : t + 1], kv_cache=cache, is_causal=True, key_padding_mask=pad[:, : t + 1])[0]
+        for t in range(6)
+    ]
     assert_close(torch.cat(out, 1)[:, 5], full[:, 5], rtol=1e-12, atol=1e-12)
 
 
@@ -133,7 +149,9 @@ def test_memory_is_fixed_and_matches_the_formula():
     cache = SlidingWindowCache(5, num_sink=2)
     for t in range(20):
         m(torch.randn(B, 1, E, dtype=torch.float64), kv_cache=cache, is_causal=True)
-        assert cache.allocated_bytes == kv_cache_bytes(1, 2, E // H, 7, B, torch.float64)  # allocated once
+        assert cache.allocated_bytes == kv_cache_bytes(
+            1, 2, E // H, 7, B, torch.float64
+        )  # allocated once
         assert cache.nbytes == kv_cache_bytes(1, 2, E // H, min(t + 1, 7), B, torch.float64)  # held
 
 

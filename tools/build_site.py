@@ -49,8 +49,14 @@ import site_search  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ("notebooks", "exercises")  # rendered; solutions/ (the instructor sources) are not
-GUIDES = ("README.md", "docs/instructor_guide.md", "docs/grading.md", "docs/reading_the_evidence.md",
-          "classroom/README.md", "CONTRIBUTING.md")
+GUIDES = (
+    "README.md",
+    "docs/instructor_guide.md",
+    "docs/grading.md",
+    "docs/reading_the_evidence.md",
+    "classroom/README.md",
+    "CONTRIBUTING.md",
+)
 HREF = re.compile(r'(href|src)="([^"]*)"')
 EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//|#)", re.I)  # http:, data:, mailto:, //, #anchor
 NAV_STYLE = """.course-nav{font-family:system-ui,sans-serif;padding:.5rem 1rem;background:#f3f3f3;
@@ -110,7 +116,8 @@ def title_of(path: Path) -> str:
 def course_files() -> list[Path]:
     """The notebooks that become pages: notebooks/NN_*.ipynb and exercises/exNN_*.ipynb."""
     return sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted(
-        (ROOT / "exercises").glob("ex[0-9][0-9]_*.ipynb"))
+        (ROOT / "exercises").glob("ex[0-9][0-9]_*.ipynb")
+    )
 
 
 def rewrite_links(page: str, source: Path, out: Path, pages: set[Path]) -> str:
@@ -144,43 +151,58 @@ def nav_bar(index: int, files: list[Path]) -> str:
     links = ['<a href="../index.html">Contents</a>']
     for label, other in (("← previous", index - 1), ("next →", index + 1)):
         if 0 <= other < len(files) and files[other].parent == here.parent:
-            links.append(f'<a href="{files[other].stem}.html">{label}: '
-                         f'{html.escape(title_of(files[other]))}</a>')
+            links.append(
+                f'<a href="{files[other].stem}.html">{label}: '
+                f"{html.escape(title_of(files[other]))}</a>"
+            )
     return f'<nav class="course-nav">{"".join(links)}{site_search.box()}</nav>'
 
 
 def index_page(files: list[Path], guides: list[str]) -> str:
     """The table of contents: one row per chapter with its exercise, then the guides."""
     exercises = {p.name[2:4]: p for p in files if p.parent.name == "exercises"}
-    repository = (f"<a class='course-repo' href='{Path(REPOSITORY_LINK).with_suffix('.html')}'>"
-                  f"the repository (its README)</a>" if REPOSITORY_LINK in guides
-                  else "the repository")
+    repository = (
+        f"<a class='course-repo' href='{Path(REPOSITORY_LINK).with_suffix('.html')}'>"
+        f"the repository (its README)</a>"
+        if REPOSITORY_LINK in guides
+        else "the repository"
+    )
     rows = []
     for p in (p for p in files if p.parent.name == "notebooks"):
         ex = exercises.get(p.name[:2])
         ex_cell = f'<a href="exercises/{ex.stem}.html">{ex.stem}</a>' if ex else ""
-        rows.append(f'<tr><td>{p.name[:2]}</td><td><a href="notebooks/{p.stem}.html">'
-                    f"{html.escape(title_of(p))}</a></td><td>{ex_cell}</td></tr>")
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>mha-course</title>"
-            f"<style>{STYLE}</style>{site_search.head('')}</head><body><h1>mha-course: "
-            f"multi-head attention, from one dot product to MQA/GQA</h1><p>The rendered course, "
-            f"with the outputs as committed. To run it: clone {repository}, "
-            f"<code>make lab</code>.</p>{site_search.box()}"
-            f"<table><tr><th>ch</th><th>lecture</th><th>exercise</th></tr>{''.join(rows)}</table>"
-            f"<p><a href='exercises/index.html'>All exercises</a></p><h2>Guides</h2><ul>"
-            + "".join(f'<li><a href="{Path(g).with_suffix(".html").as_posix()}">{g}</a></li>'
-                      for g in guides)
-            + "</ul></body></html>")
+        rows.append(
+            f'<tr><td>{p.name[:2]}</td><td><a href="notebooks/{p.stem}.html">'
+            f"{html.escape(title_of(p))}</a></td><td>{ex_cell}</td></tr>"
+        )
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>mha-course</title>"
+        f"<style>{STYLE}</style>{site_search.head('')}</head><body><h1>mha-course: "
+        f"multi-head attention, from one dot product to MQA/GQA</h1><p>The rendered course, "
+        f"with the outputs as committed. To run it: clone {repository}, "
+        f"<code>make lab</code>.</p>{site_search.box()}"
+        f"<table><tr><th>ch</th><th>lecture</th><th>exercise</th></tr>{''.join(rows)}</table>"
+        f"<p><a href='exercises/index.html'>All exercises</a></p><h2>Guides</h2><ul>"
+        + "".join(
+            f'<li><a href="{Path(g).with_suffix(".html").as_posix()}">{g}</a></li>' for g in guides
+        )
+        + "</ul></body></html>"
+    )
 
 
 def exercise_index(files: list[Path]) -> str:
-    items = "".join(f'<li><a href="{p.stem}.html">{html.escape(title_of(p))}</a></li>'
-                    for p in files if p.parent.name == "exercises")
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Exercises</title>"
-            f"<style>{STYLE}</style>{site_search.head('../')}</head><body><p><a "
-            f"href='../index.html'>Contents</a></p>{site_search.box()}"
-            f"<h1>Exercises</h1><ul>{items}</ul><p>Each exercise runs in JupyterLab and checks "
-            f"itself; see the lecture of the same number first.</p></body></html>")
+    items = "".join(
+        f'<li><a href="{p.stem}.html">{html.escape(title_of(p))}</a></li>'
+        for p in files
+        if p.parent.name == "exercises"
+    )
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Exercises</title>"
+        f"<style>{STYLE}</style>{site_search.head('../')}</head><body><p><a "
+        f"href='../index.html'>Contents</a></p>{site_search.box()}"
+        f"<h1>Exercises</h1><ul>{items}</ul><p>Each exercise runs in JupyterLab and checks "
+        f"itself; see the lecture of the same number first.</p></body></html>"
+    )
 
 
 def head_scripts(depth: str) -> str:
@@ -190,18 +212,25 @@ def head_scripts(depth: str) -> str:
 
 def page_contents(body: str) -> list[tuple[int, str, str]]:
     """(level, id, html) of the page's h2/h3 headings (h1 is the title), from nbconvert's HTML."""
-    return [(int(level), anchor, TAG.sub("", inner).strip())
-            for level, anchor, inner in HEADING.findall(body) if level != "1"]
+    return [
+        (int(level), anchor, TAG.sub("", inner).strip())
+        for level, anchor, inner in HEADING.findall(body)
+        if level != "1"
+    ]
 
 
 def sidebar(body: str, download: str | None, depth: str) -> str:
     """Contents link, the notebook's download link and the page's headings, as an <aside>."""
-    items = "".join(f'<li class="toc-{level}"><a href="#{html.escape(anchor, quote=True)}">{text}</a>'
-                    f"</li>" for level, anchor, text in page_contents(body))
+    items = "".join(
+        f'<li class="toc-{level}"><a href="#{html.escape(anchor, quote=True)}">{text}</a></li>'
+        for level, anchor, text in page_contents(body)
+    )
     parts = [f'<a href="{depth}index.html">Course contents</a>']
     if download:
-        parts.append(f'<br><a class="course-download" href="{html.escape(download, quote=True)}" '
-                     f'download>Download the notebook (.ipynb)</a>')
+        parts.append(
+            f'<br><a class="course-download" href="{html.escape(download, quote=True)}" '
+            f"download>Download the notebook (.ipynb)</a>"
+        )
     if items:
         parts.append(f"<h2>On this page</h2><ul>{items}</ul>")
     return f'<aside class="course-side" aria-label="Page contents">{"".join(parts)}</aside>'
@@ -213,12 +242,14 @@ def render_guide(path: Path, out: Path, pages: set[Path]) -> Path:
 
     body = rewrite_links(markdown2html_mistune(path.read_text(encoding="utf-8")), path, out, pages)
     depth = "../" * (len(path.relative_to(ROOT).parts) - 1)
-    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'>"
-            f"<title>{html.escape(title_of(path))}</title><style>{STYLE}{NAV_STYLE}</style>"
-            f"{head_scripts(depth)}{site_search.head(depth)}</head>"
-            f"<body class='course-page'>{sidebar(body, None, depth)}"
-            f"<nav class='course-nav'><a href='{depth}index.html'>Contents</a>{site_search.box()}"
-            f"</nav><div class='course-body' {site_search.BODY}>{body}</div></body></html>")
+    page = (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title_of(path))}</title><style>{STYLE}{NAV_STYLE}</style>"
+        f"{head_scripts(depth)}{site_search.head(depth)}</head>"
+        f"<body class='course-page'>{sidebar(body, None, depth)}"
+        f"<nav class='course-nav'><a href='{depth}index.html'>Contents</a>{site_search.box()}"
+        f"</nav><div class='course-body' {site_search.BODY}>{body}</div></body></html>"
+    )
     target = out / path.relative_to(ROOT).with_suffix(".html")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(page, encoding="utf-8")
@@ -226,11 +257,17 @@ def render_guide(path: Path, out: Path, pages: set[Path]) -> Path:
 
 
 # nbconvert's lab template, with MathJax 3 from the site instead of MathJax 2 from a CDN.
-SITE_TEMPLATE = """{%- extends 'index.html.j2' -%}
-{%- block html_head_js_mathjax -%}""" + MATHJAX_CONFIG + """
-<script src="{{ resources.site_static }}""" + site_assets.MATHJAX + """"></script>
+SITE_TEMPLATE = (
+    """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_mathjax -%}"""
+    + MATHJAX_CONFIG
+    + """
+<script src="{{ resources.site_static }}"""
+    + site_assets.MATHJAX
+    + """"></script>
 {%- endblock html_head_js_mathjax -%}
 """
+)
 
 
 def exporter(static: str):
@@ -239,11 +276,13 @@ def exporter(static: str):
     from nbconvert import HTMLExporter
 
     return HTMLExporter(
-        template_name="lab", template_file="site.html.j2",
+        template_name="lab",
+        template_file="site.html.j2",
         extra_loaders=[DictLoader({"site.html.j2": SITE_TEMPLATE})],
         require_js_url=static + site_assets.REQUIREJS,
         widget_renderer_url=static + site_assets.WIDGETS,
-        mathjax_url=static + site_assets.MATHJAX)
+        mathjax_url=static + site_assets.MATHJAX,
+    )
 
 
 def render_notebook(path: Path, depth: str) -> str:
@@ -253,9 +292,13 @@ def render_notebook(path: Path, depth: str) -> str:
 
     nb = nbformat.read(path, as_version=4)
     nb.metadata["title"] = title_of(path)
-    body, _ = exporter(depth + "_static/").from_notebook_node(nb, resources={
-        "site_static": depth + "_static/",
-        "metadata": {"name": path.stem, "path": str(path.parent)}})
+    body, _ = exporter(depth + "_static/").from_notebook_node(
+        nb,
+        resources={
+            "site_static": depth + "_static/",
+            "metadata": {"name": path.stem, "path": str(path.parent)},
+        },
+    )
     return body
 
 
@@ -278,10 +321,13 @@ def build(out: Path, files: list[Path] | None = None) -> list[Path]:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, out / relative)  # the download link's target
         top = nav_bar(i, files) + sidebar(body, path.name, depth)
-        body = re.sub(r"<body([^>]*)>", lambda m, top=top: f"<body{m.group(1)}>" + top, body, count=1)
+        body = re.sub(
+            r"<body([^>]*)>", lambda m, top=top: f"<body{m.group(1)}>" + top, body, count=1
+        )
         body = body.replace('<body class="jp-Notebook"', '<body class="jp-Notebook course-page"', 1)
-        body = body.replace("</head>", f"<style>{NAV_STYLE}</style>{site_search.head(depth)}"
-                                       "</head>", 1)
+        body = body.replace(
+            "</head>", f"<style>{NAV_STYLE}</style>{site_search.head(depth)}</head>", 1
+        )
         if relative.parts[0] != "exercises":  # the lectures are searched, the exercises not
             body = body.replace("<main>", f"<main {site_search.BODY}>", 1)
         target.write_text(body, encoding="utf-8")

@@ -52,8 +52,11 @@ class Page(HTMLParser):
             self.images.append(a.get("src") or "")
         elif tag in ("a", "link", "script", "iframe") and (a.get("href") or a.get("src")):
             self.links.append(a.get("href") or a.get("src"))
-            loads = a.get("src") if tag in ("script", "iframe") else (
-                a.get("href") if tag == "link" and a.get("rel") != "canonical" else None)
+            loads = (
+                a.get("src")
+                if tag in ("script", "iframe")
+                else (a.get("href") if tag == "link" and a.get("rel") != "canonical" else None)
+            )
             if loads and loads.startswith(("http:", "https:", "//")):
                 self.outside.append(loads)
 
@@ -66,8 +69,13 @@ def parse(path: Path) -> Page:
 
 def image_outputs(notebook: Path) -> int:
     nb = json.loads(notebook.read_text(encoding="utf-8"))
-    return sum(1 for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
-               if any(m in o.get("data", {}) for m in IMAGE_MIME))
+    return sum(
+        1
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+        for o in c.get("outputs", [])
+        if any(m in o.get("data", {}) for m in IMAGE_MIME)
+    )
 
 
 def check(site: Path, stats: dict | None = None) -> list[str]:
@@ -98,7 +106,11 @@ def check(site: Path, stats: dict | None = None) -> list[str]:
             if src.startswith("data:"):
                 payload = src.split(",", 1)[1] if "," in src else ""
                 try:
-                    ok = bool(base64.b64decode(payload, validate=False)) if ";base64" in src else bool(payload)
+                    ok = (
+                        bool(base64.b64decode(payload, validate=False))
+                        if ";base64" in src
+                        else bool(payload)
+                    )
                 except ValueError:
                     ok = False
                 if not ok:
@@ -112,7 +124,9 @@ def check(site: Path, stats: dict | None = None) -> list[str]:
             want = image_outputs(source)
             shown = sum(1 for s in page.images if s.startswith("data:image"))
             if shown < want:
-                problems.append(f"{name}: {shown} images shown, {source.name} has {want} image outputs")
+                problems.append(
+                    f"{name}: {shown} images shown, {source.name} has {want} image outputs"
+                )
     if not (site / "index.html").is_file():
         problems.append("index.html is missing")
     return problems
@@ -121,8 +135,11 @@ def check(site: Path, stats: dict | None = None) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("site", nargs="?", type=Path, default=ROOT / "_site")
-    parser.add_argument("--static-only", action="store_true",
-                        help="only the HTML checks; skip rendering the pages in Chromium")
+    parser.add_argument(
+        "--static-only",
+        action="store_true",
+        help="only the HTML checks; skip rendering the pages in Chromium",
+    )
     parser.add_argument("--screenshots", type=Path, help="save a full-page PNG of each page here")
     args = parser.parse_args(argv)
     site = args.site
@@ -138,13 +155,17 @@ def main(argv: list[str] | None = None) -> int:
 
         missing = site_render.browser_missing()
         if missing:
-            print(f"check_site: cannot render the pages: {missing}. Install it "
-                  f"(apt-get install chromium; pip install playwright) or pass --static-only")
+            print(
+                f"check_site: cannot render the pages: {missing}. Install it "
+                f"(apt-get install chromium; pip install playwright) or pass --static-only"
+            )
             return 2
         stats: dict[str, int] = {}
         problems += site_render.check_rendered(site, screenshots=args.screenshots, stats=stats)
-        checks += (f"; {stats.get('pages', 0)} rendered in Chromium offline: "
-                   f"{stats.get('maths', 0)} formulas typeset, {stats.get('widgets', 0)} widgets drawn")
+        checks += (
+            f"; {stats.get('pages', 0)} rendered in Chromium offline: "
+            f"{stats.get('maths', 0)} formulas typeset, {stats.get('widgets', 0)} widgets drawn"
+        )
     for problem in problems:
         print(f"check_site: {problem}")
     print(f"check_site: {pages} pages ({checks}), {len(problems)} problem(s)")

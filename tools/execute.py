@@ -22,8 +22,12 @@ from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 def execute(path: Path, timeout: int = 300) -> float:
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
     seconds = time.perf_counter() - start
     coalesce = CoalesceStreamsPreprocessor()
     for index, cell in enumerate(nb.cells):
@@ -35,8 +39,12 @@ def execute(path: Path, timeout: int = 300) -> float:
 
 
 def _has_widgets(nb) -> bool:
-    return any("application/vnd.jupyter.widget-view+json" in o.get("data", {})
-               for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    return any(
+        "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+    )
 
 
 if __name__ == "__main__":

@@ -45,10 +45,17 @@ def shell() -> list[str]:
 def command(root: Path = ROOT, extra: Sequence[str] = ()) -> list[str]:
     """The ``jupyter lab`` command line, for the course at ``root``."""
     as_root = getattr(os, "geteuid", lambda: 1)() == 0  # containers run as root
-    return [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root}",
-            f"--LabApp.default_url=/lab/tree/{START}",  # the printed address and `/` open the start page
-            f"--ServerApp.terminado_settings={{'shell_command': {shell()!r}}}",
-            *(["--allow-root"] if as_root else []), *extra, str(root / START)]
+    return [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        f"--ServerApp.root_dir={root}",
+        f"--LabApp.default_url=/lab/tree/{START}",  # the printed address and `/` open the start page
+        f"--ServerApp.terminado_settings={{'shell_command': {shell()!r}}}",
+        *(["--allow-root"] if as_root else []),
+        *extra,
+        str(root / START),
+    ]
 
 
 def environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -56,8 +63,12 @@ def environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     course's Lab defaults (``CONFIG``) first on ``JUPYTER_CONFIG_PATH``."""
     env = dict(os.environ if base is None else base)
     scripts = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join([scripts, *(p for p in env.get("PATH", "").split(os.pathsep) if p)])
-    config = [p for p in env.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if p and p != str(CONFIG)]
+    env["PATH"] = os.pathsep.join(
+        [scripts, *(p for p in env.get("PATH", "").split(os.pathsep) if p)]
+    )
+    config = [
+        p for p in env.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if p and p != str(CONFIG)
+    ]
     env["JUPYTER_CONFIG_PATH"] = os.pathsep.join([str(CONFIG), *config])
     return env
 
@@ -66,8 +77,11 @@ def port(argv: Sequence[str]) -> int | None:
     """The port given on the command line (``--port=N``, ``--port N``, ``--ServerApp.port=N``...), or None."""
     for i, arg in enumerate(argv):
         for flag in ("--port", "--ServerApp.port", "--NotebookApp.port"):
-            value = arg[len(flag) + 1:] if arg.startswith(flag + "=") else (
-                argv[i + 1] if arg == flag and i + 1 < len(argv) else None)
+            value = (
+                arg[len(flag) + 1 :]
+                if arg.startswith(flag + "=")
+                else (argv[i + 1] if arg == flag and i + 1 < len(argv) else None)
+            )
             if value is not None and value.isdigit():
                 return int(value)
     return None
@@ -76,10 +90,16 @@ def port(argv: Sequence[str]) -> int | None:
 def banner(argv: Sequence[str]) -> str:
     """The line printed before the Lab starts: where to paste, with the port given (it said 8888 always)."""
     given = port(argv)
-    busy = "" if given is not None else f"; port {DEFAULT_PORT} unless it is in use, then the next free one"
-    return (f"JupyterLab on {ROOT} (lectures in notebooks/, exercises in exercises/). If no browser "
-            f"opens, paste the http://127.0.0.1:{given or DEFAULT_PORT}/lab/tree/{START}?token=... address "
-            f"printed below (it opens the start page{busy}).")
+    busy = (
+        ""
+        if given is not None
+        else f"; port {DEFAULT_PORT} unless it is in use, then the next free one"
+    )
+    return (
+        f"JupyterLab on {ROOT} (lectures in notebooks/, exercises in exercises/). If no browser "
+        f"opens, paste the http://127.0.0.1:{given or DEFAULT_PORT}/lab/tree/{START}?token=... address "
+        f"printed below (it opens the start page{busy})."
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

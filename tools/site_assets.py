@@ -41,20 +41,47 @@ class Asset:
 ASSETS = (
     # MathJax 3 (JupyterLab 4's renderer): the TeX->HTML bundle, its fonts, and the parts it loads
     # on demand (TeX extensions via \require, the menu's accessibility options).
-    Asset("mathjax", "3.2.2",
-          "sha512-Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/O9NliPc+x77k1/FEsPsjKPZGJvtRZM1vO+geW0OhGw==",
-          "mathjax", ("es5/tex-chtml-full.js", "es5/output/", "es5/input/", "es5/a11y/", "es5/ui/",
-                      "es5/sre/", "es5/adaptors/", "LICENSE")),
+    Asset(
+        "mathjax",
+        "3.2.2",
+        "sha512-Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/O9NliPc+x77k1/FEsPsjKPZGJvtRZM1vO+geW0OhGw==",
+        "mathjax",
+        (
+            "es5/tex-chtml-full.js",
+            "es5/output/",
+            "es5/input/",
+            "es5/a11y/",
+            "es5/ui/",
+            "es5/sre/",
+            "es5/adaptors/",
+            "LICENSE",
+        ),
+    ),
     # nbconvert's lab template loads require.js on every page; the widget manager needs it.
-    Asset("requirejs", "2.3.8",
-          "sha512-7/cTSLOdYkNBNJcDMWf+luFvMriVm7eYxp4BcFCsAX0wF421Vyce5SXP17c+Jd5otXKGNehIonFlyQXSowL6Mw==",
-          "requirejs", ("require.js", "LICENSE")),
+    Asset(
+        "requirejs",
+        "2.3.8",
+        "sha512-7/cTSLOdYkNBNJcDMWf+luFvMriVm7eYxp4BcFCsAX0wF421Vyce5SXP17c+Jd5otXKGNehIonFlyQXSowL6Mw==",
+        "requirejs",
+        ("require.js", "LICENSE"),
+    ),
     # ipywidgets 8's HTML manager: renders the saved widget state (base, controls, output widgets
     # are in the bundle) without a kernel; embed-amd.js is the whole manager, the fonts its icons.
-    Asset("@jupyter-widgets/html-manager", "1.0.15",
-          "sha512-5thBIV6ymNgmPVOHvzx+gGy8ZSKmSazhtGw4/c4xJDVzRhG9PTeQsRjF3FUTopvFi//SABeNz1yp47bCrJ3CQA==",
-          "html-manager", ("dist/embed-amd.js", "dist/*.woff2", "dist/*.woff",
-                           "dist/*.ttf", "dist/*.eot", "dist/*.svg", "LICENSE")),
+    Asset(
+        "@jupyter-widgets/html-manager",
+        "1.0.15",
+        "sha512-5thBIV6ymNgmPVOHvzx+gGy8ZSKmSazhtGw4/c4xJDVzRhG9PTeQsRjF3FUTopvFi//SABeNz1yp47bCrJ3CQA==",
+        "html-manager",
+        (
+            "dist/embed-amd.js",
+            "dist/*.woff2",
+            "dist/*.woff",
+            "dist/*.ttf",
+            "dist/*.eot",
+            "dist/*.svg",
+            "LICENSE",
+        ),
+    ),
 )
 MATHJAX = "mathjax/es5/tex-chtml-full.js"  # paths under _static/
 REQUIREJS = "requirejs/require.js"
@@ -70,18 +97,32 @@ def fetch(asset: Asset) -> Path:
     if not (asset.tarball.is_file() and integrity_of(asset.tarball) == asset.integrity):
         npm = shutil.which("npm")
         if npm is None:
-            raise SystemExit("build_site: npm is needed once to fetch the site's JavaScript "
-                             f"({asset.name}@{asset.version}); install Node.js, or put the tarball at "
-                             f"{asset.tarball}")
+            raise SystemExit(
+                "build_site: npm is needed once to fetch the site's JavaScript "
+                f"({asset.name}@{asset.version}); install Node.js, or put the tarball at "
+                f"{asset.tarball}"
+            )
         CACHE.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=CACHE) as tmp:  # two builds at once never mix
-            subprocess.run([npm, "pack", f"{asset.name}@{asset.version}", "--pack-destination",
-                            tmp, "--silent"], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    npm,
+                    "pack",
+                    f"{asset.name}@{asset.version}",
+                    "--pack-destination",
+                    tmp,
+                    "--silent",
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             packed = Path(tmp) / asset.tarball.name
             got = integrity_of(packed)
             if got != asset.integrity:
-                raise SystemExit(f"build_site: {asset.name}@{asset.version} from npm has integrity "
-                                 f"{got}, expected {asset.integrity}; not used")
+                raise SystemExit(
+                    f"build_site: {asset.name}@{asset.version} from npm has integrity "
+                    f"{got}, expected {asset.integrity}; not used"
+                )
             os.replace(packed, asset.tarball)
     return asset.tarball
 

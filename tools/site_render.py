@@ -23,14 +23,26 @@ import threading
 from pathlib import Path
 
 # The OS's Chromium; else a Chrome already installed (as on GitHub's runners); $CHROMIUM wins.
-KNOWN_BROWSERS = ("/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
-                  r"C:\Program Files\Google\Chrome\Application\chrome.exe")
-CHROMIUM = (os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-            or shutil.which("google-chrome") or next((b for b in KNOWN_BROWSERS if Path(b).is_file()),
-                                                     "/usr/bin/chromium"))
+KNOWN_BROWSERS = (
+    "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+    r"C:\Program Files\Google\Chrome\Application\chrome.exe",
+)
+CHROMIUM = (
+    os.environ.get("CHROMIUM")
+    or shutil.which("chromium")
+    or shutil.which("chromium-browser")
+    or shutil.which("google-chrome")
+    or next((b for b in KNOWN_BROWSERS if Path(b).is_file()), "/usr/bin/chromium")
+)
 CHROMIUM_ARGS = [  # without the networking flags Chromium keeps calling home
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--disable-dev-shm-usage",
 ]
 PAGE_TIMEOUT_MS = 60_000
@@ -118,15 +130,17 @@ def raw_text_problems(text: str, prose: str | None = None) -> list[str]:
     """What in ``text`` (a page's visible text, code removed) is maths or markdown left raw;
     list markers are looked for in ``prose`` (the same text without headings) when given."""
     found = []
-    for kind, patterns in (("maths left unrendered", RAW_MATHS),
-                           ("markdown that did not render", RAW_MARKDOWN)):
+    for kind, patterns in (
+        ("maths left unrendered", RAW_MATHS),
+        ("markdown that did not render", RAW_MARKDOWN),
+    ):
         for pattern, what in patterns:
             where = prose if prose is not None and what == "a list marker" else text
             match = pattern.search(where)
             if match:
                 line_start = where.rfind("\n", 0, match.start()) + 1
                 line_end = where.find("\n", match.end())
-                line = where[line_start:line_end if line_end >= 0 else None].strip()
+                line = where[line_start : line_end if line_end >= 0 else None].strip()
                 found.append(f"{kind} ({what}): {line[:120]!r}")
     return found
 
@@ -143,20 +157,44 @@ def serve(site: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def check_page(context, origin: str, name: str, screenshot: Path | None,
-               widget_timeout_ms: int = WIDGET_TIMEOUT_MS, stats: dict | None = None) -> list[str]:
+def check_page(
+    context,
+    origin: str,
+    name: str,
+    screenshot: Path | None,
+    widget_timeout_ms: int = WIDGET_TIMEOUT_MS,
+    stats: dict | None = None,
+) -> list[str]:
     """Every problem of one page, as rendered; ``stats`` counts what was seen."""
     problems, blocked = [], []
     page = context.new_page()
-    page.on("console", lambda m: m.type == "error" and problems.append(
-        f"{name}: console error: {m.text[:200]}"))
+    page.on(
+        "console",
+        lambda m: m.type == "error" and problems.append(f"{name}: console error: {m.text[:200]}"),
+    )
     page.on("pageerror", lambda e: problems.append(f"{name}: script error: {str(e)[:200]}"))
-    page.on("response", lambda r: r.status >= 400 and problems.append(
-        f"{name}: {r.status} for {r.url.removeprefix(origin)}"))
-    page.on("requestfailed", lambda r: r.url.startswith(origin) and problems.append(
-        f"{name}: failed to load {r.url.removeprefix(origin)}"))
-    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(origin + "/")
-               else (blocked.append(route.request.url), route.abort("blockedbyclient")))
+    page.on(
+        "response",
+        lambda r: (
+            r.status >= 400
+            and problems.append(f"{name}: {r.status} for {r.url.removeprefix(origin)}")
+        ),
+    )
+    page.on(
+        "requestfailed",
+        lambda r: (
+            r.url.startswith(origin)
+            and problems.append(f"{name}: failed to load {r.url.removeprefix(origin)}")
+        ),
+    )
+    page.route(
+        "**/*",
+        lambda route: (
+            route.continue_()
+            if route.request.url.startswith(origin + "/")
+            else (blocked.append(route.request.url), route.abort("blockedbyclient"))
+        ),
+    )
     try:
         page.goto(f"{origin}/{name}", wait_until="load", timeout=PAGE_TIMEOUT_MS)
         views, undrawn = page.evaluate(SETTLE_JS, widget_timeout_ms)
@@ -169,8 +207,11 @@ def check_page(context, origin: str, name: str, screenshot: Path | None,
         return problems + [f"{name}: did not render: {str(error).splitlines()[0][:200]}"]
     finally:
         page.close()
-    problems = [p for p in problems if "blockedbyclient" not in p.lower()
-                and "ERR_BLOCKED_BY_CLIENT" not in p]  # reported once below, by address
+    problems = [
+        p
+        for p in problems
+        if "blockedbyclient" not in p.lower() and "ERR_BLOCKED_BY_CLIENT" not in p
+    ]  # reported once below, by address
     problems += [f"{name}: requested {url[:120]} (outside the site; blocked)" for url in blocked]
     if stats is not None:
         for key, value in (("pages", 1), ("maths", seen["maths"]), ("widgets", views - undrawn)):
@@ -185,22 +226,35 @@ def check_page(context, origin: str, name: str, screenshot: Path | None,
     return problems
 
 
-def check_rendered(site: Path, names: list[str] | None = None, screenshots: Path | None = None,
-                   widget_timeout_ms: int = WIDGET_TIMEOUT_MS, stats: dict | None = None) -> list[str]:
+def check_rendered(
+    site: Path,
+    names: list[str] | None = None,
+    screenshots: Path | None = None,
+    widget_timeout_ms: int = WIDGET_TIMEOUT_MS,
+    stats: dict | None = None,
+) -> list[str]:
     """Render each page of ``site`` (every .html, or ``names``) in Chromium; list the problems.
     ``stats`` (if given) gets the pages rendered, formulas typeset and widgets drawn."""
     from playwright.sync_api import sync_playwright
 
     site = site.resolve()
-    names = names or sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html")
-                            if "_static" not in p.relative_to(site).parts)
+    names = names or sorted(
+        p.relative_to(site).as_posix()
+        for p in site.rglob("*.html")
+        if "_static" not in p.relative_to(site).parts
+    )
     server, origin = serve(site)
     problems = []
     try:
         with sync_playwright() as playwright, tempfile.TemporaryDirectory() as profile:
             context = playwright.chromium.launch_persistent_context(
-                profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-                viewport={"width": 1280, "height": 900}, service_workers="block")
+                profile,
+                executable_path=CHROMIUM,
+                headless=True,
+                args=CHROMIUM_ARGS,
+                viewport={"width": 1280, "height": 900},
+                service_workers="block",
+            )
             try:
                 for name in names:
                     shot = screenshots / (name.replace("/", "__") + ".png") if screenshots else None

@@ -29,23 +29,29 @@ STYLE = """.course-search{max-width:40rem;margin:.4rem 0}
 
 def head(depth: str) -> str:
     """The search UI's style sheet and script, for a page ``depth`` ("../") below the root."""
-    return (f'<link href="{depth}{BUNDLE}/pagefind-ui.css" rel="stylesheet">'
-            f'<script src="{depth}{BUNDLE}/pagefind-ui.js"></script><style>{STYLE}</style>')
+    return (
+        f'<link href="{depth}{BUNDLE}/pagefind-ui.css" rel="stylesheet">'
+        f'<script src="{depth}{BUNDLE}/pagefind-ui.js"></script><style>{STYLE}</style>'
+    )
 
 
 def box() -> str:
     """The search box (Pagefind's default UI fills the div once the page has loaded)."""
-    return ('<div id="course-search" class="course-search" role="search"></div>'
-            "<script>window.addEventListener('DOMContentLoaded', () => new PagefindUI("
-            "{element: '#course-search', showSubResults: true, showImages: false, "
-            "resetStyles: false}));</script>")
+    return (
+        '<div id="course-search" class="course-search" role="search"></div>'
+        "<script>window.addEventListener('DOMContentLoaded', () => new PagefindUI("
+        "{element: '#course-search', showSubResults: true, showImages: false, "
+        "resetStyles: false}));</script>"
+    )
 
 
 def missing() -> str | None:
     """Why the index cannot be built here (None when Pagefind is installed)."""
     if importlib.util.find_spec("pagefind") is None:
-        return ("the Python package pagefind is not installed: pip install -e '.[site]' "
-                "(or '.[dev]'; it is pagefind[extended] from PyPI)")
+        return (
+            "the Python package pagefind is not installed: pip install -e '.[site]' "
+            "(or '.[dev]'; it is pagefind[extended] from PyPI)"
+        )
     return None
 
 
@@ -54,10 +60,26 @@ def index(site: Path) -> str:
     why = missing()
     if why:
         raise SystemExit(f"build_site: cannot build the search index: {why}")
-    done = subprocess.run([sys.executable, "-m", "pagefind", "--site", str(site),
-                           "--output-subdir", BUNDLE, "--exclude-selectors", ".anchor-link"], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pagefind",
+            "--site",
+            str(site),
+            "--output-subdir",
+            BUNDLE,
+            "--exclude-selectors",
+            ".anchor-link",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
-        raise SystemExit(f"build_site: pagefind failed ({done.returncode}):\n{done.stdout}"
-                         f"{done.stderr}")
-    lines = [line.strip() for line in done.stdout.splitlines() if line.strip().startswith("Indexed")]
+        raise SystemExit(
+            f"build_site: pagefind failed ({done.returncode}):\n{done.stdout}{done.stderr}"
+        )
+    lines = [
+        line.strip() for line in done.stdout.splitlines() if line.strip().startswith("Indexed")
+    ]
     return ", ".join(lines)

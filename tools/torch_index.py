@@ -60,9 +60,11 @@ def choose(platform: str, nvidia: bool, reach: str | None) -> tuple[str, str]:
         return "", "torch: NVIDIA driver found: the default (CUDA) build from the default index"
     if reach is None:
         return CPU_INDEX, f"torch: no NVIDIA driver found: the CPU build from {CPU_INDEX}"
-    return "", (f"torch: no NVIDIA driver found, but {CPU_INDEX} cannot be reached ({reach}): "
-                "falling back to the default index (on Linux its torch is the CUDA build, "
-                "several GB; it runs on the CPU too)")
+    return "", (
+        f"torch: no NVIDIA driver found, but {CPU_INDEX} cannot be reached ({reach}): "
+        "falling back to the default index (on Linux its torch is the CUDA build, "
+        "several GB; it runs on the CPU too)"
+    )
 
 
 def main(argv: list[str]) -> int:

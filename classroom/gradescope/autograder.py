@@ -90,19 +90,28 @@ def report(graded: Path, notes: dict, assignment: set[str] | None, seconds: floa
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
-        "extra_data": {"isolation": meta.get("isolation", "unknown"), "graded_files": notes["taken"],
-                       # the key's public fingerprint (never the key) and the submission id
-                       "inputs": meta.get("inputs"), "key_fingerprint": meta.get("key_fingerprint"),
-                       "submission": meta.get("submission")},
+        "extra_data": {
+            "isolation": meta.get("isolation", "unknown"),
+            "graded_files": notes["taken"],
+            # the key's public fingerprint (never the key) and the submission id
+            "inputs": meta.get("inputs"),
+            "key_fingerprint": meta.get("key_fingerprint"),
+            "submission": meta.get("submission"),
+        },
     }
 
 
 def failed(message: str, seconds: float) -> dict:
     """results.json when the grader itself could not run: no points, a message, no guesswork."""
-    return {"score": 0.0, "execution_time": max(0, round(seconds)), "visibility": "visible",
-            "stdout_visibility": "hidden", "tests": [],
-            "output": f"The autograder could not grade this submission: {message}. "
-                      "Your instructor can see the log; please tell them."}
+    return {
+        "score": 0.0,
+        "execution_time": max(0, round(seconds)),
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": [],
+        "output": f"The autograder could not grade this submission: {message}. "
+        "Your instructor can see the log; please tell them.",
+    }
 
 
 class NotConfigured(Exception):
@@ -129,7 +138,9 @@ def submission_id(root: Path) -> str:
     try:
         sid = json.loads(path.read_text(encoding="utf-8"))["id"]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise NotConfigured(f"no submission id in submission_metadata.json ({type(e).__name__})") from None
+        raise NotConfigured(
+            f"no submission id in submission_metadata.json ({type(e).__name__})"
+        ) from None
     if isinstance(sid, bool) or not isinstance(sid, (int, str)) or not str(sid).strip():
         raise NotConfigured(f"submission_metadata.json: id {sid!r} is not a submission id")
     return str(sid).strip()
@@ -154,11 +165,21 @@ def run(root: Path) -> int:
         student = Path(work) / "submissions" / "student"
         notes = collect(root / "submission", student, wanted)
         try:
-            grade_class(student.parent, Path(work) / "graded", workers=1, key=key, submission=sid,
-                        progress=False, assignment=_stems(wanted))
+            grade_class(
+                student.parent,
+                Path(work) / "graded",
+                workers=1,
+                key=key,
+                submission=sid,
+                progress=False,
+                assignment=_stems(wanted),
+            )
         except IsolationUnavailable as e:
             print(f"mha-course grade: refusing to grade: {e}", file=sys.stderr)
-            code, out = 2, failed("no isolation is available on this machine", time.monotonic() - start)
+            code, out = (
+                2,
+                failed("no isolation is available on this machine", time.monotonic() - start),
+            )
         except Exception as e:  # a grader bug: say so, score nothing
             print(f"grader error: {type(e).__name__}: {e}", file=sys.stderr)
             code, out = 2, failed("the grader stopped with an error", time.monotonic() - start)
@@ -171,8 +192,10 @@ def _write(results: Path, out: dict, code: int) -> int:
     tmp = results.with_name(results.name + ".tmp")
     tmp.write_text(json.dumps(out, indent=1), encoding="utf-8")
     tmp.replace(results)
-    print(f"score {out['score']:g}, isolation {out.get('extra_data', {}).get('isolation', 'none')}, "
-          f"{out['execution_time']} s -> {results}")
+    print(
+        f"score {out['score']:g}, isolation {out.get('extra_data', {}).get('isolation', 'none')}, "
+        f"{out['execution_time']} s -> {results}"
+    )
     return code
 
 

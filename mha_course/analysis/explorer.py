@@ -33,13 +33,14 @@ from mha_course.ops.sdpa import scaled_dot_product_attention
 
 SENTENCES: dict[str, list[str]] = {
     "the cat sat on the mat": "the cat sat on the mat".split(),
-    "the dog chased the cat because it was hungry":
-        "the dog chased the cat because it was hungry".split(),
+    "the dog chased the cat because it was hungry": "the dog chased the cat because it was hungry".split(),
     "toy: A B C D A B C D": "A B C D A B C D".split(),
 }
 MASKS = ("none", "causal", "padding")
-HEAD_NAMES = (("same word", "previous token", "nouns", "next token"),
-              ("random 0", "random 1", "random 2", "random 3"))
+HEAD_NAMES = (
+    ("same word", "previous token", "nouns", "next token"),
+    ("random 0", "random 1", "random 2", "random 3"),
+)
 LAYER_NAMES = ("layer 1 (hand-set)", "layer 2 (random, seeded)")
 PAD, N_PAD = "<pad>", 2  # the padding mask appends N_PAD padding tokens
 NOUNS, VERBS = {"cat", "mat", "dog"}, {"sat", "chased", "was"}
@@ -71,8 +72,10 @@ class AttentionView:
 
     @property
     def title(self) -> str:
-        return (f"{LAYER_NAMES[self.layer].split(' (')[0]}, head {self.head} "
-                f"({HEAD_NAMES[self.layer][self.head]}), τ={self.temperature:g}, mask: {self.mask}")
+        return (
+            f"{LAYER_NAMES[self.layer].split(' (')[0]}, head {self.head} "
+            f"({HEAD_NAMES[self.layer][self.head]}), τ={self.temperature:g}, mask: {self.mask}"
+        )
 
 
 def embed(tokens: list[str]) -> torch.Tensor:
@@ -131,8 +134,9 @@ def _allowed(mask: str, tokens: list[str]) -> torch.Tensor:
     return torch.ones(T, T, dtype=torch.bool)
 
 
-def _attend(layer: MultiHeadAttention, x: torch.Tensor, allowed: torch.Tensor,
-            temperature: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _attend(
+    layer: MultiHeadAttention, x: torch.Tensor, allowed: torch.Tensor, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One layer with scores divided by ``temperature``.
 
     Shape:
@@ -143,13 +147,19 @@ def _attend(layer: MultiHeadAttention, x: torch.Tensor, allowed: torch.Tensor,
     k = split_heads(layer.k_proj(x), H)
     v = split_heads(layer.v_proj(x), H)
     scale = 1.0 / (math.sqrt(D) * temperature)
-    heads, weights = scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=scale,
-                                                  return_weights=True)
+    heads, weights = scaled_dot_product_attention(
+        q, k, v, attn_mask=allowed, scale=scale, return_weights=True
+    )
     return layer.out_proj(merge_heads(heads)), heads, weights  # (1, H, T, D) -> (1, T, E)
 
 
-def explore(sentence: str = "the cat sat on the mat", layer: int = 0, head: int = 0,
-            temperature: float = 1.0, mask: str = "none") -> AttentionView:
+def explore(
+    sentence: str = "the cat sat on the mat",
+    layer: int = 0,
+    head: int = 0,
+    temperature: float = 1.0,
+    mask: str = "none",
+) -> AttentionView:
     """Run the tiny model and return one head's attention map and output.
 
     ``temperature`` divides every layer's scores (on top of 1/sqrt(D)); ``mask`` is applied in
@@ -175,8 +185,9 @@ def explore(sentence: str = "the cat sat on the mat", layer: int = 0, head: int 
         for module in tiny_model()[:layer]:
             x = x + _attend(module, x, allowed, temperature)[0]  # residual: (1, T, E)
         _, heads, weights = _attend(tiny_model()[layer], x, allowed, temperature)
-    return AttentionView(tokens, weights[0, head], heads[0, head], allowed, layer, head,
-                         float(temperature), mask)
+    return AttentionView(
+        tokens, weights[0, head], heads[0, head], allowed, layer, head, float(temperature), mask
+    )
 
 
 def plot_view(view: AttentionView, axes=None, show_output: bool = True):
@@ -189,10 +200,18 @@ def plot_view(view: AttentionView, axes=None, show_output: bool = True):
         ncols = 2 if show_output else 1
         _, axes = plt.subplots(1, ncols, figsize=(6.2 * ncols, 4.6), squeeze=False)
     axes = np.atleast_1d(axes).ravel()  # one Axes or several -> a flat array
-    ax = plot_attention(view.weights, view.tokens, view.tokens, ax=axes[0], title=view.title,
-                        annotate=len(view.tokens) <= 9)
+    ax = plot_attention(
+        view.weights,
+        view.tokens,
+        view.tokens,
+        ax=axes[0],
+        title=view.title,
+        annotate=len(view.tokens) <= 9,
+    )
     for i, j in (~view.allowed).nonzero().tolist():  # hatch the cells the mask forbids
-        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="grey", lw=0))
+        ax.add_patch(
+            Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="grey", lw=0)
+        )
     if show_output:
         out = view.output
         if view.layer == 0:
@@ -212,8 +231,13 @@ def plot_view(view: AttentionView, axes=None, show_output: bool = True):
     return ax.figure
 
 
-def build_explorer(sentence: str = "the cat sat on the mat", layer: int = 0, head: int = 0,
-                   temperature: float = 1.0, mask: str = "none"):
+def build_explorer(
+    sentence: str = "the cat sat on the mat",
+    layer: int = 0,
+    head: int = 0,
+    temperature: float = 1.0,
+    mask: str = "none",
+):
     """An ipywidgets UI: sentence, layer, head, temperature and mask controls above the plot.
 
     Returns the ``VBox``; ``ui.controls`` holds the widgets and ``ui.current()`` the
@@ -228,15 +252,22 @@ def build_explorer(sentence: str = "the cat sat on the mat", layer: int = 0, hea
     wide = widgets.Layout(width="36em")
     buttons = {"button_width": "auto", "description_width": "initial"}
     controls = {
-        "sentence": widgets.Dropdown(options=list(SENTENCES), value=sentence, description="sentence",
-                                     layout=wide),
-        "layer": widgets.ToggleButtons(options=[(n, i) for i, n in enumerate(LAYER_NAMES)],
-                                       value=layer, description="layer", style=buttons),
+        "sentence": widgets.Dropdown(
+            options=list(SENTENCES), value=sentence, description="sentence", layout=wide
+        ),
+        "layer": widgets.ToggleButtons(
+            options=[(n, i) for i, n in enumerate(LAYER_NAMES)],
+            value=layer,
+            description="layer",
+            style=buttons,
+        ),
         "head": widgets.Dropdown(options=_head_options(layer), value=head, description="head"),
-        "temperature": widgets.FloatLogSlider(value=temperature, base=10, min=-1, max=1, step=0.05,
-                                              description="temperature"),
-        "mask": widgets.ToggleButtons(options=list(MASKS), value=mask, description="mask",
-                                      style=buttons),
+        "temperature": widgets.FloatLogSlider(
+            value=temperature, base=10, min=-1, max=1, step=0.05, description="temperature"
+        ),
+        "mask": widgets.ToggleButtons(
+            options=list(MASKS), value=mask, description="mask", style=buttons
+        ),
     }
     output = widgets.Output()
 

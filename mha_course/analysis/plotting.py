@@ -16,8 +16,13 @@ def _to_numpy(w) -> np.ndarray:
 
 
 def plot_attention(
-    weights, query_labels: Sequence[str] | None = None, key_labels: Sequence[str] | None = None,
-    ax=None, title: str | None = None, annotate: bool = False, cmap: str = "viridis",
+    weights,
+    query_labels: Sequence[str] | None = None,
+    key_labels: Sequence[str] | None = None,
+    ax=None,
+    title: str | None = None,
+    annotate: bool = False,
+    cmap: str = "viridis",
     colorbar: bool = True,
 ):
     """Draw one attention map: rows are queries, columns keys, colour the weight.
@@ -40,8 +45,15 @@ def plot_attention(
     if annotate:
         for i in range(w.shape[0]):
             for j in range(w.shape[1]):
-                ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                        color="white" if w[i, j] < 0.6 * w.max() else "black")
+                ax.text(
+                    j,
+                    i,
+                    f"{w[i, j]:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if w[i, j] < 0.6 * w.max() else "black",
+                )
     if title:
         ax.set_title(title)
     if colorbar:
@@ -50,8 +62,12 @@ def plot_attention(
 
 
 def plot_heads(
-    weights, query_labels: Sequence[str] | None = None, key_labels: Sequence[str] | None = None,
-    ncols: int = 4, titles: Sequence[str] | None = None, suptitle: str | None = None,
+    weights,
+    query_labels: Sequence[str] | None = None,
+    key_labels: Sequence[str] | None = None,
+    ncols: int = 4,
+    titles: Sequence[str] | None = None,
+    suptitle: str | None = None,
 ):
     """Draw a grid of attention maps, one per head.
 
@@ -69,8 +85,14 @@ def plot_heads(
         if h >= H:
             ax.axis("off")
             continue
-        plot_attention(w[h], query_labels, key_labels, ax=ax, colorbar=False,
-                       title=titles[h] if titles else f"head {h}")
+        plot_attention(
+            w[h],
+            query_labels,
+            key_labels,
+            ax=ax,
+            colorbar=False,
+            title=titles[h] if titles else f"head {h}",
+        )
         if h % ncols:
             ax.set_ylabel("")
     if suptitle:

@@ -71,7 +71,7 @@ def gradient_importance(
         dtype = layers[0].q_proj.weight.dtype
         head_mask = torch.ones(len(layers), B, H, dtype=dtype, requires_grad=True)
         outputs = model(inputs, head_mask=head_mask)
-        loss = sum(loss_fn(outputs[b:b + 1], targets[b:b + 1]) for b in range(B))
+        loss = sum(loss_fn(outputs[b : b + 1], targets[b : b + 1]) for b in range(B))
         (grad,) = torch.autograd.grad(loss, head_mask)  # (num_layers, B, H)
         total += grad.abs().sum(dim=1).detach().float()  # (num_layers, B, H) -> (num_layers, H)
         count += B
@@ -82,7 +82,9 @@ def gradient_importance(
     return scores
 
 
-def activation_importance(model: nn.Module, batches: Iterable[tuple[torch.Tensor, ...]]) -> torch.Tensor:
+def activation_importance(
+    model: nn.Module, batches: Iterable[tuple[torch.Tensor, ...]]
+) -> torch.Tensor:
     """Mean norm of each head's contribution to the attention output, ``|| W_O[:, h] o_h ||``
     per token, averaged over tokens and examples.
 
@@ -101,15 +103,19 @@ def activation_importance(model: nn.Module, batches: Iterable[tuple[torch.Tensor
             B, L, _ = o.shape
             o = o.reshape(B, L, layer.num_heads, layer.head_dim)  # (B, L, H*D) -> (B, L, H, D)
             W_O = layer.out_proj.weight.detach().reshape(
-                -1, layer.num_heads, layer.head_dim)  # (E, H*D) -> (E, H, D)
+                -1, layer.num_heads, layer.head_dim
+            )  # (E, H*D) -> (E, H, D)
             contribution = torch.einsum("blhd,ehd->blhe", o, W_O)  # (B, L, H, E)
             total[i] += contribution.norm(dim=-1).sum(dim=(0, 1)).float()  # -> (H,)
             if i == 0:
                 tokens[0] += B * L
+
         return hook
 
-    handles = [layer.out_proj.register_forward_pre_hook(hook_for(i, layer))
-               for i, layer in enumerate(layers)]
+    handles = [
+        layer.out_proj.register_forward_pre_hook(hook_for(i, layer))
+        for i, layer in enumerate(layers)
+    ]
     try:
         with torch.no_grad():
             for batch in batches:
@@ -125,8 +131,10 @@ def _same_heads(layers: Sequence[MultiHeadAttention]) -> int:
         raise ValueError("model: expected at least one MultiHeadAttention layer, found none")
     counts = {layer.num_heads for layer in layers}
     if len(counts) != 1:
-        raise ValueError(f"model: importance needs the same number of heads H in every layer, "
-                         f"got {sorted(counts)}")
+        raise ValueError(
+            f"model: importance needs the same number of heads H in every layer, "
+            f"got {sorted(counts)}"
+        )
     return counts.pop()
 
 
@@ -141,8 +149,10 @@ def least_important(importance: torch.Tensor, count: int) -> dict[int, list[int]
     n_layers, H = importance.shape
     check_nonnegative_int("count", count, "(heads to choose)")
     if count > n_layers * H:
-        raise ValueError(f"count: expected 0..{n_layers * H} heads (num_layers * H of importance "
-                         f"{shape_str(importance)}), got {count}")
+        raise ValueError(
+            f"count: expected 0..{n_layers * H} heads (num_layers * H of importance "
+            f"{shape_str(importance)}), got {count}"
+        )
     order = torch.argsort(importance.flatten(), stable=True)[:count].tolist()  # (layers*H,)
     chosen: dict[int, list[int]] = {}
     for flat in order:
@@ -150,7 +160,9 @@ def least_important(importance: torch.Tensor, count: int) -> dict[int, list[int]
     return {layer: sorted(heads) for layer, heads in sorted(chosen.items())}
 
 
-def mask_from_heads(heads: dict[int, Sequence[int]], num_layers: int, num_heads: int) -> torch.Tensor:
+def mask_from_heads(
+    heads: dict[int, Sequence[int]], num_layers: int, num_heads: int
+) -> torch.Tensor:
     """A (num_layers, H) head mask: 0 for the listed heads, 1 elsewhere."""
     check_positive_int("num_layers", num_layers)
     check_positive_int("num_heads", num_heads, "H")
@@ -184,14 +196,16 @@ def prune_heads(attn: MultiHeadAttention, heads: Iterable[int]) -> MultiHeadAtte
     if len(drop) == H:
         raise ValueError(f"heads: cannot remove all {H} heads of a layer (keep at least one)")
     per_group = H // G
-    kept_by_group = [[h for h in range(g * per_group, (g + 1) * per_group) if h not in drop]
-                     for g in range(G)]
+    kept_by_group = [
+        [h for h in range(g * per_group, (g + 1) * per_group) if h not in drop] for g in range(G)
+    ]
     kept_groups = [g for g, kept in enumerate(kept_by_group) if kept]
     sizes = {len(kept_by_group[g]) for g in kept_groups}
     if len(sizes) != 1:
         raise ValueError(
             f"heads: with G = {G} key/value groups of {per_group} query heads, the surviving groups "
-            f"would keep {[len(k) for k in kept_by_group]} heads; each must keep the same number")
+            f"would keep {[len(k) for k in kept_by_group]} heads; each must keep the same number"
+        )
     kept_heads = [h for g in kept_groups for h in kept_by_group[g]]
 
     def rows(index: list[int]) -> torch.Tensor:  # head indices -> feature rows h*D .. h*D+D-1
@@ -225,8 +239,7 @@ def _select(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
     """A new Linear keeping rows (dim=0: output features) or columns (dim=1: input features)."""
     W = linear.weight.detach().index_select(dim, index)
     out_f, in_f = W.shape
-    new = nn.Linear(in_f, out_f, bias=linear.bias is not None,
-                    device=W.device, dtype=W.dtype)
+    new = nn.Linear(in_f, out_f, bias=linear.bias is not None, device=W.device, dtype=W.dtype)
     with torch.no_grad():
         new.weight.copy_(W)
         if linear.bias is not None:
@@ -237,8 +250,11 @@ def _select(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
 def prune_model_heads(model: nn.Module, heads: dict[int, Sequence[int]]) -> nn.Module:
     """A copy of ``model`` whose i-th attention layer lost the heads ``heads[i]``."""
     pruned = copy.deepcopy(model)
-    parents = {id(child): (parent, name) for parent in pruned.modules()
-               for name, child in parent.named_children()}
+    parents = {
+        id(child): (parent, name)
+        for parent in pruned.modules()
+        for name, child in parent.named_children()
+    }
     layers = attention_layers(pruned)
     for i, hs in heads.items():
         _check_indices("heads", [i], len(layers), "layer")

@@ -48,8 +48,10 @@ class Interval:
         return not (self.low <= value <= self.high)
 
     def __str__(self) -> str:
-        return (f"{self.estimate:.4g} [{self.confidence:.0%} CI {self.low:.4g}, {self.high:.4g}]"
-                f" (n={self.n})")
+        return (
+            f"{self.estimate:.4g} [{self.confidence:.0%} CI {self.low:.4g}, {self.high:.4g}]"
+            f" (n={self.n})"
+        )
 
 
 @dataclass(frozen=True)
@@ -67,24 +69,34 @@ class KOfN:
         return self.k / self.n
 
     def __str__(self) -> str:
-        return (f"{self.k} of {self.n} ({self.confidence:.0%} CI of the rate "
-                f"{self.low:.2f}-{self.high:.2f})")
+        return (
+            f"{self.k} of {self.n} ({self.confidence:.0%} CI of the rate "
+            f"{self.low:.2f}-{self.high:.2f})"
+        )
 
 
 def _sample(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
     """1-D float64 array of at least 2 finite values, or a ValueError naming the argument."""
     x = np.asarray(values, dtype=np.float64)
     if x.ndim != 1 or x.size < 2:
-        raise ValueError(f"{name} must be a 1-D sequence of at least 2 numbers (shape (N,)), "
-                         f"got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must be a 1-D sequence of at least 2 numbers (shape (N,)), "
+            f"got shape {tuple(x.shape)}"
+        )
     if not np.all(np.isfinite(x)):
         raise ValueError(f"{name} must be finite, got {x.tolist()}")
     return x
 
 
-def bootstrap_ci(values: Sequence[float] | np.ndarray,
-                 statistic: Callable[..., float] = np.mean, *, confidence: float = 0.95,
-                 n_resamples: int = 9999, seed: int = 0, method: str = "BCa") -> Interval:
+def bootstrap_ci(
+    values: Sequence[float] | np.ndarray,
+    statistic: Callable[..., float] = np.mean,
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 9999,
+    seed: int = 0,
+    method: str = "BCa",
+) -> Interval:
     """Bootstrap confidence interval of ``statistic(values)``.
 
     Shape: values (N,) -> an :class:`Interval` (``estimate`` = ``statistic(values)``).
@@ -101,14 +113,26 @@ def bootstrap_ci(values: Sequence[float] | np.ndarray,
         return Interval(estimate, estimate, estimate, confidence, x.size)
     generator = np.random.default_rng(seed)
     seeding = {"rng": generator} if _BOOTSTRAP_TAKES_RNG else {"random_state": generator}
-    result = _scipy_stats.bootstrap((x,), statistic, confidence_level=confidence,
-                                    n_resamples=n_resamples, method=method, **seeding)
+    result = _scipy_stats.bootstrap(
+        (x,),
+        statistic,
+        confidence_level=confidence,
+        n_resamples=n_resamples,
+        method=method,
+        **seeding,
+    )
     low, high = result.confidence_interval
     return Interval(estimate, float(low), float(high), confidence, x.size)
 
 
-def paired_diff_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *,
-                   confidence: float = 0.95, n_resamples: int = 9999, seed: int = 0) -> Interval:
+def paired_diff_ci(
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 9999,
+    seed: int = 0,
+) -> Interval:
     """Interval of the mean paired difference ``mean(a - b)``.
 
     Shape: a (N,), b (N,) -> an :class:`Interval`. ``a[i]`` and ``b[i]`` are the same unit (seed,
@@ -122,21 +146,24 @@ def paired_diff_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndar
 
 
 def k_of_n(successes: Sequence[bool] | np.ndarray, *, confidence: float = 0.95) -> KOfN:
-    """"k of n seeds" with the exact Clopper-Pearson interval of the success rate.
+    """ "k of n seeds" with the exact Clopper-Pearson interval of the success rate.
 
     Shape: successes (N,) booleans (one per seed) -> a :class:`KOfN`.
     """
     s = np.asarray(successes)
     if s.ndim != 1 or s.size < 1 or s.dtype != np.bool_:
-        raise ValueError(f"successes must be a 1-D sequence of booleans (shape (N,)), "
-                         f"got dtype {s.dtype} and shape {tuple(s.shape)}")
+        raise ValueError(
+            f"successes must be a 1-D sequence of booleans (shape (N,)), "
+            f"got dtype {s.dtype} and shape {tuple(s.shape)}"
+        )
     k, n = int(s.sum()), int(s.size)
     ci = _scipy_stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
     return KOfN(k, n, float(ci.low), float(ci.high), confidence)
 
 
-def loglog_slope(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, *,
-                 confidence: float = 0.95) -> Interval:
+def loglog_slope(
+    x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, *, confidence: float = 0.95
+) -> Interval:
     """Slope of ``log(y)`` against ``log(x)`` with its t-interval (least squares).
 
     Shape: x (N,), y (N,) positive -> an :class:`Interval` of the exponent ``p`` in ``y ~ x**p``.

@@ -56,11 +56,18 @@ def sequence_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     return (logits.argmax(-1) == targets).all(dim=-1).float().mean().item()  # (B, T) -> (B,)
 
 
-def train_reversal(model: nn.Module, steps: int = 300, batch_size: int = 64,
-                   seq_len: int = 8, vocab_size: int = 10, lr: float = 3e-3,
-                   seed: int = 0, progress: bool = False,
-                   logits_of: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None = None,
-                   optimizer: str = "adamw") -> list[float]:
+def train_reversal(
+    model: nn.Module,
+    steps: int = 300,
+    batch_size: int = 64,
+    seq_len: int = 8,
+    vocab_size: int = 10,
+    lr: float = 3e-3,
+    seed: int = 0,
+    progress: bool = False,
+    logits_of: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None = None,
+    optimizer: str = "adamw",
+) -> list[float]:
     """Train ``model`` on :func:`reversal_batch` with :func:`sequence_loss`; returns the loss of
     every step. The model is left in eval mode.
 
@@ -74,8 +81,11 @@ def train_reversal(model: nn.Module, steps: int = 300, batch_size: int = 64,
         raise ValueError(f"optimizer: expected 'adamw' or 'adam', got {optimizer!r}")
     logits_of = logits_of or (lambda m, tokens: m(tokens))
     g = torch.Generator().manual_seed(seed)
-    opt = (torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01) if optimizer == "adamw"
-           else torch.optim.Adam(model.parameters(), lr=lr))
+    opt = (
+        torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+        if optimizer == "adamw"
+        else torch.optim.Adam(model.parameters(), lr=lr)
+    )
     losses = []
     model.train()
     for _ in tqdm(range(steps), desc="training", disable=not progress, mininterval=1.0):

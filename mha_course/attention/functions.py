@@ -52,49 +52,116 @@ class AttentionFunction:
     summary: str
     cpu_backward: bool = True  # FlexAttention has no backward on a CPU
 
-    def why_not(self, *, attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0,
-                need_weights: bool = False, query: torch.Tensor | None = None) -> str | None:
+    def why_not(
+        self,
+        *,
+        attn_mask: torch.Tensor | None = None,
+        dropout_p: float = 0.0,
+        need_weights: bool = False,
+        query: torch.Tensor | None = None,
+    ) -> str | None:
         """Why this function cannot serve the call (one sentence), or None if it can."""
-        if (not self.cpu_backward and query is not None and query.requires_grad
-                and query.device.type == "cpu"):
+        if (
+            not self.cpu_backward
+            and query is not None
+            and query.requires_grad
+            and query.device.type == "cpu"
+        ):
             return f"{self.name} has no backward on a CPU (the inputs require grad)"
         if need_weights and self.name != "eager":
             return f"{self.name} returns no weights (need_weights=True runs eager)"
         if attn_mask is not None and not self.masks:
-            return (f"{self.name} takes is_causal but no attn_mask (this call has a mask: padding, a "
-                    "cache offset, a window or a bias)")
+            return (
+                f"{self.name} takes is_causal but no attn_mask (this call has a mask: padding, a "
+                "cache offset, a window or a bias)"
+            )
         if dropout_p > 0 and not self.dropout:
             return f"{self.name} has no dropout (dropout_p={dropout_p} while training)"
         return None
 
 
-def _eager(query, key, value, *, attn_mask=None, is_causal=False, scale=None, dropout_p=0.0,
-           enable_gqa=False):
-    return scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, is_causal=is_causal,
-                                        scale=scale, dropout_p=dropout_p, enable_gqa=enable_gqa)
+def _eager(
+    query,
+    key,
+    value,
+    *,
+    attn_mask=None,
+    is_causal=False,
+    scale=None,
+    dropout_p=0.0,
+    enable_gqa=False,
+):
+    return scaled_dot_product_attention(
+        query,
+        key,
+        value,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        scale=scale,
+        dropout_p=dropout_p,
+        enable_gqa=enable_gqa,
+    )
 
 
-def _sdpa(query, key, value, *, attn_mask=None, is_causal=False, scale=None, dropout_p=0.0,
-          enable_gqa=False):
-    return F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, is_causal=is_causal,
-                                          scale=scale, dropout_p=dropout_p, enable_gqa=enable_gqa)
+def _sdpa(
+    query,
+    key,
+    value,
+    *,
+    attn_mask=None,
+    is_causal=False,
+    scale=None,
+    dropout_p=0.0,
+    enable_gqa=False,
+):
+    return F.scaled_dot_product_attention(
+        query,
+        key,
+        value,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        scale=scale,
+        dropout_p=dropout_p,
+        enable_gqa=enable_gqa,
+    )
 
 
 def _heads_repeated(fn):
     """A kernel without GQA: each key/value head repeated for its H / G query heads first."""
 
-    def run(query, key, value, *, attn_mask=None, is_causal=False, scale=None, dropout_p=0.0,
-            enable_gqa=False):
+    def run(
+        query,
+        key,
+        value,
+        *,
+        attn_mask=None,
+        is_causal=False,
+        scale=None,
+        dropout_p=0.0,
+        enable_gqa=False,
+    ):
         if enable_gqa and key.shape[-3] != query.shape[-3]:
             n_rep = query.shape[-3] // key.shape[-3]
-            key, value = repeat_kv(key, n_rep), repeat_kv(value, n_rep)  # (B, G, S, D) -> (B, H, S, D)
+            key, value = (
+                repeat_kv(key, n_rep),
+                repeat_kv(value, n_rep),
+            )  # (B, G, S, D) -> (B, H, S, D)
         return fn(query, key, value, is_causal=is_causal, scale=scale)
 
     return run
 
 
-def _triton(query, key, value, *, attn_mask=None, is_causal=False, scale=None, dropout_p=0.0,
-            enable_gqa=False):
+def _triton(
+    query,
+    key,
+    value,
+    *,
+    attn_mask=None,
+    is_causal=False,
+    scale=None,
+    dropout_p=0.0,
+    enable_gqa=False,
+):
     from mha_course.kernels.triton_flash import triton_flash_attention  # Triton set up on first use
 
     return triton_flash_attention(query, key, value, is_causal=is_causal, scale=scale)
@@ -110,21 +177,60 @@ def _flex(query, key, value, *, is_causal=False, scale=None, **_):
     return flex_attention(query, key, value, block_mask=mask, scale=scale)
 
 
-ATTENTION_FUNCTIONS: dict[str, AttentionFunction] = {f.name: f for f in (
-    AttentionFunction("eager", _eager, masks=True, dropout=True, gqa=True,
-                      summary="the course's SDPA: the (L, S) weights materialised"),
-    AttentionFunction("sdpa", _sdpa, masks=True, dropout=True, gqa=True,
-                      summary="torch's scaled_dot_product_attention: torch picks a fused kernel"),
-    AttentionFunction("tiled", _heads_repeated(tiled_attention), masks=False, dropout=False, gqa=False,
-                      summary="chapter 9: tiles and the online softmax, no (L, S) matrix"),
-    AttentionFunction("flash", _heads_repeated(flash_attention), masks=False, dropout=False, gqa=False,
-                      summary="chapter 17: FlashAttention in PyTorch, backward from the log-sum-exp"),
-    AttentionFunction("triton", _triton, masks=False, dropout=False, gqa=True,
-                      summary="chapter 17: FlashAttention-2 in Triton (its interpreter on a CPU)"),
-    AttentionFunction("flex", _heads_repeated(_flex), masks=False, dropout=False, gqa=False,
-                      summary="chapter 18: torch's FlexAttention, causality as a mask_mod",
-                      cpu_backward=False),
-)}
+ATTENTION_FUNCTIONS: dict[str, AttentionFunction] = {
+    f.name: f
+    for f in (
+        AttentionFunction(
+            "eager",
+            _eager,
+            masks=True,
+            dropout=True,
+            gqa=True,
+            summary="the course's SDPA: the (L, S) weights materialised",
+        ),
+        AttentionFunction(
+            "sdpa",
+            _sdpa,
+            masks=True,
+            dropout=True,
+            gqa=True,
+            summary="torch's scaled_dot_product_attention: torch picks a fused kernel",
+        ),
+        AttentionFunction(
+            "tiled",
+            _heads_repeated(tiled_attention),
+            masks=False,
+            dropout=False,
+            gqa=False,
+            summary="chapter 9: tiles and the online softmax, no (L, S) matrix",
+        ),
+        AttentionFunction(
+            "flash",
+            _heads_repeated(flash_attention),
+            masks=False,
+            dropout=False,
+            gqa=False,
+            summary="chapter 17: FlashAttention in PyTorch, backward from the log-sum-exp",
+        ),
+        AttentionFunction(
+            "triton",
+            _triton,
+            masks=False,
+            dropout=False,
+            gqa=True,
+            summary="chapter 17: FlashAttention-2 in Triton (its interpreter on a CPU)",
+        ),
+        AttentionFunction(
+            "flex",
+            _heads_repeated(_flex),
+            masks=False,
+            dropout=False,
+            gqa=False,
+            summary="chapter 18: torch's FlexAttention, causality as a mask_mod",
+            cpu_backward=False,
+        ),
+    )
+}
 
 
 def attention_function(name: str) -> AttentionFunction:

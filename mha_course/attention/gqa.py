@@ -41,7 +41,9 @@ def mean_pool_heads(weight: torch.Tensor, num_heads: int, num_kv_heads: int) -> 
             f"weight: expected shape (H * D, ...) with H = {num_heads}, got {tuple(weight.shape)}"
         )
     D, rest = weight.shape[0] // num_heads, weight.shape[1:]
-    grouped = weight.reshape(num_kv_heads, num_heads // num_kv_heads, D, *rest)  # (H*D, ...) -> (G, H/G, D, ...)
+    grouped = weight.reshape(
+        num_kv_heads, num_heads // num_kv_heads, D, *rest
+    )  # (H*D, ...) -> (G, H/G, D, ...)
     return grouped.mean(dim=1).reshape(num_kv_heads * D, *rest)  # -> (G, D, ...) -> (G*D, ...)
 
 
@@ -64,14 +66,27 @@ def mha_to_gqa(module: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttent
             f"(convert torch's with MultiHeadAttention.from_torch first)"
         )
     H, G_src = module.num_heads, module.num_kv_heads
-    check_kv_heads("num_kv_heads", G_src, num_kv_heads,
-                   of=f"the module's key/value heads G_src = {G_src} (H = {H})",
-                   got=f"{num_kv_heads!r}")
+    check_kv_heads(
+        "num_kv_heads",
+        G_src,
+        num_kv_heads,
+        of=f"the module's key/value heads G_src = {G_src} (H = {H})",
+        got=f"{num_kv_heads!r}",
+    )
     w = module.q_proj.weight
     new = MultiHeadAttention(
-        module.embed_dim, H, num_kv_heads=num_kv_heads, bias=module.q_proj.bias is not None,
-        dropout=module.dropout, kdim=module.kdim, vdim=module.vdim, impl=module.impl,
-        device=w.device, dtype=w.dtype, rope=module.rope, rope_base=module.rope_base,
+        module.embed_dim,
+        H,
+        num_kv_heads=num_kv_heads,
+        bias=module.q_proj.bias is not None,
+        dropout=module.dropout,
+        kdim=module.kdim,
+        vdim=module.vdim,
+        impl=module.impl,
+        device=w.device,
+        dtype=w.dtype,
+        rope=module.rope,
+        rope_base=module.rope_base,
         alibi=module.alibi,
     )
     if module.alibi:

@@ -60,7 +60,9 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
 def _split(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """:func:`split_heads` without the checks (for the module, whose projections fix the sizes)."""
     B, L, HD = x.shape
-    return x.view(B, L, num_heads, HD // num_heads).transpose(1, 2)  # (B, L, H*D) -> (B, L, H, D) -> (B, H, L, D)
+    return x.view(B, L, num_heads, HD // num_heads).transpose(
+        1, 2
+    )  # (B, L, H*D) -> (B, L, H, D) -> (B, H, L, D)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
@@ -162,7 +164,8 @@ class MultiHeadAttention(nn.Module):
         self.rope, self.rope_base, self.alibi = rope, float(rope_base), alibi
         self.alibi_slopes: torch.Tensor | None
         self.register_buffer(
-            "alibi_slopes", alibi_slopes(num_heads).to(device) if alibi else None, persistent=False)
+            "alibi_slopes", alibi_slopes(num_heads).to(device) if alibi else None, persistent=False
+        )
         kv_width = num_kv_heads * self.head_dim  # G * D
         factory = {"device": device, "dtype": dtype}
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)  # W_Q
@@ -171,10 +174,14 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)  # W_O
 
     def extra_repr(self) -> str:
-        extra = (f", rope={self.rope!r}" if self.rope else "") + (", alibi=True" if self.alibi else "")
-        return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
-                f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, impl={self.impl!r}"
-                + extra)
+        extra = (f", rope={self.rope!r}" if self.rope else "") + (
+            ", alibi=True" if self.alibi else ""
+        )
+        return (
+            f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
+            f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, impl={self.impl!r}"
+            + extra
+        )
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention, impl: str = "sdpa") -> MultiHeadAttention:
@@ -191,26 +198,45 @@ class MultiHeadAttention(nn.Module):
         """
         if not isinstance(module, nn.MultiheadAttention):
             raise ValueError(
-                f"module: expected torch.nn.MultiheadAttention, got {type(module).__name__}")
+                f"module: expected torch.nn.MultiheadAttention, got {type(module).__name__}"
+            )
         if module.bias_k is not None or module.add_zero_attn:
             raise ValueError(
-                "module: add_bias_kv / add_zero_attn have no equivalent in MultiHeadAttention")
+                "module: add_bias_kv / add_zero_attn have no equivalent in MultiHeadAttention"
+            )
         has_bias = module.in_proj_bias is not None
         w = module.out_proj.weight
-        ours = cls(module.embed_dim, module.num_heads, bias=has_bias, dropout=module.dropout,
-                   kdim=module.kdim, vdim=module.vdim, impl=impl, device=w.device, dtype=w.dtype)
+        ours = cls(
+            module.embed_dim,
+            module.num_heads,
+            bias=has_bias,
+            dropout=module.dropout,
+            kdim=module.kdim,
+            vdim=module.vdim,
+            impl=impl,
+            device=w.device,
+            dtype=w.dtype,
+        )
         with torch.no_grad():
             if module._qkv_same_embed_dim:
                 W_Q, W_K, W_V = module.in_proj_weight.chunk(3, dim=0)  # (3E, E) -> 3 × (E, E)
             else:
                 W_Q, W_K, W_V = module.q_proj_weight, module.k_proj_weight, module.v_proj_weight
-            for lin, W in ((ours.q_proj, W_Q), (ours.k_proj, W_K), (ours.v_proj, W_V),
-                           (ours.out_proj, module.out_proj.weight)):
+            for lin, W in (
+                (ours.q_proj, W_Q),
+                (ours.k_proj, W_K),
+                (ours.v_proj, W_V),
+                (ours.out_proj, module.out_proj.weight),
+            ):
                 lin.weight.copy_(W)
             if has_bias:
                 b_Q, b_K, b_V = module.in_proj_bias.chunk(3)  # (3E,) -> 3 × (E,)
-                for lin, b in ((ours.q_proj, b_Q), (ours.k_proj, b_K), (ours.v_proj, b_V),
-                               (ours.out_proj, module.out_proj.bias)):
+                for lin, b in (
+                    (ours.q_proj, b_Q),
+                    (ours.k_proj, b_K),
+                    (ours.v_proj, b_V),
+                    (ours.out_proj, module.out_proj.bias),
+                ):
                     lin.bias.copy_(b)
         ours.train(module.training)
         return ours
@@ -248,8 +274,9 @@ class MultiHeadAttention(nn.Module):
                 f"got {shape_str(value)}"
             )
 
-    def _build_mask(self, attn_mask, key_padding_mask, is_causal, B, L, S, offset, dtype, device,
-                    positions=None):
+    def _build_mask(
+        self, attn_mask, key_padding_mask, is_causal, B, L, S, offset, dtype, device, positions=None
+    ):
         """One SDPA-convention mask (bool True = may attend, or additive) of shape broadcastable
         to (B, H, L, S), or None. With ``positions`` (the keys a cache will return,
         :meth:`~mha_course.caches.base.Cache.mask_positions`) it is built over those keys only:
@@ -281,8 +308,11 @@ class MultiHeadAttention(nn.Module):
         if kpm is not None:
             kpm = kpm[..., j]  # (B, 1, 1, S) -> (B, 1, 1, S_read)
         # query i sits at position offset + i: (L, 1) vs (1, S_read) -> (L, S_read)
-        causal = (j[None, :] <= torch.arange(offset, offset + L, device=device)[:, None]
-                  if needs_causal else None)
+        causal = (
+            j[None, :] <= torch.arange(offset, offset + L, device=device)[:, None]
+            if needs_causal
+            else None
+        )
         return combine_masks(attn_mask, kpm, causal, dtype=dtype)
 
     def forward(
@@ -329,14 +359,33 @@ class MultiHeadAttention(nn.Module):
         # the keys the cache will return (None: all S, in order): masks are built at that size
         positions = None if kv_cache is None else kv_cache.mask_positions(key.shape[1])
         # Check (and build) every mask before the cache grows: a bad call leaves the cache as it was.
-        mask = self._build_mask(attn_mask, key_padding_mask, is_causal, B, L, S, offset,
-                                query.dtype, query.device, positions)  # (B, H, L, S_read), or None
+        mask = self._build_mask(
+            attn_mask,
+            key_padding_mask,
+            is_causal,
+            B,
+            L,
+            S,
+            offset,
+            query.dtype,
+            query.device,
+            positions,
+        )  # (B, H, L, S_read), or None
         if self.alibi:  # (H, L, S) bias on the scores; query i sits at position offset + i
-            bias = alibi_bias(H, L, S, offset=offset, slopes=self.alibi_slopes,
-                              dtype=query.dtype, device=query.device)
+            bias = alibi_bias(
+                H,
+                L,
+                S,
+                offset=offset,
+                slopes=self.alibi_slopes,
+                dtype=query.dtype,
+                device=query.device,
+            )
             if positions is not None:
                 bias = bias[..., positions.to(query.device)]  # (H, L, S) -> (H, L, S_read)
-            mask = combine_masks(mask, bias, dtype=query.dtype)  # -> broadcasts to (B, H, L, S_read)
+            mask = combine_masks(
+                mask, bias, dtype=query.dtype
+            )  # -> broadcasts to (B, H, L, S_read)
         multipliers = None if head_mask is None else _head_multipliers(head_mask, B, H, query.dtype)
 
         q = _split(self.q_proj(query), H)  # (B, L, E) -> (B, H, L, D)
@@ -344,34 +393,53 @@ class MultiHeadAttention(nn.Module):
         v = _split(self.v_proj(value), G)  # (B, S_new, vdim) -> (B, G, S_new, D)
         if self.rope is not None:  # rotate by absolute position; the cache holds rotated keys
             dev = query.device
-            q = apply_rope(q, torch.arange(offset, offset + L, device=dev), layout=self.rope,
-                           base=self.rope_base)  # (B, H, L, D)
-            k = apply_rope(k, torch.arange(offset, S, device=dev), layout=self.rope,
-                           base=self.rope_base)  # (B, G, S_new, D)
+            q = apply_rope(
+                q,
+                torch.arange(offset, offset + L, device=dev),
+                layout=self.rope,
+                base=self.rope_base,
+            )  # (B, H, L, D)
+            k = apply_rope(
+                k, torch.arange(offset, S, device=dev), layout=self.rope, base=self.rope_base
+            )  # (B, G, S_new, D)
         restricted = False
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)  # (B, G, S_new, D) -> (B, G, S_old + S_new, D)
-            narrowed = kv_cache.restrict_mask(mask, L)  # a window's band on (..., L, S_kept); same object if none
-            restricted, mask = narrowed is not mask, narrowed  # chapter 14: a cache that drops tokens
+            narrowed = kv_cache.restrict_mask(
+                mask, L
+            )  # a window's band on (..., L, S_kept); same object if none
+            restricted, mask = (
+                narrowed is not mask,
+                narrowed,
+            )  # chapter 14: a cache that drops tokens
 
         p = self.dropout if self.training else 0.0
         gqa = G != H
         weights = None
-        only_causal = (is_causal and offset == 0 and attn_mask is None and key_padding_mask is None
-                       and not self.alibi and not restricted)  # SDPA's top-left causal, nothing else
+        only_causal = (
+            is_causal
+            and offset == 0
+            and attn_mask is None
+            and key_padding_mask is None
+            and not self.alibi
+            and not restricted
+        )  # SDPA's top-left causal, nothing else
         call_mask = None if only_causal else mask
         chosen = ATTENTION_FUNCTIONS[self.impl]
         why = chosen.why_not(attn_mask=call_mask, dropout_p=p, need_weights=need_weights, query=q)
         if why is None and self.impl != "eager":  # let the chosen kernel run (torch's: its fastest)
-            out = chosen.run(q, k, v, attn_mask=call_mask, is_causal=only_causal, dropout_p=p,
-                             enable_gqa=gqa)  # (B, H, L, D)
+            out = chosen.run(
+                q, k, v, attn_mask=call_mask, is_causal=only_causal, dropout_p=p, enable_gqa=gqa
+            )  # (B, H, L, D)
         else:
             out, weights = scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=p, enable_gqa=gqa, return_weights=True
             )  # out (B, H, L, D), weights (B, H, L, S)
         self.dispatch = (self.impl if why is None else "eager", why)
         if multipliers is not None:
-            out = out * multipliers  # (B, H, L, D) * (1 or B, H, 1, 1): head h scaled by head_mask[h]
+            out = (
+                out * multipliers
+            )  # (B, H, L, D) * (1 or B, H, 1, 1): head h scaled by head_mask[h]
         output = self.out_proj(merge_heads(out))  # (B, H, L, D) -> (B, L, H*D) -> (B, L, E)
         return output, (weights if need_weights else None)
 

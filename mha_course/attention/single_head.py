@@ -26,8 +26,9 @@ class SelfAttentionHead(nn.Module):
         self.W_K = nn.Linear(embed_dim, head_dim, bias=bias)
         self.W_V = nn.Linear(embed_dim, head_dim, bias=bias)
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
-                is_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Project ``x`` to queries, keys and values, then attend (see
         :func:`~mha_course.scaled_dot_product_attention` for ``attn_mask`` / ``is_causal``).
 
@@ -37,7 +38,10 @@ class SelfAttentionHead(nn.Module):
         check_tensor("x", x)
         check_rank("x", x, "(B, T, E)", rank=3)
         if x.shape[-1] != self.embed_dim:
-            raise ValueError(f"x: expected shape (B, T, E) with E = {self.embed_dim}, got {shape_str(x)}")
+            raise ValueError(
+                f"x: expected shape (B, T, E) with E = {self.embed_dim}, got {shape_str(x)}"
+            )
         q, k, v = self.W_Q(x), self.W_K(x), self.W_V(x)  # (B, T, E) -> (B, T, D) each
-        return scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-                                            return_weights=True)
+        return scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, is_causal=is_causal, return_weights=True
+        )

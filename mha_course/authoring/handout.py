@@ -58,13 +58,19 @@ def course_root() -> Path:
 
 
 def _skip(path: Path) -> bool:
-    return (path.name.startswith(".") or path.name in _SKIP or path.name.startswith("backup-")
-            or path.name.endswith(_SKIP_SUFFIXES))
+    return (
+        path.name.startswith(".")
+        or path.name in _SKIP
+        or path.name.startswith("backup-")
+        or path.name.endswith(_SKIP_SUFFIXES)
+    )
 
 
 def _copy_tree(src: Path, dest: Path, written: list[Path]) -> None:
     for here, dirs, files in os.walk(src):  # links to folders are not followed
-        dirs[:] = sorted(d for d in dirs if not _skip(Path(d)) and not (Path(here) / d).is_symlink())
+        dirs[:] = sorted(
+            d for d in dirs if not _skip(Path(d)) and not (Path(here) / d).is_symlink()
+        )
         rel = Path(here).relative_to(src)
         for name in sorted(files):
             path = Path(here) / name
@@ -83,10 +89,14 @@ def write_handout(dest: Path, root: Path | None = None) -> list[Path]:
     root = root or course_root()
     solutions = root / "solutions"
     if not solutions.is_dir() or not (root / "notebooks").is_dir():
-        raise HandoutError(f"--source: expected the course's checkout (solutions/ and notebooks/), got {root}")
+        raise HandoutError(
+            f"--source: expected the course's checkout (solutions/ and notebooks/), got {root}"
+        )
     if os.path.lexists(dest) and (dest.is_symlink() or not dest.is_dir() or any(dest.iterdir())):
-        raise HandoutError(f"DIR: expected a new or empty folder, got {dest} (it exists and is not an "
-                           f"empty folder; nothing is overwritten)")
+        raise HandoutError(
+            f"DIR: expected a new or empty folder, got {dest} (it exists and is not an "
+            f"empty folder; nothing is overwritten)"
+        )
     dest = dest.resolve()
     if dest.is_relative_to(root.resolve()):
         raise HandoutError(f"DIR: expected a folder outside the course checkout {root}, got {dest}")
@@ -112,6 +122,8 @@ def write_handout(dest: Path, root: Path | None = None) -> list[Path]:
     written.append(dest / "README.md")
     leaks = [p for p in written if p.suffix == ".ipynb" and MARKER in p.read_text(encoding="utf-8")]
     if leaks:
-        raise HandoutError(f"refusing: {len(leaks)} handed-out notebook(s) hold solution blocks "
-                           f"({', '.join(str(p.relative_to(dest)) for p in leaks[:5])}); {dest} is incomplete")
+        raise HandoutError(
+            f"refusing: {len(leaks)} handed-out notebook(s) hold solution blocks "
+            f"({', '.join(str(p.relative_to(dest)) for p in leaks[:5])}); {dest} is incomplete"
+        )
     return written

@@ -99,11 +99,15 @@ def levels(source: str, where: str = "source") -> list[str]:
     for block in _blocks(source):
         for m in filter(None, map(_HINT.match, block)):
             if m.group(1) is None:
-                raise ValueError(f"{where}: '# HINT:' without a level; write '# HINT 1:', '# HINT 2:', ... "
-                                 "(see docs/grading.md, 'Hints')")
+                raise ValueError(
+                    f"{where}: '# HINT:' without a level; write '# HINT 1:', '# HINT 2:', ... "
+                    "(see docs/grading.md, 'Hints')"
+                )
             by_level.setdefault(int(m.group(1)), []).append(m.group(2).rstrip())
     if sorted(by_level) != list(range(1, len(by_level) + 1)):
-        raise ValueError(f"{where}: hint levels must be 1, 2, ... without gaps, got {sorted(by_level)}")
+        raise ValueError(
+            f"{where}: hint levels must be 1, 2, ... without gaps, got {sorted(by_level)}"
+        )
     return ["\n".join(by_level[k]) for k in sorted(by_level)]
 
 
@@ -124,7 +128,10 @@ def stub_source(source: str, task: Task | None = None) -> str:
     task = task or Task("ex", 0, _task_override(source) or "write this function")
 
     def stub(indent: str, begin: str, block: list[str], end: str) -> list[str]:
-        return [f"{indent}{task.comment()}", f"{indent}raise NotImplementedError({task.message()!r})"]
+        return [
+            f"{indent}{task.comment()}",
+            f"{indent}raise NotImplementedError({task.message()!r})",
+        ]
 
     return _map_blocks(source, stub)
 
@@ -132,8 +139,14 @@ def stub_source(source: str, task: Task | None = None) -> str:
 def task_outside(source: str, task: Task) -> str:
     """Move each solution block's task line to just above its ``### BEGIN SOLUTION`` (nbgrader's
     stub keeps it) and drop its hint lines (they are in hints.json, not in what students get)."""
+
     def lift(indent: str, begin: str, block: list[str], end: str) -> list[str]:
-        return [f"{indent}{task.comment()}", begin, *(b for b in block if not _is_hint_or_task(b)), end]
+        return [
+            f"{indent}{task.comment()}",
+            begin,
+            *(b for b in block if not _is_hint_or_task(b)),
+            end,
+        ]
 
     return _map_blocks(source, lift)
 
@@ -154,29 +167,42 @@ def tasks(nb: nbformat.NotebookNode, stem: str) -> dict[int, Task]:
         elif BEGIN in cell.source:
             where = f"{stem} cell {i}"
             if heading is None:
-                raise ValueError(f"{where}: a solution cell needs a '## Task k — title' heading above it")
+                raise ValueError(
+                    f"{where}: a solution cell needs a '## Task k — title' heading above it"
+                )
             if any(t.number == heading[0] for t in out.values()):
                 raise ValueError(f"{where}: task {heading[0]} has a second solution cell")
-            out[i] = Task(stem.split("_")[0], heading[0], _task_override(cell.source) or heading[1],
-                          _grade_id(cell), levels(cell.source, where))
+            out[i] = Task(
+                stem.split("_")[0],
+                heading[0],
+                _task_override(cell.source) or heading[1],
+                _grade_id(cell),
+                levels(cell.source, where),
+            )
             if len(out[i].levels) < 2:
-                raise ValueError(f"{where}: every task needs at least two hint levels ('# HINT 1:' a nudge, "
-                                 f"'# HINT 2:' the approach), got {len(out[i].levels)}")
+                raise ValueError(
+                    f"{where}: every task needs at least two hint levels ('# HINT 1:' a nudge, "
+                    f"'# HINT 2:' the approach), got {len(out[i].levels)}"
+                )
     return out
 
 
 def test_cell_source(item: Item, seed: int | None = None) -> str:
     """The nbgrader test cell of ``item``; with ``seed``, the hidden re-check on that seed."""
-    lines = [f"# Graded test: {item.id} ({item.points:g} point{'s' if item.points != 1 else ''}), "
-             f"the course's check of `{item.function}`.",
-             f"# dtype rule: {dtype_rule(item, reference_dtypes(item) if item.dtype_must_match else None)}.",
-             "from mha_course.grading.nbgrader_tests import assert_item",
-             "",
-             f'assert_item("{item.id}")  # the learners\' inputs (seed {LEARNER_SEED}, as check() uses)']
+    lines = [
+        f"# Graded test: {item.id} ({item.points:g} point{'s' if item.points != 1 else ''}), "
+        f"the course's check of `{item.function}`.",
+        f"# dtype rule: {dtype_rule(item, reference_dtypes(item) if item.dtype_must_match else None)}.",
+        "from mha_course.grading.nbgrader_tests import assert_item",
+        "",
+        f'assert_item("{item.id}")  # the learners\' inputs (seed {LEARNER_SEED}, as check() uses)',
+    ]
     if seed is not None:
-        lines += [HIDDEN_BEGIN,
-                  f'assert_item("{item.id}", seed={int(seed)})  # fresh inputs: only the instructor has them',
-                  HIDDEN_END]
+        lines += [
+            HIDDEN_BEGIN,
+            f'assert_item("{item.id}", seed={int(seed)})  # fresh inputs: only the instructor has them',
+            HIDDEN_END,
+        ]
     return "\n".join(lines)
 
 
@@ -184,11 +210,19 @@ def test_cell(item: Item, seed: int | None = None) -> nbformat.NotebookNode:
     """A graded, locked nbgrader test cell worth the item's points (deterministic cell id)."""
     cell = nbformat.v4.new_code_cell(test_cell_source(item, seed))
     cell.id = f"{item.id}-test"[:64]
-    cell.metadata = nbformat.from_dict({
-        "nbgrader": {"grade": True, "grade_id": f"{item.id}_test", "locked": True,
-                     "points": item.points, "schema_version": 3, "solution": False},
-        "tags": ["graded-check"],
-    })
+    cell.metadata = nbformat.from_dict(
+        {
+            "nbgrader": {
+                "grade": True,
+                "grade_id": f"{item.id}_test",
+                "locked": True,
+                "points": item.points,
+                "schema_version": 3,
+                "solution": False,
+            },
+            "tags": ["graded-check"],
+        }
+    )
     return cell
 
 
@@ -202,8 +236,11 @@ def _with_test_cells(cells: list, items: dict[str, Item], seed: int | None) -> l
     out, pending = [], None
     for cell in cells:
         is_solution = cell.metadata.get("nbgrader", {}).get("solution", False)
-        ends_section = cell.cell_type != "code" or is_solution or \
-            "graded-check" in cell.metadata.get("tags", [])
+        ends_section = (
+            cell.cell_type != "code"
+            or is_solution
+            or "graded-check" in cell.metadata.get("tags", [])
+        )
         if pending is not None and ends_section:
             out.append(test_cell(pending, seed))
             pending = None
@@ -303,8 +340,10 @@ def hints_table(solutions: Path) -> dict[str, dict[str, dict]]:
     table: dict[str, dict[str, dict]] = {}
     for sol in sorted(solutions.glob("ex*.ipynb")):
         found = tasks(nbformat.read(sol, as_version=4), sol.stem).values()
-        table[sol.stem] = {str(t.number): {"item": t.item, "title": t.title, "levels": t.levels}
-                           for t in sorted(found, key=lambda t: t.number)}
+        table[sol.stem] = {
+            str(t.number): {"item": t.item, "title": t.title, "levels": t.levels}
+            for t in sorted(found, key=lambda t: t.number)
+        }
     return table
 
 
@@ -321,10 +360,14 @@ def mistakes_page() -> str:
     from mha_grader.compare import mistake_text
     from mha_grader.registry import notebooks
 
-    out = ["# The named mistakes", "",
-           "Written by `mha-course release` from the graded items (`mha_course/grading/chapters/`): "
-           "each item's task and the mistakes its feedback recognises by name. Feedback names the "
-           "symptom; the hint levels (`hint(\"exNN\", k)`) lead to the fix.", ""]
+    out = [
+        "# The named mistakes",
+        "",
+        "Written by `mha-course release` from the graded items (`mha_course/grading/chapters/`): "
+        "each item's task and the mistakes its feedback recognises by name. Feedback names the "
+        'symptom; the hint levels (`hint("exNN", k)`) lead to the fix.',
+        "",
+    ]
     for stem, items in notebooks().items():
         out += [f"## {stem}", ""]
         for it in items:
@@ -342,8 +385,13 @@ def _write_if_changed(path: Path, text: str, check: bool, changed: list[Path]) -
             path.write_text(text, encoding="utf-8")
 
 
-def release(solutions: Path, exercises: Path, check: bool = False, hints: Path | None = None,
-            work: list[tuple[Path, Path | None]] | None = None) -> list[Path]:
+def release(
+    solutions: Path,
+    exercises: Path,
+    check: bool = False,
+    hints: Path | None = None,
+    work: list[tuple[Path, Path | None]] | None = None,
+) -> list[Path]:
     """Write (or with ``check``, only compare) ``exercises/``, the hints table ``hints``
     (default: ``mha_course/grading/hints.json`` beside ``exercises/``) and the list of named
     mistakes (``docs/mistakes.md`` beside ``exercises/``, when that folder has a ``docs/``)
@@ -378,7 +426,7 @@ def release(solutions: Path, exercises: Path, check: bool = False, hints: Path |
     return changed + stale
 
 
-NBGRADER_CONFIG = '''\
+NBGRADER_CONFIG = """\
 # Written by `mha-course release --nbgrader`. nbgrader reads this from the course folder.
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades
@@ -388,18 +436,21 @@ c.CourseDirectory.course_id = "mha-course"
 c.CourseDirectory.db_url = "sqlite:///gradebook.db"
 # Feedback shows each test cell's output but not its hidden region (which holds the seed).
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
-'''
+"""
 
 
-def release_nbgrader(solutions: Path, course: Path, assignment: str, seed: int,
-                     names: list[str] | None = None) -> list[Path]:
+def release_nbgrader(
+    solutions: Path, course: Path, assignment: str, seed: int, names: list[str] | None = None
+) -> list[Path]:
     """Write ``COURSE/source/ASSIGNMENT/exNN_<topic>.ipynb`` (and a minimal
     ``nbgrader_config.py`` if the course has none). ``names``: exercise prefixes or stems to
     include (default: all). Returns the notebooks written."""
     from mha_grader.registry import resolve
 
     if not re.fullmatch(r"[A-Za-z0-9_\-]+", assignment):
-        raise ValueError(f"assignment: expected a folder name of letters, digits, - and _, got {assignment!r}")
+        raise ValueError(
+            f"assignment: expected a folder name of letters, digits, - and _, got {assignment!r}"
+        )
     wanted = {resolve(n) for n in names} if names else None
     source = course / "source" / assignment
     source.mkdir(parents=True, exist_ok=True)

@@ -23,8 +23,14 @@ BACKENDS: dict[str, SDPBackend] = {
 }
 
 
-def forced_sdpa(backend: str, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                is_causal: bool = False, enable_gqa: bool = False) -> Callable[[], torch.Tensor]:
+def forced_sdpa(
+    backend: str,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    is_causal: bool = False,
+    enable_gqa: bool = False,
+) -> Callable[[], torch.Tensor]:
     """A zero-argument callable running torch's SDPA with only ``backend`` allowed.
 
     Shape:
@@ -36,23 +42,30 @@ def forced_sdpa(backend: str, query: torch.Tensor, key: torch.Tensor, value: tor
 
     def run() -> torch.Tensor:
         with sdpa_kernel(chosen):
-            return F.scaled_dot_product_attention(query, key, value, is_causal=is_causal,
-                                                  enable_gqa=enable_gqa)
+            return F.scaled_dot_product_attention(
+                query, key, value, is_causal=is_causal, enable_gqa=enable_gqa
+            )
 
     return run
 
 
-def chosen_backend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                   attn_mask: torch.Tensor | None = None, is_causal: bool = False,
-                   enable_gqa: bool = False) -> str:
+def chosen_backend(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    enable_gqa: bool = False,
+) -> str:
     """The kernel torch's SDPA would pick for these inputs now (``"unknown"`` if torch cannot say).
 
     Uses torch's own dispatcher (``torch._fused_sdp_choice``, a private function — hence the
     fallback), so the benchmark records the backend actually used, not the one hoped for.
     """
     try:
-        code = torch._fused_sdp_choice(query, key, value, attn_mask, 0.0, is_causal,
-                                       enable_gqa=enable_gqa)
+        code = torch._fused_sdp_choice(
+            query, key, value, attn_mask, 0.0, is_causal, enable_gqa=enable_gqa
+        )
         return SDPBackend(int(code)).name.lower().replace("_attention", "")
     except Exception:  # a private API: any failure just means "we cannot tell"
         return "unknown"

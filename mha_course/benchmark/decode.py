@@ -34,8 +34,9 @@ def kv_head_choices(H: int) -> dict[str, int]:
     return out
 
 
-def decode_rows(B: int, H: int, D: int, contexts: list[int], device: torch.device,
-                dtype: torch.dtype, **timing) -> list[dict]:
+def decode_rows(
+    B: int, H: int, D: int, contexts: list[int], device: torch.device, dtype: torch.dtype, **timing
+) -> list[dict]:
     """Time one decode step's attention over caches of growing length, for MHA, GQA and MQA.
 
     For each context length S the three variants are timed interleaved. Each row reports
@@ -52,18 +53,27 @@ def decode_rows(B: int, H: int, D: int, contexts: list[int], device: torch.devic
         for label, G in kv_head_choices(H).items():
             q = torch.randn(B, H, 1, D, device=device, dtype=dtype)
             k, v = (torch.randn(B, G, S, D, device=device, dtype=dtype) for _ in range(2))
-            fns[label] = (lambda q=q, k=k, v=v, G=G:
-                          F.scaled_dot_product_attention(q, k, v, enable_gqa=G != H))
+            fns[label] = lambda q=q, k=k, v=v, G=G: F.scaled_dot_product_attention(
+                q, k, v, enable_gqa=G != H
+            )
             meta[label] = (G, chosen_backend(q, k, v, enable_gqa=G != H))
         timed = time_interleaved(fns, device, **timing)
         for label, r in timed.items():
             G, backend = meta[label]
             elem = torch.empty((), dtype=dtype).element_size()
-            row = {"variant": label, "B": B, "H": H, "G": G, "D": D, "S": S, "backend": backend,
-                   "dtype": str(dtype).removeprefix("torch."),
-                   "kv_bytes_per_token": kv_bytes_per_token(G, D, elem),
-                   "bytes_per_step": decode_step_bytes(B, H, G, S, D, elem),
-                   "flops_per_step": attention_flops(B, H, 1, S, D)}
+            row = {
+                "variant": label,
+                "B": B,
+                "H": H,
+                "G": G,
+                "D": D,
+                "S": S,
+                "backend": backend,
+                "dtype": str(dtype).removeprefix("torch."),
+                "kv_bytes_per_token": kv_bytes_per_token(G, D, elem),
+                "bytes_per_step": decode_step_bytes(B, H, G, S, D, elem),
+                "flops_per_step": attention_flops(B, H, 1, S, D),
+            }
             row.update(r)
             if r["status"] == "ok":
                 seconds = r["ms_median"] / 1e3
@@ -74,8 +84,9 @@ def decode_rows(B: int, H: int, D: int, contexts: list[int], device: torch.devic
     return rows
 
 
-def prefill_rows(B: int, L: int, E: int, H: int, device: torch.device, dtype: torch.dtype,
-                 **timing) -> list[dict]:
+def prefill_rows(
+    B: int, L: int, E: int, H: int, device: torch.device, dtype: torch.dtype, **timing
+) -> list[dict]:
     """Time a causal self-attention forward of the course module for MHA, GQA and MQA.
 
     Prefill processes L tokens at once: its attention is the same 4·B·H·L²·D / 2 FLOPs whatever
@@ -88,14 +99,26 @@ def prefill_rows(B: int, L: int, E: int, H: int, device: torch.device, dtype: to
     x = torch.randn(B, L, E, device=device, dtype=dtype)
     fns, heads = {}, kv_head_choices(H)
     for label, G in heads.items():
-        module = MultiHeadAttention(E, H, num_kv_heads=G, impl="sdpa", device=device, dtype=dtype).eval()
+        module = MultiHeadAttention(
+            E, H, num_kv_heads=G, impl="sdpa", device=device, dtype=dtype
+        ).eval()
         fns[label] = lambda m=module: m(x, is_causal=True)[0]
     rows = []
     for label, r in time_interleaved(fns, device, **timing).items():
         G = heads[label]
-        flops = attention_flops(B, H, L, L, E // H, causal=True) + projection_flops(B, L, L, E, H, G)
-        row = {"variant": label, "B": B, "L": L, "E": E, "H": H, "G": G,
-               "dtype": str(dtype).removeprefix("torch."), "flops": flops}
+        flops = attention_flops(B, H, L, L, E // H, causal=True) + projection_flops(
+            B, L, L, E, H, G
+        )
+        row = {
+            "variant": label,
+            "B": B,
+            "L": L,
+            "E": E,
+            "H": H,
+            "G": G,
+            "dtype": str(dtype).removeprefix("torch."),
+            "flops": flops,
+        }
         row.update(r)
         if r["status"] == "ok":
             row["gflops_per_s"] = flops / (r["ms_median"] / 1e3) / 1e9

@@ -47,8 +47,9 @@ def projection_flops(B: int, L: int, S: int, E: int, H: int, G: int | None = Non
     return 2 * B * L * E * E * 2 + 2 * B * S * E * kv_width * 2
 
 
-def io_bytes(B: int, H: int, L: int, S: int, D: int, G: int | None = None,
-             element_size: int = 4) -> int:
+def io_bytes(
+    B: int, H: int, L: int, S: int, D: int, G: int | None = None, element_size: int = 4
+) -> int:
     """Minimum bytes an attention kernel moves: read Q, K, V once and write O once.
 
     Shape:

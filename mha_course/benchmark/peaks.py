@@ -43,8 +43,9 @@ def lookup_peak(device_name: str, dtype: torch.dtype | str) -> tuple[float | Non
     return None, None
 
 
-def percent_of_peak(flops: float, seconds: float, device_name: str,
-                    dtype: torch.dtype | str) -> float | None:
+def percent_of_peak(
+    flops: float, seconds: float, device_name: str, dtype: torch.dtype | str
+) -> float | None:
     """Achieved FLOP/s as a percentage of the device's dense peak, ``None`` if the peak is unknown."""
     peak, _ = lookup_peak(device_name, dtype)
     if peak is None or seconds <= 0:

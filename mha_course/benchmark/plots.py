@@ -26,9 +26,12 @@ def plot_comparison(results: dict, ax=None):
     ax.invert_yaxis()
     ax.set_xlabel("median time per call (ms); bars = inter-quartile range")
     p = results["comparison"]["problem"]
-    ax.set_title(f"B{p['B']} L{p['L']} E{p['E']} H{p['H']} {p['dtype']}"
-                 f"{' causal' if p['causal'] else ''}  (blue: kernel, orange: module)\n"
-                 f"{stamp_label(results['stamp'])}", fontsize=9)
+    ax.set_title(
+        f"B{p['B']} L{p['L']} E{p['E']} H{p['H']} {p['dtype']}"
+        f"{' causal' if p['causal'] else ''}  (blue: kernel, orange: module)\n"
+        f"{stamp_label(results['stamp'])}",
+        fontsize=9,
+    )
     return ax
 
 
@@ -38,7 +41,9 @@ def plot_sweep(results: dict, ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
     for name in dict.fromkeys(r["variant"] for r in rows):
-        pts = sorted((r["L"], r["ms_median"]) for r in rows if r["variant"] == name and r["status"] == "ok")
+        pts = sorted(
+            (r["L"], r["ms_median"]) for r in rows if r["variant"] == name and r["status"] == "ok"
+        )
         if not pts:
             continue
         slope = slopes.get(name)
@@ -48,8 +53,10 @@ def plot_sweep(results: dict, ax=None):
     ax.set_yscale("log")
     ax.set_xlabel("sequence length L (log scale)")
     ax.set_ylabel("median ms (log scale)")
-    ax.set_title(f"causal attention time vs L — slope 2 = quadratic\n{stamp_label(results['stamp'])}",
-                 fontsize=9)
+    ax.set_title(
+        f"causal attention time vs L — slope 2 = quadratic\n{stamp_label(results['stamp'])}",
+        fontsize=9,
+    )
     ax.legend(fontsize=8)
     return ax
 
@@ -66,7 +73,9 @@ def plot_decode(results: dict, ax=None):
     ax.set_yscale("log")
     ax.set_xlabel("cached context length S (log scale)")
     ax.set_ylabel("µs per decode step (log scale)")
-    ax.set_title(f"decode: one token against the KV cache\n{stamp_label(results['stamp'])}", fontsize=9)
+    ax.set_title(
+        f"decode: one token against the KV cache\n{stamp_label(results['stamp'])}", fontsize=9
+    )
     ax.legend(fontsize=8)
     return ax
 
@@ -76,7 +85,11 @@ def save_plots(results: dict, folder: str | Path, stem: str) -> list[Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, draw in (("comparison", plot_comparison), ("sweep", plot_sweep), ("decode", plot_decode)):
+    for name, draw in (
+        ("comparison", plot_comparison),
+        ("sweep", plot_sweep),
+        ("decode", plot_decode),
+    ):
         ax = draw(results)
         ax.figure.tight_layout()
         path = folder / f"{stem}_{name}.png"

@@ -10,8 +10,17 @@ import json
 from pathlib import Path
 
 SCHEMA = "mha-course-bench/1"
-STAMP_KEYS = ("device_type", "device_name", "cpu_model", "threads", "torch", "cuda", "cudnn",
-              "numpy", "date_utc")
+STAMP_KEYS = (
+    "device_type",
+    "device_name",
+    "cpu_model",
+    "threads",
+    "torch",
+    "cuda",
+    "cudnn",
+    "numpy",
+    "date_utc",
+)
 SECTIONS = ("comparison", "prefill", "decode", "sweep")
 STATUSES = ("ok", "oom", "unsupported", "error", "skipped")
 GPU_ONLY_KEYS = ("pct_of_peak", "gb_per_s")
@@ -36,7 +45,9 @@ def validate_results(results: dict) -> None:
         for i, row in enumerate(rows):
             where = f"results[{section!r}]['rows'][{i}]"
             if row.get("status") not in STATUSES:
-                raise ValueError(f"{where}['status']: expected one of {STATUSES}, got {row.get('status')!r}")
+                raise ValueError(
+                    f"{where}['status']: expected one of {STATUSES}, got {row.get('status')!r}"
+                )
             if "variant" not in row or "dtype" not in row:
                 raise ValueError(f"{where}: every row names its 'variant' and 'dtype'")
             if row["status"] == "ok" and not {"ms_median", "ms_iqr", "n_samples"} <= row.keys():

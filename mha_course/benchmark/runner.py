@@ -43,46 +43,75 @@ def config_for(device: torch.device, quick: bool) -> Config:
     if device.type == "cuda":
         bf16 = torch.bfloat16
         if quick:
-            return Config(Problem(2, 1024, 1024, 8, dtype=bf16), False,
-                          dict(B=2, L=1024, E=1024, H=8), dict(B=4, H=32, D=128, contexts=[1024, 8192]),
-                          dict(B=1, H=8, D=128, lengths=[512, 1024, 2048, 4096]),
-                          dict(rounds=10, warmup=3))
-        return Config(Problem(4, 4096, 2048, 16, dtype=bf16), True,
-                      dict(B=4, L=4096, E=4096, H=32), dict(B=8, H=32, D=128,
-                                                            contexts=[1024, 2048, 4096, 8192, 16384, 32768]),
-                      dict(B=1, H=16, D=128, lengths=[512, 1024, 2048, 4096, 8192, 16384]),
-                      dict(rounds=25, warmup=5))
+            return Config(
+                Problem(2, 1024, 1024, 8, dtype=bf16),
+                False,
+                dict(B=2, L=1024, E=1024, H=8),
+                dict(B=4, H=32, D=128, contexts=[1024, 8192]),
+                dict(B=1, H=8, D=128, lengths=[512, 1024, 2048, 4096]),
+                dict(rounds=10, warmup=3),
+            )
+        return Config(
+            Problem(4, 4096, 2048, 16, dtype=bf16),
+            True,
+            dict(B=4, L=4096, E=4096, H=32),
+            dict(B=8, H=32, D=128, contexts=[1024, 2048, 4096, 8192, 16384, 32768]),
+            dict(B=1, H=16, D=128, lengths=[512, 1024, 2048, 4096, 8192, 16384]),
+            dict(rounds=25, warmup=5),
+        )
     f32 = torch.float32
     if quick:
-        return Config(Problem(1, 256, 256, 4, dtype=f32), False,
-                      dict(B=1, L=256, E=256, H=8), dict(B=1, H=8, D=64, contexts=[512, 2048, 8192]),
-                      dict(B=1, H=2, D=64, lengths=[128, 256, 512, 1024]),
-                      dict(rounds=5, warmup=2, min_block_s=0.005))
-    return Config(Problem(4, 1024, 768, 12, dtype=f32), True,
-                  dict(B=2, L=1024, E=768, H=12), dict(B=4, H=16, D=64, contexts=[1024, 4096, 16384]),
-                  dict(B=1, H=8, D=64, lengths=[256, 512, 1024, 2048, 4096]),
-                  dict(rounds=7, warmup=2, min_block_s=0.05))
+        return Config(
+            Problem(1, 256, 256, 4, dtype=f32),
+            False,
+            dict(B=1, L=256, E=256, H=8),
+            dict(B=1, H=8, D=64, contexts=[512, 2048, 8192]),
+            dict(B=1, H=2, D=64, lengths=[128, 256, 512, 1024]),
+            dict(rounds=5, warmup=2, min_block_s=0.005),
+        )
+    return Config(
+        Problem(4, 1024, 768, 12, dtype=f32),
+        True,
+        dict(B=2, L=1024, E=768, H=12),
+        dict(B=4, H=16, D=64, contexts=[1024, 4096, 16384]),
+        dict(B=1, H=8, D=64, lengths=[256, 512, 1024, 2048, 4096]),
+        dict(rounds=7, warmup=2, min_block_s=0.05),
+    )
 
 
-def comparison_rows(variants: list[Variant], device: torch.device, stamp: dict, dtype: str,
-                    timing: dict) -> list[dict]:
+def comparison_rows(
+    variants: list[Variant], device: torch.device, stamp: dict, dtype: str, timing: dict
+) -> list[dict]:
     """Time all variants interleaved; add rates, memory and the error against float64."""
     timed = time_interleaved({v.name: v.fn for v in variants}, device, **timing)
     rows = []
     for v in variants:
         r = timed[v.name]
-        row = {"variant": v.name, "level": v.level, "backend": v.backend,
-               "dtype": dtype,
-               "attention_flops": v.attention_flops, "projection_flops": v.projection_flops,
-               "io_bytes": v.io_bytes, "scores_bytes": v.scores_bytes, **r}
+        row = {
+            "variant": v.name,
+            "level": v.level,
+            "backend": v.backend,
+            "dtype": dtype,
+            "attention_flops": v.attention_flops,
+            "projection_flops": v.projection_flops,
+            "io_bytes": v.io_bytes,
+            "scores_bytes": v.scores_bytes,
+            **r,
+        }
         if r["status"] == "ok":
             seconds = r["ms_median"] / 1e3
             flops = v.attention_flops + v.projection_flops
             row["gflops_per_s"] = flops / seconds / 1e9
-            row["max_abs_err"] = (None if v.reference is None else  # batch element 0
-                                  float((v.fn()[:1].double() - v.reference).abs().max()))
+            row["max_abs_err"] = (
+                None
+                if v.reference is None
+                # batch element 0
+                else float((v.fn()[:1].double() - v.reference).abs().max())
+            )
             if device.type == "cuda":
-                row["pct_of_peak"] = percent_of_peak(flops, seconds, stamp["device_name"], row["dtype"])
+                row["pct_of_peak"] = percent_of_peak(
+                    flops, seconds, stamp["device_name"], row["dtype"]
+                )
                 row["gb_per_s"] = v.io_bytes / seconds / 1e9
         else:
             row["backend"] = f"{v.backend} ({r['status']})"
@@ -90,8 +119,12 @@ def comparison_rows(variants: list[Variant], device: torch.device, stamp: dict, 
     return rows
 
 
-def run_benchmark(device: str | torch.device = "cpu", quick: bool = False,
-                  threads: int | None = None, log: Callable[[str], None] = print) -> dict:
+def run_benchmark(
+    device: str | torch.device = "cpu",
+    quick: bool = False,
+    threads: int | None = None,
+    log: Callable[[str], None] = print,
+) -> dict:
     """Run every section on ``device`` and return the stamped results (see ``results.py``)."""
     device = torch.device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -102,8 +135,12 @@ def run_benchmark(device: str | torch.device = "cpu", quick: bool = False,
     stamp = environment_stamp(device, threads)
     timing = dict(cfg.timing, threads=stamp["threads"])
     p = cfg.comparison
-    results = {"schema": SCHEMA, "mode": "quick" if quick else "full",
-               "banner": CPU_BANNER if device.type == "cpu" else None, "stamp": stamp}
+    results = {
+        "schema": SCHEMA,
+        "mode": "quick" if quick else "full",
+        "banner": CPU_BANNER if device.type == "cpu" else None,
+        "stamp": stamp,
+    }
     if results["banner"]:
         log(f"*** {CPU_BANNER} ***")
     log(f"device: {stamp['device_name']} | torch {stamp['torch']} | threads {stamp['threads']}")
@@ -112,13 +149,18 @@ def run_benchmark(device: str | torch.device = "cpu", quick: bool = False,
         log(f"comparison: {p.as_dict()}")
         variants = kernel_variants(p, device, include_compiled=cfg.include_compiled)
         variants += module_variants(p, device)
-        results["comparison"] = {"problem": p.as_dict(),
-                                 "rows": comparison_rows(variants, device, stamp, p.as_dict()["dtype"],
-                                                         timing)}
+        results["comparison"] = {
+            "problem": p.as_dict(),
+            "rows": comparison_rows(variants, device, stamp, p.as_dict()["dtype"], timing),
+        }
         log("prefill: MHA vs GQA vs MQA")
-        results["prefill"] = {"rows": prefill_rows(**cfg.prefill, device=device, dtype=p.dtype, **timing)}
+        results["prefill"] = {
+            "rows": prefill_rows(**cfg.prefill, device=device, dtype=p.dtype, **timing)
+        }
         log("decode: one token against a KV cache of growing length")
-        results["decode"] = {"rows": decode_rows(**cfg.decode, device=device, dtype=p.dtype, **timing)}
+        results["decode"] = {
+            "rows": decode_rows(**cfg.decode, device=device, dtype=p.dtype, **timing)
+        }
         log("sweep: time and scores memory against sequence length")
         rows = sweep_rows(**cfg.sweep, device=device, dtype=p.dtype, progress=True, **timing)
         results["sweep"] = {"rows": rows, "slopes": fitted_slopes(rows)}

@@ -61,8 +61,10 @@ class VirtualEvent:
         if self._at is None or end._at is None:
             raise RuntimeError("elapsed_time: both events must be recorded first (event.record())")
         if not (self.query() and end.query()):
-            raise RuntimeError("elapsed_time: the device has not reached these events yet (device "
-                               "not ready): call synchronize() before reading them")
+            raise RuntimeError(
+                "elapsed_time: the device has not reached these events yet (device "
+                "not ready): call synchronize() before reading them"
+            )
         return end.time_ms - self.time_ms
 
 
@@ -79,8 +81,14 @@ class VirtualDevice:
     Deterministic for a ``seed``.
     """
 
-    def __init__(self, kernel_ms: float, first_extra_ms: float = 0.0, jitter: float = 0.0,
-                 seed: int = 0, max_launches: int = 100_000) -> None:
+    def __init__(
+        self,
+        kernel_ms: float,
+        first_extra_ms: float = 0.0,
+        jitter: float = 0.0,
+        seed: int = 0,
+        max_launches: int = 100_000,
+    ) -> None:
         import numpy as np
 
         self._rng = np.random.default_rng(seed)

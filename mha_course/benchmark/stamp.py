@@ -35,8 +35,13 @@ def device_name(device: torch.device | str) -> str:
 
 def _git_commit() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=5, cwd=Path(__file__).resolve().parent)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None
@@ -79,5 +84,4 @@ def environment_stamp(device: torch.device | str, threads: int | None = None) ->
 def stamp_label(stamp: dict) -> str:
     """One line for plot titles and banners: device, dtype-free versions and date."""
     extra = f", CUDA {stamp['cuda']}" if stamp.get("cuda") else f", {stamp['threads']} threads"
-    return (f"{stamp['device_name']} — torch {stamp['torch']}{extra}, "
-            f"{stamp['date_utc'][:10]}")
+    return f"{stamp['device_name']} — torch {stamp['torch']}{extra}, {stamp['date_utc'][:10]}"

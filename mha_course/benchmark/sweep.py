@@ -20,15 +20,25 @@ from mha_course.ops.sdpa import scaled_dot_product_attention
 def loglog_slope(xs: list[float], ys: list[float]) -> float:
     """Least-squares slope of log(y) against log(x): the exponent k in y ≈ c·xᵏ."""
     if len(xs) != len(ys) or len(xs) < 2:
-        raise ValueError(f"xs, ys: expected two equal-length lists of >= 2 points, got {len(xs)} and {len(ys)}")
+        raise ValueError(
+            f"xs, ys: expected two equal-length lists of >= 2 points, got {len(xs)} and {len(ys)}"
+        )
     if min(xs) <= 0 or min(ys) <= 0:
         raise ValueError("xs, ys: a log-log fit needs positive values")
     slope, _ = np.polyfit(np.log(np.asarray(xs, float)), np.log(np.asarray(ys, float)), 1)
     return float(slope)
 
 
-def sweep_rows(B: int, H: int, D: int, lengths: list[int], device: torch.device,
-               dtype: torch.dtype, progress: bool = False, **timing) -> list[dict]:
+def sweep_rows(
+    B: int,
+    H: int,
+    D: int,
+    lengths: list[int],
+    device: torch.device,
+    dtype: torch.dtype,
+    progress: bool = False,
+    **timing,
+) -> list[dict]:
     """Time causal self-attention at each L: the course's naive kernel against torch's SDPA.
 
     ``progress=True`` shows a progress bar over the lengths (the CLI turns it on).
@@ -44,15 +54,27 @@ def sweep_rows(B: int, H: int, D: int, lengths: list[int], device: torch.device,
     for L in tqdm(lengths, desc="sweep", unit="L", disable=not progress):
         q, k, v = (torch.randn(B, H, L, D, generator=g).to(device, dtype) for _ in range(3))
         fns = {
-            labels.COURSE_NAIVE: lambda q=q, k=k, v=v: scaled_dot_product_attention(q, k, v, is_causal=True),
-            labels.SDPA_AUTO: lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            labels.COURSE_NAIVE: lambda q=q, k=k, v=v: scaled_dot_product_attention(
+                q, k, v, is_causal=True
+            ),
+            labels.SDPA_AUTO: lambda q=q, k=k, v=v: F.scaled_dot_product_attention(
+                q, k, v, is_causal=True
+            ),
         }
         flops = attention_flops(B, H, L, L, D, causal=True)
         for name, r in time_interleaved(fns, device, **timing).items():
-            row = {"variant": name, "B": B, "H": H, "L": L, "D": D, "flops": flops,
-                   "dtype": str(dtype).removeprefix("torch."),
-                   "scores_bytes": scores_bytes(B, H, L, L, q.element_size())
-                   if name == labels.COURSE_NAIVE else 0}
+            row = {
+                "variant": name,
+                "B": B,
+                "H": H,
+                "L": L,
+                "D": D,
+                "flops": flops,
+                "dtype": str(dtype).removeprefix("torch."),
+                "scores_bytes": scores_bytes(B, H, L, L, q.element_size())
+                if name == labels.COURSE_NAIVE
+                else 0,
+            }
             row.update(r)
             if r["status"] == "ok":
                 row["gflops_per_s"] = flops / (r["ms_median"] / 1e3) / 1e9
@@ -65,8 +87,11 @@ def fitted_slopes(rows: list[dict]) -> dict[str, float | None]:
     (small L is dominated by fixed overheads, not by the L² work)."""
     slopes: dict[str, float | None] = {}
     for name in dict.fromkeys(r["variant"] for r in rows):
-        pts = sorted((r["L"], r["ms_median"]) for r in rows
-                     if r["variant"] == name and r.get("status") == "ok")
-        upper = pts[(len(pts) - 1) // 2:]  # 4 points -> the last 3; 2 points -> both
+        pts = sorted(
+            (r["L"], r["ms_median"])
+            for r in rows
+            if r["variant"] == name and r.get("status") == "ok"
+        )
+        upper = pts[(len(pts) - 1) // 2 :]  # 4 points -> the last 3; 2 points -> both
         slopes[name] = loglog_slope(*map(list, zip(*upper))) if len(upper) >= 2 else None
     return slopes

@@ -67,8 +67,15 @@ def summarize(samples_ms: list[float]) -> dict:
         q1 = q3 = xs[0]
     else:
         q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive")
-    return {"ms_median": statistics.median(xs), "ms_q1": q1, "ms_q3": q3, "ms_iqr": q3 - q1,
-            "ms_min": xs[0], "n_samples": len(xs), "samples_ms": xs}
+    return {
+        "ms_median": statistics.median(xs),
+        "ms_q1": q1,
+        "ms_q3": q3,
+        "ms_iqr": q3 - q1,
+        "ms_min": xs[0],
+        "n_samples": len(xs),
+        "samples_ms": xs,
+    }
 
 
 def classify_failure(exc: BaseException) -> tuple[str, str]:
@@ -80,8 +87,13 @@ def classify_failure(exc: BaseException) -> tuple[str, str]:
     msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
     if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in msg.lower():
         return "oom", msg
-    unsupported = ("No viable backend", "No available kernel", "not supported", "not implemented",
-                   "Unsupported")
+    unsupported = (
+        "No viable backend",
+        "No available kernel",
+        "not supported",
+        "not implemented",
+        "Unsupported",
+    )
     if isinstance(exc, NotImplementedError) or any(u.lower() in msg.lower() for u in unsupported):
         return "unsupported", msg
     return "error", f"{type(exc).__name__}: {msg}"
@@ -154,10 +166,13 @@ def time_interleaved(
     samples: dict[str, list[float]] = {name: [] for name in live}
 
     if device.type == "cuda":
-        scratch = (torch.empty(DEFAULT_L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
-                   if flush_l2 else None)
+        scratch = (
+            torch.empty(DEFAULT_L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
+            if flush_l2
+            else None
+        )
         for r in range(rounds):
-            order = live[r % max(1, len(live)):] + live[: r % max(1, len(live))]
+            order = live[r % max(1, len(live)) :] + live[: r % max(1, len(live))]
             events = []
             for name in order:
                 if scratch is not None:
@@ -173,16 +188,22 @@ def time_interleaved(
                 samples[name].append(start.elapsed_time(end))
     else:
         tb = torch_benchmark()
-        timers = {name: tb.Timer(stmt="fn()", globals={"fn": fns[name]}, num_threads=threads,
-                                 description=name) for name in live}
+        timers = {
+            name: tb.Timer(
+                stmt="fn()", globals={"fn": fns[name]}, num_threads=threads, description=name
+            )
+            for name in live
+        }
         number = {}
         for name, t in list(timers.items()):
             ok, n = _guarded(lambda t=t: _calls_per_sample(t, min_block_s), name, results, live)
             number[name] = n
         for r in range(rounds):
-            order = live[r % max(1, len(live)):] + live[: r % max(1, len(live))]
+            order = live[r % max(1, len(live)) :] + live[: r % max(1, len(live))]
             for name in order:
-                ok, m = _guarded(lambda name=name: timers[name].timeit(number[name]), name, results, live)
+                ok, m = _guarded(
+                    lambda name=name: timers[name].timeit(number[name]), name, results, live
+                )
                 if ok:
                     samples[name].append(m.median * 1e3)  # seconds per call -> ms
 
@@ -191,8 +212,9 @@ def time_interleaved(
     return results
 
 
-def _guarded(call: Callable[[], object], name: str, results: dict,
-             live: list[str]) -> tuple[bool, object]:
+def _guarded(
+    call: Callable[[], object], name: str, results: dict, live: list[str]
+) -> tuple[bool, object]:
     """Run one timed call -> (ok, its value). A failure after a successful warm-up (e.g. an OOM
     from fragmentation) is recorded like a warm-up failure; the variant leaves the later rounds."""
     try:

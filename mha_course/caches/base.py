@@ -100,8 +100,9 @@ def kv_cache_bytes(
         The cache of one layer is key, value: (B, G, S, D) each — or latent (B, S, C) and rotary
         key (B, S, R) — with B = ``batch`` and S = ``seq_len``. Returns an int (bytes).
     """
-    elements = kv_cache_elements(num_layers, num_kv_heads, head_dim, seq_len, batch,
-                                 latent_dim=latent_dim, rope_dim=rope_dim)
+    elements = kv_cache_elements(
+        num_layers, num_kv_heads, head_dim, seq_len, batch, latent_dim=latent_dim, rope_dim=rope_dim
+    )
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"dtype: expected a torch.dtype such as torch.bfloat16, got {dtype!r}")
     return elements * torch.empty((), dtype=dtype).element_size()
@@ -171,9 +172,14 @@ class Cache(ABC):
         return mask
 
 
-def check_new_kv(key: object, value: object, held: tuple[torch.Tensor, torch.Tensor] | None, *,
-                 names: tuple[str, str] = ("key", "value"),
-                 letters: tuple[str, str] = ("(B, G, S, D)", "(B, G, S, Dv)")) -> None:
+def check_new_kv(
+    key: object,
+    value: object,
+    held: tuple[torch.Tensor, torch.Tensor] | None,
+    *,
+    names: tuple[str, str] = ("key", "value"),
+    letters: tuple[str, str] = ("(B, G, S, D)", "(B, G, S, Dv)"),
+) -> None:
     """The checks of every KV cache's ``update``: float tensors ``key (B, G, S, D)`` and ``value
     (B, G, S, Dv)`` of one dtype with the same sizes but the last; and, when the cache already holds
     ``held = (key, value)``, the same sizes but S (dimension -2), dtype and device as those.
@@ -190,8 +196,10 @@ def check_new_kv(key: object, value: object, held: tuple[torch.Tensor, torch.Ten
     first, second = names
     if value.shape[:-1] != key.shape[:-1]:
         want = ", ".join([*map(str, key.shape[:-1]), letters[1].strip("()").split(", ")[-1]])
-        raise ValueError(f"{second}: expected shape {letters[1]} = ({want}) like {first}'s, "
-                         f"got {shape_str(value)}")
+        raise ValueError(
+            f"{second}: expected shape {letters[1]} = ({want}) like {first}'s, "
+            f"got {shape_str(value)}"
+        )
     if value.dtype != key.dtype:
         raise ValueError(f"{second}: expected dtype {key.dtype} ({first}'s), got {value.dtype}")
     if held is None:
@@ -199,8 +207,12 @@ def check_new_kv(key: object, value: object, held: tuple[torch.Tensor, torch.Ten
     for name, spec, new, old in zip(names, letters, (key, value), held):
         if new.shape[:-2] + new.shape[-1:] != old.shape[:-2] + old.shape[-1:]:  # all sizes but S
             want = ", ".join([*map(str, old.shape[:-2]), "S", str(old.shape[-1])])
-            raise ValueError(f"{name}: expected shape {spec} = ({want}) to match the cache, got "
-                             f"{shape_str(new)}; call reset() to start a new sequence")
+            raise ValueError(
+                f"{name}: expected shape {spec} = ({want}) to match the cache, got "
+                f"{shape_str(new)}; call reset() to start a new sequence"
+            )
         if (new.dtype, new.device) != (old.dtype, old.device):
-            raise ValueError(f"{name}: expected dtype {old.dtype} on {old.device} to match the cache, "
-                             f"got {new.dtype} on {new.device}")
+            raise ValueError(
+                f"{name}: expected dtype {old.dtype} on {old.device} to match the cache, "
+                f"got {new.dtype} on {new.device}"
+            )

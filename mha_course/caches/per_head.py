@@ -21,8 +21,9 @@ Values = torch.Tensor | Callable[[torch.Tensor], torch.Tensor]
 Loader = Callable[[int, int], tuple]
 
 
-def attention_by_head(query: torch.Tensor, load: Loader, *, num_kv_heads: int,
-                      scale: float | None = None) -> torch.Tensor:
+def attention_by_head(
+    query: torch.Tensor, load: Loader, *, num_kv_heads: int, scale: float | None = None
+) -> torch.Tensor:
     """Causal attention of the last L tokens of each sequence to its cached keys, one key/value
     head at a time: query ``l`` of sequence ``b`` sits at position ``S_b - L + l`` and sees keys
     ``j <= S_b - L + l`` (with L = 1, a decode step, every key).
@@ -45,18 +46,24 @@ def attention_by_head(query: torch.Tensor, load: Loader, *, num_kv_heads: int,
     G = num_kv_heads
     r = H // G
     scale = 1.0 / math.sqrt(D) if scale is None else scale
-    q = (query * scale).reshape(B, G, r * L, D)  # (B, H, L, D) -> (B, G, H/G * L, D): a group's rows
+    q = (query * scale).reshape(
+        B, G, r * L, D
+    )  # (B, H, L, D) -> (B, G, H/G * L, D): a group's rows
     outs = []
     for b in range(B):
         for g in range(G):
             k, v, *scales = load(b, g)  # (S_b, D), (S_b, Dv) [, (S_b, 1), (S_b, 1)]
             S = k.shape[0]
-            scores = k @ q[b, g].transpose(0, 1)  # (S, D) @ (D, rL) -> (S, rL): rows of k read in order
+            scores = k @ q[b, g].transpose(
+                0, 1
+            )  # (S, D) @ (D, rL) -> (S, rL): rows of k read in order
             if scales:
                 scores.mul_(scales[0])  # (S, rL) * (S, 1): each key's scale
             if L > 1:  # the last L positions are the queries: mask the keys after each one
                 p = torch.arange(S - L, S, device=k.device).repeat(r)  # (rL,) each row's position
-                scores = scores.masked_fill(torch.arange(S, device=k.device)[:, None] > p[None, :], float("-inf"))
+                scores = scores.masked_fill(
+                    torch.arange(S, device=k.device)[:, None] > p[None, :], float("-inf")
+                )
             weights = torch.softmax(scores, dim=0)  # over the S keys, per query row
             if scales:
                 weights.mul_(scales[1])  # (S, rL) * (S, 1): each value's scale

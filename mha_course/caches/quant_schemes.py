@@ -37,8 +37,9 @@ def _check_x(x: torch.Tensor) -> None:
     check_rank("x", x, "(B, G, S, D)", rank=4)
 
 
-def fake_quant_asymmetric(x: torch.Tensor, axis: str = "token", bits: int = 4,
-                          group: int | None = None) -> torch.Tensor:
+def fake_quant_asymmetric(
+    x: torch.Tensor, axis: str = "token", bits: int = 4, group: int | None = None
+) -> torch.Tensor:
     """Asymmetric (min/max, zero-point) quantization to ``bits`` and back.
 
     ``axis="token"``: one (scale, minimum) per token over its D features; ``axis="channel"``: one
@@ -57,14 +58,18 @@ def fake_quant_asymmetric(x: torch.Tensor, axis: str = "token", bits: int = 4,
     if axis == "channel":
         g = S if group is None else group
         if isinstance(g, bool) or not isinstance(g, int) or g < 1 or S % g:
-            raise ValueError(f"group: expected a positive divisor of S = {S} (x is (B, G, S, D)), got {group!r}")
+            raise ValueError(
+                f"group: expected a positive divisor of S = {S} (x is (B, G, S, D)), got {group!r}"
+            )
         xg = x.double().reshape(B, G, S // g, g, D)  # (B, G, S, D) -> (B, G, S/g, g, D)
         dim = -2
     else:
         xg, dim = x.double(), -1
     lo, hi = xg.amin(dim, keepdim=True), xg.amax(dim, keepdim=True)
-    levels = 2 ** bits - 1
-    scale = torch.where(hi > lo, (hi - lo) / levels, torch.ones_like(hi))  # constant group: any scale
+    levels = 2**bits - 1
+    scale = torch.where(
+        hi > lo, (hi - lo) / levels, torch.ones_like(hi)
+    )  # constant group: any scale
     q = torch.round((xg - lo) / scale).clamp(0, levels)
     return (q * scale + lo).reshape(B, G, S, D).to(x.dtype)  # -> (B, G, S, D)
 
@@ -160,5 +165,7 @@ class KIVICache(Cache):
             done = fake_quant_asymmetric(v_full[..., :old, :], "token", self.bits)
             self.v_quant = torch.cat([self.v_quant, done], dim=-2)
         self.v_full = v_full[..., old:, :]
-        return (torch.cat([self.k_quant, self.k_full], dim=-2),
-                torch.cat([self.v_quant, self.v_full], dim=-2))
+        return (
+            torch.cat([self.k_quant, self.k_full], dim=-2),
+            torch.cat([self.v_quant, self.v_full], dim=-2),
+        )

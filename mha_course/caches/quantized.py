@@ -23,13 +23,17 @@ BITS = (8, 4)
 
 def _check(axis: str, bits: int) -> None:
     if axis not in AXES:
-        raise ValueError(f"axis: expected 'token' (one scale per (B, G, S)) or 'channel' "
-                         f"(one per (B, G, D)), got {axis!r}")
+        raise ValueError(
+            f"axis: expected 'token' (one scale per (B, G, S)) or 'channel' "
+            f"(one per (B, G, D)), got {axis!r}"
+        )
     if bits not in BITS:
         raise ValueError(f"bits: expected one of {BITS}, got {bits!r}")
 
 
-def quantize(x: torch.Tensor, axis: str = "token", bits: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+def quantize(
+    x: torch.Tensor, axis: str = "token", bits: int = 8
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric absmax quantization to int8 values in ``[-q_max, q_max]``
     (``q_max = 2^(bits-1) - 1``: 127 for int8, 7 for 4-bit).
 
@@ -55,10 +59,16 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """
     check_tensor("q", q)
     check_tensor("scale", scale)
-    if scale.dim() != q.dim() or any(s not in (1, n) for s, n in zip(scale.shape, q.shape, strict=True)):
-        raise ValueError(f"scale: expected a shape that broadcasts to q's {shape_str(q)} without "
-                         f"growing it, (B, G, S, 1) or (B, G, 1, D), got {shape_str(scale)}")
-    return torch.mul(q, scale)  # int8 x float -> the scale's dtype in one vectorised step (no int->float copy)
+    if scale.dim() != q.dim() or any(
+        s not in (1, n) for s, n in zip(scale.shape, q.shape, strict=True)
+    ):
+        raise ValueError(
+            f"scale: expected a shape that broadcasts to q's {shape_str(q)} without "
+            f"growing it, (B, G, S, 1) or (B, G, 1, D), got {shape_str(scale)}"
+        )
+    return torch.mul(
+        q, scale
+    )  # int8 x float -> the scale's dtype in one vectorised step (no int->float copy)
 
 
 def pack_int4(q: torch.Tensor) -> torch.Tensor:
@@ -71,10 +81,14 @@ def pack_int4(q: torch.Tensor) -> torch.Tensor:
     if q.dtype != torch.int8:
         raise ValueError(f"q: expected int8 codes in [-8, 7], got dtype {q.dtype}")
     if q.dim() == 0 or q.shape[-1] % 2:
-        raise ValueError(f"q: expected shape (..., D) with D even to pack pairs, got {shape_str(q)}")
+        raise ValueError(
+            f"q: expected shape (..., D) with D even to pack pairs, got {shape_str(q)}"
+        )
     if q.numel() and not -8 <= int(q.min()) <= int(q.max()) <= 7:
-        raise ValueError(f"q: expected 4-bit codes in [-8, 7] (a nibble each), got values in "
-                         f"[{int(q.min())}, {int(q.max())}]")
+        raise ValueError(
+            f"q: expected 4-bit codes in [-8, 7] (a nibble each), got values in "
+            f"[{int(q.min())}, {int(q.max())}]"
+        )
     u = (q.to(torch.int16) & 0xF).to(torch.uint8)  # two's complement nibbles
     return u[..., 0::2] | (u[..., 1::2] << 4)
 
@@ -90,9 +104,15 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
     return torch.stack([lo, hi], dim=-1).flatten(-2)  # (..., D/2, 2) -> (..., D)
 
 
-def quantized_cache_bytes(num_layers: int, num_kv_heads: int, head_dim: int, seq_len: int = 1,
-                          batch: int = 1, bits: int = 8,
-                          scale_dtype: torch.dtype = torch.float16) -> int:
+def quantized_cache_bytes(
+    num_layers: int,
+    num_kv_heads: int,
+    head_dim: int,
+    seq_len: int = 1,
+    batch: int = 1,
+    bits: int = 8,
+    scale_dtype: torch.dtype = torch.float16,
+) -> int:
     """Bytes of a per-token quantized cache: the values at ``bits`` each (chapter 7's
     :func:`mha_course.kv_cache_bytes` at int8, times bits / 8) plus one scale per token, key/value
     head and layer for keys and for values (``2 · G`` scales per token per layer).
@@ -101,7 +121,9 @@ def quantized_cache_bytes(num_layers: int, num_kv_heads: int, head_dim: int, seq
         Per layer: q (B, G, S, D) for keys and values, scales (B, G, S, 1). Returns an int.
     """
     _check("token", bits)
-    values = kv_cache_bytes(num_layers, num_kv_heads, head_dim, seq_len, batch, torch.int8) * bits // 8
+    values = (
+        kv_cache_bytes(num_layers, num_kv_heads, head_dim, seq_len, batch, torch.int8) * bits // 8
+    )
     scales = kv_cache_bytes(num_layers, num_kv_heads, 1, seq_len, batch, scale_dtype)
     return values + scales
 
@@ -126,8 +148,10 @@ class QuantizedKVCache(Cache):
     def __init__(self, bits: int = 8, scale_dtype: torch.dtype = torch.float16) -> None:
         _check("token", bits)
         if not isinstance(scale_dtype, torch.dtype) or not scale_dtype.is_floating_point:
-            raise ValueError(f"scale_dtype: expected a floating-point torch.dtype that can hold a "
-                             f"scale (torch.float16, torch.bfloat16, torch.float32...), got {scale_dtype!r}")
+            raise ValueError(
+                f"scale_dtype: expected a floating-point torch.dtype that can hold a "
+                f"scale (torch.float16, torch.bfloat16, torch.float32...), got {scale_dtype!r}"
+            )
         self.bits, self.scale_dtype = bits, scale_dtype
         self.reset()
 
@@ -142,7 +166,11 @@ class QuantizedKVCache(Cache):
 
     def held(self) -> tuple[torch.Tensor, ...]:
         """The codes and scales: (B, G, S, D or D / 2) twice, (B, G, S, 1) twice."""
-        return () if self.q_key is None else (self.q_key, self.q_value, self.key_scale, self.value_scale)
+        return (
+            ()
+            if self.q_key is None
+            else (self.q_key, self.q_value, self.key_scale, self.value_scale)
+        )
 
     def _store(self, name: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Codes and the stored scale of each token, the codes computed WITH that stored scale.
@@ -155,12 +183,20 @@ class QuantizedKVCache(Cache):
         scale = (amax / q_max).to(self.scale_dtype)  # what the cache keeps
         info = torch.finfo(self.scale_dtype)
         if not torch.isfinite(scale).all():
-            raise ValueError(f"{name}: a token's scale max|x| / {q_max} = {float((amax / q_max).max()):.3g} "
-                             f"overflows scale_dtype {self.scale_dtype} (largest {info.max:.3g})")
+            raise ValueError(
+                f"{name}: a token's scale max|x| / {q_max} = {float((amax / q_max).max()):.3g} "
+                f"overflows scale_dtype {self.scale_dtype} (largest {info.max:.3g})"
+            )
         # a scale rounded DOWN would push max|x| / scale past q_max and clamp it (far past half a step
         # where scale_dtype is subnormal, e.g. fp16 below 6.1e-5): round up to the next representable one
-        scale = torch.where(scale.double() < amax / q_max, torch.nextafter(scale, torch.full_like(scale, info.max)), scale)
-        tiny = info.smallest_normal * info.eps  # the smallest positive value (subnormal) of scale_dtype
+        scale = torch.where(
+            scale.double() < amax / q_max,
+            torch.nextafter(scale, torch.full_like(scale, info.max)),
+            scale,
+        )
+        tiny = (
+            info.smallest_normal * info.eps
+        )  # the smallest positive value (subnormal) of scale_dtype
         scale = torch.where(amax == 0, torch.ones_like(scale), scale.clamp_min(tiny))  # never 0
         q = torch.round(x.double() / scale.double()).clamp(-q_max, q_max).to(torch.int8)
         return (pack_int4(q) if self.bits == 4 else q), scale
@@ -178,22 +214,30 @@ class QuantizedKVCache(Cache):
         check_new_kv(key, value, None)
         for name, x, d in (("key", key, "D"), ("value", value, "Dv")):
             if self.bits == 4 and x.shape[-1] % 2:
-                raise ValueError(f"{name}: expected shape (B, G, S, {d}) with {d} even (4-bit codes are "
-                                 f"packed in pairs), got {shape_str(x)}")
+                raise ValueError(
+                    f"{name}: expected shape (B, G, S, {d}) with {d} even (4-bit codes are "
+                    f"packed in pairs), got {shape_str(x)}"
+                )
             old = self.q_key if name == "key" else self.q_value
             if old is not None:
                 width = old.shape[-1] * (2 if self.bits == 4 else 1)
                 if (x.shape[:2], x.shape[-1]) != (old.shape[:2], width):
-                    raise ValueError(f"{name}: expected shape (B, G, S, {d}) = ({old.shape[0]}, {old.shape[1]}, "
-                                     f"S, {width}) to match the cache, got {shape_str(x)}; call reset() "
-                                     f"to start a new sequence")
+                    raise ValueError(
+                        f"{name}: expected shape (B, G, S, {d}) = ({old.shape[0]}, {old.shape[1]}, "
+                        f"S, {width}) to match the cache, got {shape_str(x)}; call reset() "
+                        f"to start a new sequence"
+                    )
         parts = [*self._store("key", key), *self._store("value", value)]
         if self.q_key is not None:
             old = (self.q_key, self.key_scale, self.q_value, self.value_scale)
-            parts = [torch.cat([o, n], dim=-2) for o, n in zip(old, parts)]  # (B, G, S_old + S_new, ...)
+            parts = [
+                torch.cat([o, n], dim=-2) for o, n in zip(old, parts)
+            ]  # (B, G, S_old + S_new, ...)
         self.q_key, self.key_scale, self.q_value, self.value_scale = parts
-        return (self._load(self.q_key, self.key_scale, key.dtype),
-                self._load(self.q_value, self.value_scale, value.dtype))
+        return (
+            self._load(self.q_key, self.key_scale, key.dtype),
+            self._load(self.q_value, self.value_scale, value.dtype),
+        )
 
     def attend(self, query: torch.Tensor, scale: float | None = None) -> torch.Tensor:
         """Decode-step attention of ``query`` (the newest L tokens, already stored by ``update``)
@@ -212,18 +256,33 @@ class QuantizedKVCache(Cache):
             raise ValueError("query: the cache is empty; call update() with this step's keys first")
         B, G, S = self.q_key.shape[:3]
         D = self.q_key.shape[-1] * (2 if self.bits == 4 else 1)
-        if query.shape[0] != B or query.shape[1] % G or query.shape[3] != D or not 0 < query.shape[2] <= S:
-            raise ValueError(f"query: expected shape (B, H, L, D) = ({B}, H, L, {D}) with H a multiple "
-                             f"of G = {G} and 0 < L <= S = {S}, got {shape_str(query)}")
+        if (
+            query.shape[0] != B
+            or query.shape[1] % G
+            or query.shape[3] != D
+            or not 0 < query.shape[2] <= S
+        ):
+            raise ValueError(
+                f"query: expected shape (B, H, L, D) = ({B}, H, L, {D}) with H a multiple "
+                f"of G = {G} and 0 < L <= S = {S}, got {shape_str(query)}"
+            )
 
         k_buf = query.new_empty(S, D)  # reused by every (sequence, head): overwritten after its use
         v_buf = query.new_empty(S, self.q_value.shape[-1] * (2 if self.bits == 4 else 1))
 
-        def codes(q: torch.Tensor, buf: torch.Tensor) -> torch.Tensor:  # (S, D) int8 / (S, D/2) uint8 -> floats
+        def codes(
+            q: torch.Tensor, buf: torch.Tensor
+        ) -> torch.Tensor:  # (S, D) int8 / (S, D/2) uint8 -> floats
             return buf.copy_(unpack_int4(q) if self.bits == 4 else q)
 
-        def load(b: int, g: int) -> tuple[torch.Tensor, ...]:  # codes (S, D), (S, Dv); scales (S, 1) twice
-            return (codes(self.q_key[b, g], k_buf), codes(self.q_value[b, g], v_buf),
-                    self.key_scale[b, g].to(query.dtype), self.value_scale[b, g].to(query.dtype))
+        def load(
+            b: int, g: int
+        ) -> tuple[torch.Tensor, ...]:  # codes (S, D), (S, Dv); scales (S, 1) twice
+            return (
+                codes(self.q_key[b, g], k_buf),
+                codes(self.q_value[b, g], v_buf),
+                self.key_scale[b, g].to(query.dtype),
+                self.value_scale[b, g].to(query.dtype),
+            )
 
         return attention_by_head(query, load, num_kv_heads=G, scale=scale)

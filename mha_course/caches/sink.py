@@ -43,11 +43,13 @@ class RenumberedSinkCache(SlidingWindowCache):
         -> key (B, G, S_kept, D), value (B, G, S_kept, Dv).
     """
 
-    def __init__(self, window: int, num_sink: int = 0, *, rope: str = "half",
-                 rope_base: float = 10000.0) -> None:
+    def __init__(
+        self, window: int, num_sink: int = 0, *, rope: str = "half", rope_base: float = 10000.0
+    ) -> None:
         if rope not in ROPE_LAYOUTS:
-            raise ValueError(f"rope: expected one of {ROPE_LAYOUTS} (the attention layer's "
-                             f"layout), got {rope!r}")
+            raise ValueError(
+                f"rope: expected one of {ROPE_LAYOUTS} (the attention layer's layout), got {rope!r}"
+            )
         check_base("rope_base", rope_base)
         super().__init__(window, num_sink)
         self.rope, self.rope_base = rope, float(rope_base)
@@ -73,7 +75,8 @@ class RenumberedSinkCache(SlidingWindowCache):
             raise ValueError(
                 f"key: renumbered positions need one query at a time once the text outgrows the "
                 f"cache (W + num_sink = {self.window + self.num_sink} tokens); got S_new = "
-                f"{S_new} new tokens after {start}: feed them one at a time (S_new = 1)")
+                f"{S_new} new tokens after {start}: feed them one at a time (S_new = 1)"
+            )
         new_pos = torch.arange(start, start + S_new, device=key.device)  # (S_new,)
         raw = self._rotate(key, -new_pos) if key.dim() == 4 else key  # undo the text rotation
         k_all, v_all = super().update(raw, value)  # (B, G, S_kept, D), unrotated
@@ -81,8 +84,9 @@ class RenumberedSinkCache(SlidingWindowCache):
         p = self.length - 1  # the newest query's text position
         if S_new > 1 or p < self.window + self.num_sink:  # nothing evicted yet: index = position
             return self._rotate(k_all, j), v_all
-        visible = _visible(torch.tensor([[p]], device=j.device), j[None, :], self.window,
-                           self.num_sink)[0]  # (S_kept,) what the newest query may see
+        visible = _visible(
+            torch.tensor([[p]], device=j.device), j[None, :], self.window, self.num_sink
+        )[0]  # (S_kept,) what the newest query may see
         order = torch.argsort(torch.where(visible, j, j.max() + 1 + j))  # visible ones first, by j
         index = torch.empty_like(j)
         index[order] = torch.arange(len(j), device=j.device)  # cache index of each kept key

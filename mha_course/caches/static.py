@@ -44,7 +44,7 @@ class StaticKVCache(Cache):
         """Views of the filled part, (B, G, S, D) and (B, G, S, Dv)."""
         if self._key is None or not self._length:
             return ()
-        return self._key[:, :, :self._length], self._value[:, :, :self._length]
+        return self._key[:, :, : self._length], self._value[:, :, : self._length]
 
     def allocated(self) -> tuple[torch.Tensor, ...]:
         """The whole buffers, (B, G, max_len, D) and (B, G, max_len, Dv)."""
@@ -65,15 +65,21 @@ class StaticKVCache(Cache):
         B, G, S_new, D = key.shape
         end = self._length + S_new
         if end > self.max_len:  # checked before anything is (re)allocated or written
-            raise ValueError(f"key: the cache holds max_len = {self.max_len} positions; "
-                             f"{self._length} cached + {S_new} new does not fit")
-        fits = self._key is not None and (self._key.shape[:2], self._key.shape[3], self._value.shape[3],
-                                          self._key.dtype, self._key.device) == (
-            (B, G), D, value.shape[3], key.dtype, key.device)
+            raise ValueError(
+                f"key: the cache holds max_len = {self.max_len} positions; "
+                f"{self._length} cached + {S_new} new does not fit"
+            )
+        fits = self._key is not None and (
+            self._key.shape[:2],
+            self._key.shape[3],
+            self._value.shape[3],
+            self._key.dtype,
+            self._key.device,
+        ) == ((B, G), D, value.shape[3], key.dtype, key.device)
         if not fits:  # empty (checked above): a new sequence of another shape gets new buffers
             self._key = key.new_empty(B, G, self.max_len, D)  # allocated once
             self._value = value.new_empty(B, G, self.max_len, value.shape[-1])
-        self._key[:, :, self._length:end] = key  # in place: only the new positions are written
-        self._value[:, :, self._length:end] = value
+        self._key[:, :, self._length : end] = key  # in place: only the new positions are written
+        self._value[:, :, self._length : end] = value
         self._length = end
         return self._key[:, :, :end], self._value[:, :, :end]  # views, (B, G, S, D)

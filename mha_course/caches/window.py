@@ -18,7 +18,12 @@ def _check_window(window: object, num_sink: object = 0) -> None:
 
 
 def sliding_window_mask(
-    L: int, S: int | None = None, *, window: int, offset: int = 0, num_sink: int = 0,
+    L: int,
+    S: int | None = None,
+    *,
+    window: int,
+    offset: int = 0,
+    num_sink: int = 0,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """Bool banded mask, True = may attend: query ``i`` (at position ``p = i + offset``) sees
@@ -79,7 +84,9 @@ class SlidingWindowCache(Cache):
         self.value: torch.Tensor | None = None  # ring (B, G, W, Dv)
         self.sink_key: torch.Tensor | None = None  # (B, G, num_sink, D)
         self.sink_value: torch.Tensor | None = None  # (B, G, num_sink, Dv)
-        self.slot_position: torch.Tensor | None = None  # (W,) position held by each slot, -1 = empty
+        self.slot_position: torch.Tensor | None = (
+            None  # (W,) position held by each slot, -1 = empty
+        )
         self.key_positions: torch.Tensor | None = None
         self._length = 0
 
@@ -89,7 +96,9 @@ class SlidingWindowCache(Cache):
         return self._length
 
     @length.setter
-    def length(self, n: int) -> None:  # restoring a saved state (the ring, its positions, the count)
+    def length(
+        self, n: int
+    ) -> None:  # restoring a saved state (the ring, its positions, the count)
         self._length = n
 
     @property
@@ -102,10 +111,15 @@ class SlidingWindowCache(Cache):
         """The filled sinks and ring slots, (B, G, num_cached, D) and (B, G, num_cached, Dv)."""
         if self.key is None or not self._length:
             return ()
-        sinks, filled = min(self._length, self.num_sink), (self.slot_position >= 0).nonzero().flatten()
+        sinks, filled = (
+            min(self._length, self.num_sink),
+            (self.slot_position >= 0).nonzero().flatten(),
+        )
         # (B, G, sinks, D) + (B, G, filled, D) -> (B, G, num_cached, D); the same for values
-        return (torch.cat([self.sink_key[:, :, :sinks], self.key[:, :, filled]], dim=2),
-                torch.cat([self.sink_value[:, :, :sinks], self.value[:, :, filled]], dim=2))
+        return (
+            torch.cat([self.sink_key[:, :, :sinks], self.key[:, :, filled]], dim=2),
+            torch.cat([self.sink_value[:, :, :sinks], self.value[:, :, filled]], dim=2),
+        )
 
     def allocated(self) -> tuple[torch.Tensor, ...]:
         """The ring and sink buffers (allocated at full size on the first update)."""
@@ -120,7 +134,10 @@ class SlidingWindowCache(Cache):
         B, G, _, D = key.shape
         Dv = value.shape[-1]
         f = {"dtype": key.dtype, "device": key.device}
-        self.key, self.value = key.new_zeros(B, G, self.window, D), value.new_zeros(B, G, self.window, Dv)
+        self.key, self.value = (
+            key.new_zeros(B, G, self.window, D),
+            value.new_zeros(B, G, self.window, Dv),
+        )
         self.sink_key = torch.zeros(B, G, self.num_sink, D, **f)
         self.sink_value = torch.zeros(B, G, self.num_sink, Dv, **f)
         self.slot_position = torch.full((self.window,), -1, dtype=torch.long, device=key.device)
@@ -140,7 +157,9 @@ class SlidingWindowCache(Cache):
         new_pos = torch.arange(start, start + S_new, device=key.device)  # (S_new,)
         sinks = min(start, n)
         filled = (self.slot_position >= 0).nonzero().flatten()  # occupied ring slots
-        positions = torch.cat([torch.arange(sinks, device=key.device), self.slot_position[filled], new_pos])
+        positions = torch.cat(
+            [torch.arange(sinks, device=key.device), self.slot_position[filled], new_pos]
+        )
         # (B, G, sinks, D) + (B, G, filled, D) + (B, G, S_new, D) -> (B, G, S_kept, D)
         k_all = torch.cat([self.sink_key[:, :, :sinks], self.key[:, :, filled], key], dim=2)
         v_all = torch.cat([self.sink_value[:, :, :sinks], self.value[:, :, filled], value], dim=2)
@@ -170,8 +189,13 @@ class SlidingWindowCache(Cache):
         if self.slot_position is None:
             return new
         filled = (self.slot_position >= 0).nonzero().flatten()
-        return torch.cat([torch.arange(min(start, self.num_sink), device=device),
-                          self.slot_position[filled], new])
+        return torch.cat(
+            [
+                torch.arange(min(start, self.num_sink), device=device),
+                self.slot_position[filled],
+                new,
+            ]
+        )
 
     def restrict_mask(self, mask: torch.Tensor | None, L: int) -> torch.Tensor:
         """Apply the band to a mask over the kept keys (built at :meth:`mask_positions`) or over
@@ -197,8 +221,13 @@ class SlidingWindowCache(Cache):
 
 
 def layout_cache_bytes(
-    windows: Sequence[int | None], num_kv_heads: int, head_dim: int, seq_len: int,
-    batch: int = 1, dtype: torch.dtype = torch.bfloat16, num_sink: int = 0,
+    windows: Sequence[int | None],
+    num_kv_heads: int,
+    head_dim: int,
+    seq_len: int,
+    batch: int = 1,
+    dtype: torch.dtype = torch.bfloat16,
+    num_sink: int = 0,
 ) -> int:
     """KV-cache bytes of a stack whose layer ``l`` is local (window ``windows[l]``, caching
     ``min(seq_len, W + num_sink)`` tokens) or global (``None``: all ``seq_len`` tokens), e.g.

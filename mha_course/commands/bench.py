@@ -9,19 +9,37 @@ HELP = "time attention kernels and modules honestly; write stamped JSON results 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                        help="where to run (default cpu; cuda needs a GPU)")
-    parser.add_argument("--quick", action="store_true",
-                        help="small shapes, few repeats, one CPU thread unless --threads says "
-                             "otherwise (CPU: under a minute; what CI runs)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="results JSON (default: bench_<device>_<mode>.json here); plots "
-                             "are written next to it as <stem>_<plot>.png")
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where to run (default cpu; cuda needs a GPU)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small shapes, few repeats, one CPU thread unless --threads says "
+        "otherwise (CPU: under a minute; what CI runs)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results JSON (default: bench_<device>_<mode>.json here); plots "
+        "are written next to it as <stem>_<plot>.png",
+    )
     parser.add_argument("--no-plots", action="store_true", help="write the JSON only")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="CPU intra-op threads (default: torch's choice, stated in the results)")
-    parser.add_argument("--targets", action="store_true",
-                        help="instead: print the CPU target ratios (B8 L1024 E768 H12 fp32 causal)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU intra-op threads (default: torch's choice, stated in the results)",
+    )
+    parser.add_argument(
+        "--targets",
+        action="store_true",
+        help="instead: print the CPU target ratios (B8 L1024 E768 H12 fp32 causal)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,8 +58,10 @@ def run(args: argparse.Namespace) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     if args.targets:
-        print(f"CPU targets, {torch.get_num_threads()} threads, interleaved in one process "
-              "(CPU fallback — not comparable to GPU numbers):")
+        print(
+            f"CPU targets, {torch.get_num_threads()} threads, interleaved in one process "
+            "(CPU fallback — not comparable to GPU numbers):"
+        )
         cpu_targets(threads=args.threads)
         return 0
     results = run_benchmark(args.device, quick=args.quick, threads=args.threads)
@@ -60,15 +80,21 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_summary(results: dict) -> None:
     unit = "% peak" if results["stamp"]["device_type"] == "cuda" else ""
-    print(f"\n{'variant':45s} {'backend':32s} {'median ms':>10s} {'IQR ms':>8s} {'GFLOP/s':>8s} {unit}")
+    print(
+        f"\n{'variant':45s} {'backend':32s} {'median ms':>10s} {'IQR ms':>8s} {'GFLOP/s':>8s} {unit}"
+    )
     for r in results["comparison"]["rows"]:
         if r["status"] != "ok":
             print(f"{r['variant']:45s} {r['status'].upper()}: {r['reason'][:60]}")
             continue
         pct = f" {r['pct_of_peak']:.1f}" if r.get("pct_of_peak") is not None else ""
-        print(f"{r['variant']:45s} {r['backend'][:32]:32s} {r['ms_median']:10.3f} {r['ms_iqr']:8.3f} "
-              f"{r['gflops_per_s']:8.1f}{pct}")
+        print(
+            f"{r['variant']:45s} {r['backend'][:32]:32s} {r['ms_median']:10.3f} {r['ms_iqr']:8.3f} "
+            f"{r['gflops_per_s']:8.1f}{pct}"
+        )
     for t in results.get("targets", []):
         if t["met"] is not None:
-            print(f"target: {t['target']}: {t['ratio']:.3f} (goal {t['goal']:.3g}) "
-                  f"{'met' if t['met'] else 'MISSED'}")
+            print(
+                f"target: {t['target']}: {t['ratio']:.3f} (goal {t['goal']:.3g}) "
+                f"{'met' if t['met'] else 'MISSED'}"
+            )

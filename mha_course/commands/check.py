@@ -14,11 +14,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mha_grader.sandbox.launch import Limits
 
     d = Limits()  # the one source of the limits' defaults
-    parser.add_argument("notebook", type=Path, help="e.g. exercises/ex02_scaled_dot_product_attention.ipynb")
-    parser.add_argument("--seed", type=int, default=12345,
-                        help="seed of the checking inputs (instructors grade with another)")
+    parser.add_argument(
+        "notebook", type=Path, help="e.g. exercises/ex02_scaled_dot_product_attention.ipynb"
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=12345,
+        help="seed of the checking inputs (instructors grade with another)",
+    )
     parser.add_argument("--memory-gb", type=float, default=d.memory_gb)
-    parser.add_argument("--timeout", type=float, default=d.item_timeout, help="seconds per item/cell")
+    parser.add_argument(
+        "--timeout", type=float, default=d.item_timeout, help="seconds per item/cell"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,8 +37,11 @@ def run(args: argparse.Namespace) -> int:
 
     found = locate(args.notebook)
     if found is None:
-        print(f"notebook: no such file: {args.notebook} (looked here, {os.getcwd()}, and in the "
-              "folders above it)", file=sys.stderr)
+        print(
+            f"notebook: no such file: {args.notebook} (looked here, {os.getcwd()}, and in the "
+            "folders above it)",
+            file=sys.stderr,
+        )
         return 2
     if found != args.notebook:
         print(f"({args.notebook} is {found} from here)")
@@ -48,8 +59,15 @@ def run(args: argparse.Namespace) -> int:
     from mha_course.grading.hints import hint_notes
 
     notes = [*notes, *hint_notes(results, cli=True)]  # a terminal: the command that runs there
-    where = {"bwrap": "in a bubblewrap sandbox", "user": "as a dedicated unprivileged user",
-             "none": "NOT isolated (no sandbox here; fine for checking your own work)"}[mode]
-    print_results(results, notes, title=f"{resolve(args.notebook)}: {args.notebook} ({where}; "
-                                        f"{PublicSeed(args.seed).describe()})")
+    where = {
+        "bwrap": "in a bubblewrap sandbox",
+        "user": "as a dedicated unprivileged user",
+        "none": "NOT isolated (no sandbox here; fine for checking your own work)",
+    }[mode]
+    print_results(
+        results,
+        notes,
+        title=f"{resolve(args.notebook)}: {args.notebook} ({where}; "
+        f"{PublicSeed(args.seed).describe()})",
+    )
     return 0 if all(r.passed for r in results) else 1

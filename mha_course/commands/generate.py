@@ -15,16 +15,30 @@ DTYPES = ("auto", "float32", "float64", "bfloat16")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--from-pretrained", required=True, metavar="DIR",
-                        help="a save_pretrained folder (safetensors + tokenizer); read locally")
-    parser.add_argument("--prompt", default="def attention(q, k, v):",
-                        help="text to continue (default: %(default)r)")
+    parser.add_argument(
+        "--from-pretrained",
+        required=True,
+        metavar="DIR",
+        help="a save_pretrained folder (safetensors + tokenizer); read locally",
+    )
+    parser.add_argument(
+        "--prompt",
+        default="def attention(q, k, v):",
+        help="text to continue (default: %(default)r)",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=32, metavar="N")
-    parser.add_argument("--dtype", choices=DTYPES, default="auto",
-                        help="auto (default) keeps the checkpoint's dtype; the weights are held "
-                             "twice while they are copied into the course's model")
-    parser.add_argument("--compare", action="store_true",
-                        help="also run transformers' own generate and say whether the tokens agree")
+    parser.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default="auto",
+        help="auto (default) keeps the checkpoint's dtype; the weights are held "
+        "twice while they are copied into the course's model",
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run transformers' own generate and say whether the tokens agree",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,12 +50,18 @@ def run(args: argparse.Namespace) -> int:
         import torch
         from transformers import AutoTokenizer
     except ImportError:
-        print("mha-course generate needs the hf extra: pip install -e '.[hf]' "
-              "(transformers, safetensors)", file=sys.stderr)
+        print(
+            "mha-course generate needs the hf extra: pip install -e '.[hf]' "
+            "(transformers, safetensors)",
+            file=sys.stderr,
+        )
         return 2
     if args.max_new_tokens < 0 or (args.compare and args.max_new_tokens == 0):
-        need = "an int >= 1 with --compare (0 new tokens leave nothing to compare)" \
-            if args.compare else "an int >= 0"
+        need = (
+            "an int >= 1 with --compare (0 new tokens leave nothing to compare)"
+            if args.compare
+            else "an int >= 0"
+        )
         print(f"--max-new-tokens: expected {need}, got {args.max_new_tokens}", file=sys.stderr)
         return 2
     try:
@@ -69,24 +89,29 @@ def _generate(args: argparse.Namespace, torch, AutoTokenizer) -> int:
     if prompt.shape[1] == 0:
         raise ValueError(f"the prompt {args.prompt!r} gives no tokens; expected at least one")
     if int(prompt.max()) >= V:
-        raise ValueError(f"the tokenizer gives ids up to {int(prompt.max())} for the prompt, "
-                         f"the model's vocabulary has V = {V} (config.json vocab_size): "
-                         f"expected a tokenizer of this checkpoint")
+        raise ValueError(
+            f"the tokenizer gives ids up to {int(prompt.max())} for the prompt, "
+            f"the model's vocabulary has V = {V} (config.json vocab_size): "
+            f"expected a tokenizer of this checkpoint"
+        )
     start = time.perf_counter()
     eos, pad = eos_token_ids(args.from_pretrained, tokenizer), tokenizer.pad_token_id
     out = greedy_generate(ours, prompt, args.max_new_tokens, eos, pad)
     seconds = time.perf_counter() - start
     print(tokenizer.decode(out[0], skip_special_tokens=True))
     n = out.shape[1] - prompt.shape[1]
-    print(f"{ours.config.family}: {n} new tokens in {seconds:.2f} s "
-          f"({n / max(seconds, 1e-9):.1f} tokens/s, greedy, course caches, "
-          f"{next(ours.parameters()).dtype}, CPU threads "
-          f"{torch.get_num_threads()})")
+    print(
+        f"{ours.config.family}: {n} new tokens in {seconds:.2f} s "
+        f"({n / max(seconds, 1e-9):.1f} tokens/s, greedy, course caches, "
+        f"{next(ours.parameters()).dtype}, CPU threads "
+        f"{torch.get_num_threads()})"
+    )
     if args.compare:
         from transformers import GenerationConfig
 
-        plain = GenerationConfig(max_new_tokens=args.max_new_tokens, do_sample=False,
-                                 eos_token_id=eos, pad_token_id=pad)  # greedy, no penalties
+        plain = GenerationConfig(
+            max_new_tokens=args.max_new_tokens, do_sample=False, eos_token_id=eos, pad_token_id=pad
+        )  # greedy, no penalties
         theirs = hf.generate(prompt, generation_config=plain)
         agreement = compare_greedy(ours, hf, prompt.shape[1], out, theirs)
         print(agreement.line())  # a split at a tie (bfloat16) is reported, not failed

@@ -6,14 +6,22 @@ import argparse
 import sys
 from pathlib import Path
 
-HELP = ("write the student repository into DIR: lectures, exercises (stubs), the package, "
-        "`make lab`, a README; no solutions/")
+HELP = (
+    "write the student repository into DIR: lectures, exercises (stubs), the package, "
+    "`make lab`, a README; no solutions/"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dir", type=Path, metavar="DIR", help="a new (or empty) folder, outside the course")
-    parser.add_argument("--source", type=Path, default=None,
-                        help="the course checkout to hand out (default: the one this course runs from)")
+    parser.add_argument(
+        "dir", type=Path, metavar="DIR", help="a new (or empty) folder, outside the course"
+    )
+    parser.add_argument(
+        "--source",
+        type=Path,
+        default=None,
+        help="the course checkout to hand out (default: the one this course runs from)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,11 +33,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"handout: {e}", file=sys.stderr)
         return 2
     except OSError as e:
-        print(f"handout: DIR: cannot write {args.dir} ({type(e).__name__}: {e.strerror})", file=sys.stderr)
+        print(
+            f"handout: DIR: cannot write {args.dir} ({type(e).__name__}: {e.strerror})",
+            file=sys.stderr,
+        )
         return 2
     exercises = sum(1 for p in written if p.parent.name == "exercises")
-    print(f"wrote {len(written)} files to {args.dir}: {exercises} exercises (stubs), the lectures, the "
-          f"package, README.md; left out: {', '.join(f'{n}/' for n in LEFT_OUT)}")
-    print("still public in any case: the course package's own code, which answers many items "
-          "(see the instructor guide, 'Hand out')")
+    print(
+        f"wrote {len(written)} files to {args.dir}: {exercises} exercises (stubs), the lectures, the "
+        f"package, README.md; left out: {', '.join(f'{n}/' for n in LEFT_OUT)}"
+    )
+    print(
+        "still public in any case: the course package's own code, which answers many items "
+        "(see the instructor guide, 'Hand out')"
+    )
     return 0

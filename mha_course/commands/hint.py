@@ -14,11 +14,22 @@ HELP = "the next hint for a task of an exercise (e.g. `mha-course hint ex04 3`; 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("exercise", help="the exercise, e.g. ex04 (or its full name, ex04_multi_head_attention)")
-    parser.add_argument("task", type=int, nargs="?", default=None,
-                        help="the task number (the notebook's `## Task k`); without it, the list of tasks")
-    parser.add_argument("--level", type=int, default=None,
-                        help="show this level (1 = a nudge, the last = close to the code) instead of the next")
+    parser.add_argument(
+        "exercise", help="the exercise, e.g. ex04 (or its full name, ex04_multi_head_attention)"
+    )
+    parser.add_argument(
+        "task",
+        type=int,
+        nargs="?",
+        default=None,
+        help="the task number (the notebook's `## Task k`); without it, the list of tasks",
+    )
+    parser.add_argument(
+        "--level",
+        type=int,
+        default=None,
+        help="show this level (1 = a nudge, the last = close to the code) instead of the next",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,6 +20,8 @@ def run(args: argparse.Namespace) -> int:
     from mha_course.device import describe_device
 
     print(f"mha-course {__version__}")
-    print(f"python {platform.python_version()}, torch {torch.__version__}, numpy {numpy.__version__}")
+    print(
+        f"python {platform.python_version()}, torch {torch.__version__}, numpy {numpy.__version__}"
+    )
     print(f"device: {describe_device()}")
     return 0

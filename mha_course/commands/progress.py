@@ -9,8 +9,13 @@ HELP = "your progress: each exercise's items passed on the public self-check inp
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("folder", type=Path, nargs="?", default=Path("exercises"),
-                        help="the folder of your exercise notebooks (default: exercises/; e.g. my-work/)")
+    parser.add_argument(
+        "folder",
+        type=Path,
+        nargs="?",
+        default=Path("exercises"),
+        help="the folder of your exercise notebooks (default: exercises/; e.g. my-work/)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

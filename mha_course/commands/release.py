@@ -15,19 +15,42 @@ HELP = "write exercises/ from solutions/ (solutions become NotImplementedError s
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--check", action="store_true",
-                        help="change nothing; exit 1 and list the files if exercises/ is out of date")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 and list the files if exercises/ is out of date",
+    )
     parser.add_argument("--solutions", type=Path, default=Path("solutions"))
     parser.add_argument("--exercises", type=Path, default=Path("exercises"))
-    parser.add_argument("--hints", type=Path, default=None,
-                        help="the hints table to write (default: mha_course/grading/hints.json beside exercises/)")
-    parser.add_argument("--nbgrader", type=Path, metavar="COURSE", default=None,
-                        help="write COURSE/source/ASSIGNMENT/ for nbgrader (exercises/ is not touched)")
-    parser.add_argument("--assignment", default="mha", help="nbgrader assignment name (with --nbgrader)")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="seed of the hidden tests' inputs (with --nbgrader; default: random, printed)")
-    parser.add_argument("--notebooks", nargs="+", metavar="exNN", default=None,
-                        help="only these exercises (with --nbgrader; default: all)")
+    parser.add_argument(
+        "--hints",
+        type=Path,
+        default=None,
+        help="the hints table to write (default: mha_course/grading/hints.json beside exercises/)",
+    )
+    parser.add_argument(
+        "--nbgrader",
+        type=Path,
+        metavar="COURSE",
+        default=None,
+        help="write COURSE/source/ASSIGNMENT/ for nbgrader (exercises/ is not touched)",
+    )
+    parser.add_argument(
+        "--assignment", default="mha", help="nbgrader assignment name (with --nbgrader)"
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the hidden tests' inputs (with --nbgrader; default: random, printed)",
+    )
+    parser.add_argument(
+        "--notebooks",
+        nargs="+",
+        metavar="exNN",
+        default=None,
+        help="only these exercises (with --nbgrader; default: all)",
+    )
 
 
 def _nbgrader(args: argparse.Namespace) -> int:
@@ -35,7 +58,9 @@ def _nbgrader(args: argparse.Namespace) -> int:
 
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     try:
-        written = release_nbgrader(args.solutions, args.nbgrader, args.assignment, seed, args.notebooks)
+        written = release_nbgrader(
+            args.solutions, args.nbgrader, args.assignment, seed, args.notebooks
+        )
     except ValueError as e:
         print(e)
         return 2
@@ -57,7 +82,11 @@ fresh one. To keep working where regeneration never writes, move your notebooks 
 def run(args: argparse.Namespace) -> int:
     from mha_course.authoring.release import release
 
-    if args.nbgrader is not None and not args.solutions.is_dir() and args.solutions == Path("solutions"):
+    if (
+        args.nbgrader is not None
+        and not args.solutions.is_dir()
+        and args.solutions == Path("solutions")
+    ):
         # an nbgrader course folder lives anywhere: use the checkout's solutions/ (editable install)
         checkout = Path(__file__).resolve().parents[2] / "solutions"
         if checkout.is_dir():
@@ -69,14 +98,19 @@ def run(args: argparse.Namespace) -> int:
         return _nbgrader(args)
     work: list[tuple[Path, Path | None]] = []
     try:
-        changed = release(args.solutions, args.exercises, check=args.check, hints=args.hints, work=work)
+        changed = release(
+            args.solutions, args.exercises, check=args.check, hints=args.hints, work=work
+        )
     except ValueError as e:  # a solution cell breaks the hint format: say which
         print(e)
         return 2
     yours = {target for target, _ in work}
     if args.check:
         for p in changed:
-            print(f"out of date: {p}" + (" (it holds work: outputs or filled-in tasks)" if p in yours else ""))
+            print(
+                f"out of date: {p}"
+                + (" (it holds work: outputs or filled-in tasks)" if p in yours else "")
+            )
         if yours:
             print(WORK_ADVICE)
         elif changed:
@@ -91,20 +125,28 @@ def run(args: argparse.Namespace) -> int:
 def written_report(solutions: Path, exercises: Path, changed: list[Path]) -> str:
     """What ``release`` wrote, file by file and in a summary line (what kind each file is), and the
     exercises it did NOT write: one without a solution is left as it is (it was listed as written)."""
-    stale = [p for p in changed if p.parent == exercises and p.name.startswith("ex")
-             and not (solutions / p.name).exists()]
+    stale = [
+        p
+        for p in changed
+        if p.parent == exercises and p.name.startswith("ex") and not (solutions / p.name).exists()
+    ]
     wrote = [p for p in changed if p not in stale]
     notebooks = [p for p in wrote if p.suffix == ".ipynb"]
     others = [p for p in wrote if p.suffix != ".ipynb"]  # the hints table, docs/mistakes.md
     total = len(list(solutions.glob("ex*.ipynb")))
     lines = [f"wrote {p}" for p in wrote]
-    lines += [f"not written: {p} has no solution in {solutions}/ (left as it is; remove it by hand if the "
-              "exercise was dropped)" for p in stale]
+    lines += [
+        f"not written: {p} has no solution in {solutions}/ (left as it is; remove it by hand if the "
+        "exercise was dropped)"
+        for p in stale
+    ]
     parts = [f"{len(notebooks)} of {total} exercise notebook(s)"] + [str(p) for p in others]
     if wrote:
         lines.append(f"release wrote {', '.join(parts)}; everything else was already current")
     else:
         page = " and docs/mistakes.md" if (exercises.parent / "docs").is_dir() else ""
-        lines.append(f"release wrote nothing: the {total} exercise notebook(s) in {exercises}/, the hints "
-                     f"table{page} were already current")
+        lines.append(
+            f"release wrote nothing: the {total} exercise notebook(s) in {exercises}/, the hints "
+            f"table{page} were already current"
+        )
     return "\n".join(lines)

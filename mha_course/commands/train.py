@@ -17,34 +17,78 @@ from pathlib import Path
 
 HELP = "train chapter 13's small GPT (one process, or DDP under torchrun); write a checkpoint"
 
-_MODEL_FLAGS = ("block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "mlp_ratio",
-                "dropout", "positions", "rope_layout", "impl", "attention", "kv_latent_dim",
-                "rope_dim")
-_TRAIN_FLAGS = ("batch_size", "max_iters", "learning_rate", "min_lr", "warmup_iters",
-                "lr_decay_iters", "weight_decay", "beta1", "beta2", "grad_clip", "eval_interval",
-                "eval_windows", "final_eval_windows", "seed", "dtype")
+_MODEL_FLAGS = (
+    "block_size",
+    "n_layer",
+    "n_head",
+    "n_kv_head",
+    "n_embd",
+    "mlp_ratio",
+    "dropout",
+    "positions",
+    "rope_layout",
+    "impl",
+    "attention",
+    "kv_latent_dim",
+    "rope_dim",
+)
+_TRAIN_FLAGS = (
+    "batch_size",
+    "max_iters",
+    "learning_rate",
+    "min_lr",
+    "warmup_iters",
+    "lr_decay_iters",
+    "weight_decay",
+    "beta1",
+    "beta2",
+    "grad_clip",
+    "eval_interval",
+    "eval_windows",
+    "final_eval_windows",
+    "seed",
+    "dtype",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mha_course.gpt.config import GPTConfig, TrainConfig
 
-    parser.add_argument("--config", type=Path, default=None,
-                        help='JSON file {"model": {...}, "train": {...}, "out": ...}; flags win')
-    parser.add_argument("--out", type=Path, default=None,
-                        help="checkpoint to write (default: the config's, else gpt.pt)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue from <out stem>.resume.pt if it exists")
-    parser.add_argument("--init-from", type=Path, default=None,
-                        help="start from this checkpoint's weights (its model config is used)")
-    parser.add_argument("--convert-kv-heads", type=int, default=None,
-                        help="with --init-from: mean-pool attention to G key/value heads first")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help='JSON file {"model": {...}, "train": {...}, "out": ...}; flags win',
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="checkpoint to write (default: the config's, else gpt.pt)",
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from <out stem>.resume.pt if it exists"
+    )
+    parser.add_argument(
+        "--init-from",
+        type=Path,
+        default=None,
+        help="start from this checkpoint's weights (its model config is used)",
+    )
+    parser.add_argument(
+        "--convert-kv-heads",
+        type=int,
+        default=None,
+        help="with --init-from: mean-pool attention to G key/value heads first",
+    )
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
     parser.add_argument("--threads", type=int, default=None, help="CPU intra-op threads")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     types = {f.name: f.type for cls in (GPTConfig, TrainConfig) for f in fields(cls)}
     for name in _MODEL_FLAGS + _TRAIN_FLAGS:
         kind = {"int": int, "float": float, "str": str}.get(
-            str(types[name]).split(" ")[0].replace("|", "").strip(), str)
+            str(types[name]).split(" ")[0].replace("|", "").strip(), str
+        )
         parser.add_argument("--" + name.replace("_", "-"), type=kind, default=None, dest=name)
 
 
@@ -53,8 +97,9 @@ def resolve(args: argparse.Namespace):
     from mha_course.gpt.config import GPTConfig, TrainConfig, from_dict
 
     spec = json.loads(args.config.read_text()) if args.config else {}
-    unknown = sorted(set(spec) - {"model", "train", "out", "init_from", "convert_kv_heads",
-                                  "comment"})
+    unknown = sorted(
+        set(spec) - {"model", "train", "out", "init_from", "convert_kv_heads", "comment"}
+    )
     if unknown:
         raise ValueError(f"config: unknown top-level keys {unknown}")
     model = dict(spec.get("model", {}))
@@ -80,10 +125,20 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     model_config, train_config, out, init_from, convert = resolve(args)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    _, meta = train(model_config, train_config, out, resume=args.resume, init_from=init_from,
-                    convert_kv_heads=convert, device=device, progress=not args.no_progress)
+    _, meta = train(
+        model_config,
+        train_config,
+        out,
+        resume=args.resume,
+        init_from=init_from,
+        convert_kv_heads=convert,
+        device=device,
+        progress=not args.no_progress,
+    )
     if meta:
-        print(f"wrote {out}: val loss {meta['val_loss']:.4f} nats/char after "
-              f"{meta['steps']} steps, {meta['wall_time_s']:.0f} s wall "
-              f"({meta['world_size']} process(es))")
+        print(
+            f"wrote {out}: val loss {meta['val_loss']:.4f} nats/char after "
+            f"{meta['steps']} steps, {meta['wall_time_s']:.0f} s wall "
+            f"({meta['world_size']} process(es))"
+        )
     return 0

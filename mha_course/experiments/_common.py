@@ -17,7 +17,9 @@ import torch
 from mha_course.benchmark.stamp import environment_stamp
 
 
-def write_result(result: dict, out: Path, t0: float, stamp: dict | None = None, **after: object) -> dict:
+def write_result(
+    result: dict, out: Path, t0: float, stamp: dict | None = None, **after: object
+) -> dict:
     """Append ``wall_time_s`` (seconds since ``t0``, a ``time.perf_counter()``), ``stamp`` (the
     CPU environment stamp unless given) and then ``after``'s keys to ``result``; write it to
     ``out`` as indented JSON; return it."""
@@ -29,10 +31,14 @@ def write_result(result: dict, out: Path, t0: float, stamp: dict | None = None, 
     return result
 
 
-def run_main(doc: str, default_out: Path, run: Callable[[argparse.Namespace], dict],
-             argv: list[str] | None = None,
-             arguments: Sequence[tuple[str, dict]] = (),
-             report: Callable[[dict], None] | None = None) -> int:
+def run_main(
+    doc: str,
+    default_out: Path,
+    run: Callable[[argparse.Namespace], dict],
+    argv: list[str] | None = None,
+    arguments: Sequence[tuple[str, dict]] = (),
+    report: Callable[[dict], None] | None = None,
+) -> int:
     """The command line of an experiment: ``--out`` (default ``default_out``), ``--threads``
     (default 1) and ``arguments`` (``(flag, add_argument keywords)`` each); sets torch's threads,
     calls ``run(args)``, prints where it wrote the result and how long it took, then ``report``."""

@@ -44,8 +44,9 @@ class Config:
     seeds: tuple[int, ...] = (0, 1, 2)
 
 
-def previous_token_batch(batch_size: int, seq_len: int, vocab_size: int,
-                         generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def previous_token_batch(
+    batch_size: int, seq_len: int, vocab_size: int, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Random tokens and their targets: ``targets[:, t] = tokens[:, t - 1]``, ``-100`` (ignored
     by ``cross_entropy``) at t = 0.
 
@@ -63,9 +64,15 @@ def train_one(positions: str, cfg: Config, seed: int = 0) -> PositionalTransform
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     max_len = cfg.train_len * max(cfg.eval_factors)  # learned rows past L are never trained
-    model = PositionalTransformer(cfg.vocab_size, positions, max_len=max_len,
-                                  embed_dim=cfg.embed_dim, num_heads=cfg.num_heads,
-                                  num_layers=cfg.num_layers, causal=True)
+    model = PositionalTransformer(
+        cfg.vocab_size,
+        positions,
+        max_len=max_len,
+        embed_dim=cfg.embed_dim,
+        num_heads=cfg.num_heads,
+        num_layers=cfg.num_layers,
+        causal=True,
+    )
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     for _ in range(cfg.steps):
         tokens, targets = previous_token_batch(cfg.batch_size, cfg.train_len, cfg.vocab_size, g)
@@ -77,8 +84,9 @@ def train_one(positions: str, cfg: Config, seed: int = 0) -> PositionalTransform
 
 
 @torch.no_grad()
-def accuracy_by_position(model: PositionalTransformer, seq_len: int, cfg: Config,
-                         seed: int = 1234) -> torch.Tensor:
+def accuracy_by_position(
+    model: PositionalTransformer, seq_len: int, cfg: Config, seed: int = 1234
+) -> torch.Tensor:
     """Fraction of correct predictions at each position 1..T-1 on fresh sequences.
 
     Shape:
@@ -91,7 +99,9 @@ def accuracy_by_position(model: PositionalTransformer, seq_len: int, cfg: Config
 
 
 @torch.no_grad()
-def attention_beyond_training(model: PositionalTransformer, cfg: Config, seed: int = 4321) -> list[float]:
+def attention_beyond_training(
+    model: PositionalTransformer, cfg: Config, seed: int = 4321
+) -> list[float]:
     """Per layer: the mean attention weight that queries at positions >= 2L put on keys farther
     away than any distance seen in training (distance >= L), on sequences of length 4L.
 
@@ -103,10 +113,12 @@ def attention_beyond_training(model: PositionalTransformer, cfg: Config, seed: i
     """
     L, T = cfg.train_len, cfg.train_len * max(cfg.eval_factors)
     inputs: list[torch.Tensor] = []
-    hooks = [b.register_forward_pre_hook(lambda mod, args: inputs.append(args[0]))
-             for b in model.blocks]
-    tokens, _ = previous_token_batch(cfg.eval_batch // 4, T, cfg.vocab_size,
-                                     torch.Generator().manual_seed(seed))
+    hooks = [
+        b.register_forward_pre_hook(lambda mod, args: inputs.append(args[0])) for b in model.blocks
+    ]
+    tokens, _ = previous_token_batch(
+        cfg.eval_batch // 4, T, cfg.vocab_size, torch.Generator().manual_seed(seed)
+    )
     model(tokens)
     for h in hooks:
         h.remove()
@@ -116,7 +128,7 @@ def attention_beyond_training(model: PositionalTransformer, cfg: Config, seed: i
     for block, x in zip(model.blocks, inputs):
         w = block.attn(block.norm1(x), is_causal=True, need_weights=True)[1]  # (B, H, T, T)
         share = (w * far).sum(-1)  # (B, H, T): weight on far keys per query
-        shares.append(round(float(share[..., 2 * L:].mean()), 4))
+        shares.append(round(float(share[..., 2 * L :].mean()), 4))
     return shares
 
 
@@ -141,22 +153,35 @@ def run(cfg: Config, schemes: tuple[str, ...] = POSITION_SCHEMES, log=print) -> 
             for f in cfg.eval_factors:
                 at[str(f)].append(float(accuracy_by_position(model, cfg.train_len * f, cfg).mean()))
         train_s = time.perf_counter() - t0
-        results[name] = {"accuracy_at": at, "accuracy_by_position": curves,
-                         "attention_beyond_training": far,
-                         "seconds": round(train_s, 1)}
-        log(f"{name:>10}: mean accuracy at " + ", ".join(
-            f"{f}L {sum(a) / len(a):.3f}" for f, a in at.items()) + f"  ({train_s:.0f} s)")
-    return {"schema": SCHEMA, "config": asdict(cfg), "stamp": environment_stamp("cpu"),
-            "wall_seconds": round(time.perf_counter() - start, 1), "results": results,
-            "task": "previous token: target[t] = token[t - 1], random tokens, causal model",
-            "command": "python -m mha_course.experiments.extrapolation"}
+        results[name] = {
+            "accuracy_at": at,
+            "accuracy_by_position": curves,
+            "attention_beyond_training": far,
+            "seconds": round(train_s, 1),
+        }
+        log(
+            f"{name:>10}: mean accuracy at "
+            + ", ".join(f"{f}L {sum(a) / len(a):.3f}" for f, a in at.items())
+            + f"  ({train_s:.0f} s)"
+        )
+    return {
+        "schema": SCHEMA,
+        "config": asdict(cfg),
+        "stamp": environment_stamp("cpu"),
+        "wall_seconds": round(time.perf_counter() - start, 1),
+        "results": results,
+        "task": "previous token: target[t] = token[t - 1], random tokens, causal model",
+        "command": "python -m mha_course.experiments.extrapolation",
+    }
 
 
 def load_results(path: str | Path = DEFAULT_OUT) -> dict:
     """Read a results file and check it is one this module wrote."""
     data = json.loads(Path(path).read_text())
     if data.get("schema") != SCHEMA:
-        raise ValueError(f"path: expected a {SCHEMA!r} results file, got schema {data.get('schema')!r}")
+        raise ValueError(
+            f"path: expected a {SCHEMA!r} results file, got schema {data.get('schema')!r}"
+        )
     missing = [k for k in ("config", "stamp", "wall_seconds", "results") if k not in data]
     if missing:
         raise ValueError(f"path: results file lacks {missing}")
@@ -167,8 +192,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=Config.steps)
     parser.add_argument("--seeds", type=int, nargs="+", default=list(Config.seeds))
-    parser.add_argument("--schemes", nargs="+", default=list(POSITION_SCHEMES),
-                        choices=POSITION_SCHEMES)
+    parser.add_argument(
+        "--schemes", nargs="+", default=list(POSITION_SCHEMES), choices=POSITION_SCHEMES
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     data = run(Config(steps=args.steps, seeds=tuple(args.seeds)), tuple(args.schemes))

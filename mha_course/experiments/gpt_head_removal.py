@@ -50,8 +50,12 @@ from mha_course.gpt.train import make_optimizer
 SCHEMA = "mha-course-gpt-head-removal/1"
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "results" / "ch13_head_removal.json"
-MODELS = {"MHA": "ch13_mha.pt", "GQA": "ch13_gqa.pt", "MQA": "ch13_mqa.pt",
-          "MHA->GQA uptrained": "ch13_mha_to_gqa.pt"}
+MODELS = {
+    "MHA": "ch13_mha.pt",
+    "GQA": "ch13_gqa.pt",
+    "MQA": "ch13_mqa.pt",
+    "MHA->GQA uptrained": "ch13_mha_to_gqa.pt",
+}
 
 
 def head_order(importance: torch.Tensor) -> list[tuple[int, int]]:
@@ -72,8 +76,9 @@ def mask_after(order: list[tuple[int, int]], k: int, n_layer: int, H: int) -> to
 
 
 @torch.no_grad()
-def token_losses(model, x: torch.Tensor, y: torch.Tensor, head_mask=None,
-                 batch_size: int = 64) -> torch.Tensor:
+def token_losses(
+    model, x: torch.Tensor, y: torch.Tensor, head_mask=None, batch_size: int = 64
+) -> torch.Tensor:
     """Per-position next-token losses (nats).
 
     Shape:
@@ -82,9 +87,12 @@ def token_losses(model, x: torch.Tensor, y: torch.Tensor, head_mask=None,
     model.eval()
     out = []
     for i in range(0, len(x), batch_size):
-        logits = model(x[i:i + batch_size], head_mask=head_mask)  # (b, T, V)
-        out.append(F.cross_entropy(logits.transpose(1, 2), y[i:i + batch_size],
-                                   reduction="none").double())  # (b, V, T) vs (b, T) -> (b, T)
+        logits = model(x[i : i + batch_size], head_mask=head_mask)  # (b, T, V)
+        out.append(
+            F.cross_entropy(
+                logits.transpose(1, 2), y[i : i + batch_size], reduction="none"
+            ).double()
+        )  # (b, V, T) vs (b, T) -> (b, T)
     return torch.cat(out)
 
 
@@ -96,16 +104,28 @@ def spread_windows(data: torch.Tensor, T: int, n: int) -> tuple[torch.Tensor, to
 
 def interval(values: np.ndarray, seed: int = 0) -> list[float]:
     """95 % BCa bootstrap interval of the mean of ``values`` (one value per window)."""
-    res = stats.bootstrap((values,), np.mean, confidence_level=0.95, n_resamples=4000,
-                          method="BCa", random_state=np.random.default_rng(seed))
-    return [round(float(res.confidence_interval.low), 5), round(float(res.confidence_interval.high), 5)]
+    res = stats.bootstrap(
+        (values,),
+        np.mean,
+        confidence_level=0.95,
+        n_resamples=4000,
+        method="BCa",
+        random_state=np.random.default_rng(seed),
+    )
+    return [
+        round(float(res.confidence_interval.low), 5),
+        round(float(res.confidence_interval.high), 5),
+    ]
 
 
 def paired(a: torch.Tensor, b: torch.Tensor) -> dict:
     """Mean of ``a - b`` over windows (rows: windows), its standard error and 95 % interval."""
     d = (a.mean(1) - b.mean(1)).numpy()
-    return {"mean": round(float(d.mean()), 5), "se": round(float(d.std(ddof=1) / len(d) ** 0.5), 5),
-            "ci95": interval(d)}
+    return {
+        "mean": round(float(d.mean()), 5),
+        "se": round(float(d.std(ddof=1) / len(d) ** 0.5), 5),
+        "ci95": interval(d),
+    }
 
 
 def val_file_spans(corpus) -> list[tuple[str, int, int]]:
@@ -158,8 +178,14 @@ def retrain(model, train_ids, T: int, mask: torch.Tensor, steps: int, lr: float,
     return model
 
 
-def run(out: Path = DEFAULT_OUT, train_windows: int = 256, random_orders: int = 5,
-        retrain_steps: int = 200, retrain_lr: float = 3e-4, retrain_heads: int = 8) -> dict:
+def run(
+    out: Path = DEFAULT_OUT,
+    train_windows: int = 256,
+    random_orders: int = 5,
+    retrain_steps: int = 200,
+    retrain_lr: float = 3e-4,
+    retrain_heads: int = 8,
+) -> dict:
     t0 = time.perf_counter()
     torch.manual_seed(0)
     corpus = load_corpus()
@@ -175,12 +201,14 @@ def run(out: Path = DEFAULT_OUT, train_windows: int = 256, random_orders: int = 
     per_model = {name: token_losses(c.model, xv, yv) for name, c in ckpts.items()}
     base_v, base_t = per_model["MHA"], token_losses(model, xt, yt)
     spans = val_file_spans(corpus)
-    pos = (torch.arange(len(xv))[:, None] * T + torch.arange(T) + 1)  # target's character index
+    pos = torch.arange(len(xv))[:, None] * T + torch.arange(T) + 1  # target's character index
     per_file = {}
     for name, a, b in spans:
         sel = (pos >= a) & (pos < b)
-        per_file[name] = {"chars": int(sel.sum()),
-                          **{m: round(v[sel].mean().item(), 4) for m, v in per_model.items()}}
+        per_file[name] = {
+            "chars": int(sel.sum()),
+            **{m: round(v[sel].mean().item(), 4) for m, v in per_model.items()},
+        }
 
     single_t, single_v = [], []
     for layer in range(L):
@@ -212,32 +240,60 @@ def run(out: Path = DEFAULT_OUT, train_windows: int = 256, random_orders: int = 
         curves[name] = curve
 
     mask = mask_after(greedy, retrain_heads, L, H)
-    pruned = retrain(load_checkpoint(ROOT / "checkpoints" / MODELS["MHA"]).model, train_ids, T,
-                     mask, retrain_steps, retrain_lr, seed=7)
-    control = retrain(load_checkpoint(ROOT / "checkpoints" / MODELS["MHA"]).model, train_ids, T,
-                      full, retrain_steps, retrain_lr, seed=7)
+    pruned = retrain(
+        load_checkpoint(ROOT / "checkpoints" / MODELS["MHA"]).model,
+        train_ids,
+        T,
+        mask,
+        retrain_steps,
+        retrain_lr,
+        seed=7,
+    )
+    control = retrain(
+        load_checkpoint(ROOT / "checkpoints" / MODELS["MHA"]).model,
+        train_ids,
+        T,
+        full,
+        retrain_steps,
+        retrain_lr,
+        seed=7,
+    )
     lp, lc = token_losses(pruned, xv, yv, mask), token_losses(control, xv, yv)
     l_before = token_losses(model, xv, yv, mask)
     retraining = {
-        "heads_removed": retrain_heads, "order": "greedy", "steps": retrain_steps, "lr": retrain_lr,
-        "batch_size": 12, "seed": 7, "pruned_before": round(l_before.mean().item(), 5),
-        "pruned_after": round(lp.mean().item(), 5), "control_after": round(lc.mean().item(), 5),
-        "pruned_after_minus_mha": paired(lp, base_v), "pruned_after_minus_control": paired(lp, lc),
-        "control_minus_mha": paired(lc, base_v)}
+        "heads_removed": retrain_heads,
+        "order": "greedy",
+        "steps": retrain_steps,
+        "lr": retrain_lr,
+        "batch_size": 12,
+        "seed": 7,
+        "pruned_before": round(l_before.mean().item(), 5),
+        "pruned_after": round(lp.mean().item(), 5),
+        "control_after": round(lc.mean().item(), 5),
+        "pruned_after_minus_mha": paired(lp, base_v),
+        "pruned_after_minus_control": paired(lp, lc),
+        "control_minus_mha": paired(lc, base_v),
+    }
 
     result = {
-        "schema": SCHEMA, "val_windows": len(xv), "val_chars": int(yv.numel()),
-        "train_windows": train_windows, "block_size": T,
+        "schema": SCHEMA,
+        "val_windows": len(xv),
+        "val_chars": int(yv.numel()),
+        "train_windows": train_windows,
+        "block_size": T,
         "val_loss": {m: round(v.mean().item(), 5) for m, v in per_model.items()},
         "val_loss_ci95": {m: interval(v.mean(1).numpy()) for m, v in per_model.items()},
         "minus_mha": {m: paired(v, base_v) for m, v in per_model.items() if m != "MHA"},
         "train_loss_mha": round(base_t.mean().item(), 5),
         "train_loss_mha_ci95": interval(base_t.mean(1).numpy()),
         "per_file": per_file,
-        "single_removal_train": single_t, "single_removal_val": single_v,
+        "single_removal_train": single_t,
+        "single_removal_val": single_v,
         "importance": [[round(v, 6) for v in row] for row in importance.tolist()],
         "orders": {k: [list(p) for p in v] for k, v in orders.items()},
-        "greedy_train_losses": greedy_train, "curves": curves, "greedy_level_minus_mha": level_ci,
+        "greedy_train_losses": greedy_train,
+        "curves": curves,
+        "greedy_level_minus_mha": level_ci,
         "retraining": retraining,
     }
     return write_result(result, out, t0)

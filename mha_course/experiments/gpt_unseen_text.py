@@ -43,15 +43,17 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "results" / "ch13_unseen_text.json"
 
 
-def training_starts(n_tokens: int, block_size: int, batch_size: int, seed: int,
-                    steps: range) -> torch.Tensor:
+def training_starts(
+    n_tokens: int, block_size: int, batch_size: int, seed: int, steps: range
+) -> torch.Tensor:
     """The window starts training drew at ``steps`` (the same calls as ``training_batch``).
 
     Shape:
         Returns (len(steps), batch_size) int64.
     """
-    return torch.stack([batch_starts(n_tokens, block_size, batch_size, step_generator(seed, s))
-                        for s in steps])
+    return torch.stack(
+        [batch_starts(n_tokens, block_size, batch_size, step_generator(seed, s)) for s in steps]
+    )
 
 
 def trained_targets(n_tokens: int, starts: torch.Tensor, block_size: int) -> torch.Tensor:
@@ -91,12 +93,19 @@ def last_position_losses(model, data: torch.Tensor, targets: torch.Tensor, T: in
 
 def _difference(a: np.ndarray, b: np.ndarray) -> dict:
     """mean(a) - mean(b) for two independent samples, with its 95 % BCa interval."""
-    res = stats.bootstrap((a, b), lambda x, y, axis: x.mean(axis) - y.mean(axis),
-                          confidence_level=0.95, n_resamples=4000, method="BCa",
-                          random_state=np.random.default_rng(0))
+    res = stats.bootstrap(
+        (a, b),
+        lambda x, y, axis: x.mean(axis) - y.mean(axis),
+        confidence_level=0.95,
+        n_resamples=4000,
+        method="BCa",
+        random_state=np.random.default_rng(0),
+    )
     ci = res.confidence_interval
-    return {"mean": round(float(a.mean() - b.mean()), 5),
-            "ci95": [round(float(ci.low), 5), round(float(ci.high), 5)]}
+    return {
+        "mean": round(float(a.mean() - b.mean()), 5),
+        "ci95": [round(float(ci.low), 5), round(float(ci.high), 5)],
+    }
 
 
 def run(out: Path = DEFAULT_OUT, checkpoint: str = "ch13_mha.pt", sample: int = 2000) -> dict:
@@ -116,15 +125,24 @@ def run(out: Path = DEFAULT_OUT, checkpoint: str = "ch13_mha.pt", sample: int = 
     run_of = runs(never).numpy()
     # one unit per untouched stretch: neighbouring targets share context, stretches do not
     per_run = np.array([loss_never[run_of == r].mean() for r in range(run_of.max() + 1)])
-    loss = {"trained on": last_position_losses(ckpt.model, train_ids, seen, T),
-            "never trained on (stretch means)": per_run,
-            "validation": last_position_losses(ckpt.model, val_ids, val, T)}
-    unit = {"trained on": "targets", "never trained on (stretch means)": "stretches",
-            "validation": "targets"}
+    loss = {
+        "trained on": last_position_losses(ckpt.model, train_ids, seen, T),
+        "never trained on (stretch means)": per_run,
+        "validation": last_position_losses(ckpt.model, val_ids, val, T),
+    }
+    unit = {
+        "trained on": "targets",
+        "never trained on (stretch means)": "stretches",
+        "validation": "targets",
+    }
     result = {
-        "schema": SCHEMA, "checkpoint": checkpoint, "block_size": T,
-        "training_windows_drawn": int(every.numel()), "train_chars": len(train_ids),
-        "never_trained_targets": len(never), "never_trained_stretches": len(per_run),
+        "schema": SCHEMA,
+        "checkpoint": checkpoint,
+        "block_size": T,
+        "training_windows_drawn": int(every.numel()),
+        "train_chars": len(train_ids),
+        "never_trained_targets": len(never),
+        "never_trained_stretches": len(per_run),
         "never_trained_target_mean": round(float(loss_never.mean()), 5),
         "units": {k: f"{len(v)} {unit[k]}" for k, v in loss.items()},
         "loss": {k: round(float(v.mean()), 5) for k, v in loss.items()},
@@ -132,7 +150,8 @@ def run(out: Path = DEFAULT_OUT, checkpoint: str = "ch13_mha.pt", sample: int = 
         "never_minus_trained": _difference(per_run, loss["trained on"]),
         "validation_minus_never": _difference(loss["validation"], per_run),
         "validation_minus_trained": _difference(loss["validation"], loss["trained on"]),
-        "stamp": environment_stamp("cpu"), "wall_time_s": round(time.perf_counter() - start, 1),
+        "stamp": environment_stamp("cpu"),
+        "wall_time_s": round(time.perf_counter() - start, 1),
         "command": "python -m mha_course.experiments.gpt_unseen_text",
     }
     Path(out).write_text(json.dumps(result, indent=1) + "\n")
@@ -149,8 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     r = run(args.out)
-    print(f"wrote {args.out} in {r['wall_time_s']} s: " +
-          ", ".join(f"{k} {v:.4f} ({r['units'][k]})" for k, v in r["loss"].items()))
+    print(
+        f"wrote {args.out} in {r['wall_time_s']} s: "
+        + ", ".join(f"{k} {v:.4f} ({r['units'][k]})" for k, v in r["loss"].items())
+    )
     return 0
 
 

@@ -87,7 +87,9 @@ def attention_weights(model: TinyCausalLM, ids: torch.Tensor) -> tuple[torch.Ten
     return logits, torch.stack(captured)  # num_layers x (B, H, T, T) -> (num_layers, B, H, T, T)
 
 
-def copy_losses(logits: torch.Tensor, ids: torch.Tensor, period: int) -> tuple[torch.Tensor, torch.Tensor]:
+def copy_losses(
+    logits: torch.Tensor, ids: torch.Tensor, period: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-sequence mean next-token loss on the first copy and on the second copy of ``r r``.
 
     First copy: queries t = 0 … n−2 predict tokens 1 … n−1 (unpredictable, random). Second copy:
@@ -99,10 +101,12 @@ def copy_losses(logits: torch.Tensor, ids: torch.Tensor, period: int) -> tuple[t
     """
     n = period
     if ids.shape[1] != 2 * n:
-        raise ValueError(f"ids: expected (B, 2n) = (B, {2 * n}) for period n = {n}, got "
-                         f"{tuple(ids.shape)}")
-    loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:],
-                           reduction="none").double()  # (B, V, 2n-1) vs (B, 2n-1) -> (B, 2n-1)
+        raise ValueError(
+            f"ids: expected (B, 2n) = (B, {2 * n}) for period n = {n}, got {tuple(ids.shape)}"
+        )
+    loss = F.cross_entropy(
+        logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none"
+    ).double()  # (B, V, 2n-1) vs (B, 2n-1) -> (B, 2n-1)
     return loss[:, : n - 1].mean(-1), loss[:, n:].mean(-1)
 
 
@@ -116,23 +120,33 @@ def measure(model: TinyCausalLM, ids: torch.Tensor, period: int) -> dict:
     ind = torch.stack([induction_score(w, period) for w in weights])  # (num_layers, H)
     prev = torch.stack([previous_token_score(w) for w in weights])  # (num_layers, H)
     # 5 decimals: far below the seed-to-seed spread, and a results file of ~100 kB, not ~350
-    return {"loss_first": round(first.mean().item(), 5), "loss_second": round(second.mean().item(), 5),
-            "induction": ind.double().round(decimals=5).tolist(),
-            "previous": prev.double().round(decimals=5).tolist()}
+    return {
+        "loss_first": round(first.mean().item(), 5),
+        "loss_second": round(second.mean().item(), 5),
+        "induction": ind.double().round(decimals=5).tolist(),
+        "previous": prev.double().round(decimals=5).tolist(),
+    }
 
 
 def train_one(cfg: Config, seed: int, log=print) -> dict:
     """Train one seeded model, measuring every ``eval_every`` steps (step 0 included)."""
     torch.manual_seed(seed)
     n = cfg.period
-    model = TinyCausalLM(cfg.vocab_size, cfg.embed_dim, cfg.num_heads, cfg.num_layers,
-                         max_len=2 * n)
+    model = TinyCausalLM(
+        cfg.vocab_size, cfg.embed_dim, cfg.num_heads, cfg.num_layers, max_len=2 * n
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     data = torch.Generator().manual_seed(10_000 + seed)  # training batches
-    eval_ids = repeated_random_tokens(cfg.eval_batch, n, cfg.vocab_size,
-                                      torch.Generator().manual_seed(20_000 + seed))
-    curve: dict[str, list] = {"step": [], "loss_first": [], "loss_second": [], "induction": [],
-                              "previous": []}
+    eval_ids = repeated_random_tokens(
+        cfg.eval_batch, n, cfg.vocab_size, torch.Generator().manual_seed(20_000 + seed)
+    )
+    curve: dict[str, list] = {
+        "step": [],
+        "loss_first": [],
+        "loss_second": [],
+        "induction": [],
+        "previous": [],
+    }
     for step in range(cfg.steps + 1):
         if step % cfg.eval_every == 0:
             m = measure(model, eval_ids, n)
@@ -151,8 +165,10 @@ def train_one(cfg: Config, seed: int, log=print) -> dict:
         loss.backward()
         opt.step()
     last = {k: curve[k][-1] for k in ("loss_first", "loss_second")}
-    log(f"seed {seed}: first copy {last['loss_first']:.3f}, second copy {last['loss_second']:.3f} "
-        f"nats; best induction score {max(max(r) for r in curve['induction'][-1]):.3f}")
+    log(
+        f"seed {seed}: first copy {last['loss_first']:.3f}, second copy {last['loss_second']:.3f} "
+        f"nats; best induction score {max(max(r) for r in curve['induction'][-1]):.3f}"
+    )
     return curve
 
 
@@ -161,17 +177,25 @@ def run(cfg: Config, log=print) -> dict:
     curves = {str(seed): train_one(cfg, seed, log) for seed in cfg.seeds}
     n, T = cfg.period, 2 * cfg.period
     uniform = sum(1 / (t + 1) for t in range(n, T)) / (T - n)  # a uniform head's induction score
-    return {"schema": SCHEMA, "config": asdict(cfg), "stamp": environment_stamp("cpu"),
-            "wall_seconds": round(time.perf_counter() - start, 1),
-            "cpu_seconds": round(time.process_time() - cpu_start, 1),  # wall is longer on a busy machine
-            "curves": curves,
-            "ln_vocab": math.log(cfg.vocab_size), "uniform_induction": uniform,
-            "task": "r r: period random tokens, then the same tokens; attention-only TinyCausalLM",
-            "command": "python -m mha_course.experiments.induction_formation"}
+    return {
+        "schema": SCHEMA,
+        "config": asdict(cfg),
+        "stamp": environment_stamp("cpu"),
+        "wall_seconds": round(time.perf_counter() - start, 1),
+        "cpu_seconds": round(
+            time.process_time() - cpu_start, 1
+        ),  # wall is longer on a busy machine
+        "curves": curves,
+        "ln_vocab": math.log(cfg.vocab_size),
+        "uniform_induction": uniform,
+        "task": "r r: period random tokens, then the same tokens; attention-only TinyCausalLM",
+        "command": "python -m mha_course.experiments.induction_formation",
+    }
 
 
-def crossing_step(steps: list[int], values: list[float], rising: bool,
-                  fraction: float = 0.5) -> int:
+def crossing_step(
+    steps: list[int], values: list[float], rising: bool, fraction: float = 0.5
+) -> int:
     """The first step at which ``values`` has gone ``fraction`` of the way from its first value
     to its last (half-way by default): at or above that level when ``rising``, at or below it
     otherwise."""
@@ -195,10 +219,13 @@ def phase_change(curve: dict) -> dict:
     final_ind = torch.tensor(curve["induction"][-1])  # (num_layers, H)
     li, hi = divmod(int(final_ind.argmax()), final_ind.shape[1])
     hp = int(torch.tensor(curve["previous"][-1][0]).argmax())
-    return {"loss_step": crossing_step(steps, curve["loss_second"], rising=False),
-            "induction_step": crossing_step(steps, [r[li][hi] for r in curve["induction"]], True),
-            "previous_step": crossing_step(steps, [r[0][hp] for r in curve["previous"]], True),
-            "induction_head": f"L{li}H{hi}", "previous_head": f"L0H{hp}"}
+    return {
+        "loss_step": crossing_step(steps, curve["loss_second"], rising=False),
+        "induction_step": crossing_step(steps, [r[li][hi] for r in curve["induction"]], True),
+        "previous_step": crossing_step(steps, [r[0][hp] for r in curve["previous"]], True),
+        "induction_head": f"L{li}H{hi}",
+        "previous_head": f"L0H{hp}",
+    }
 
 
 def load_results(path: Path = DEFAULT_OUT) -> dict:

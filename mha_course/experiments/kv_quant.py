@@ -102,8 +102,9 @@ class ResidualCache(KIVICache):
     values one at a time through ``value_fn``. With KIVI's own quantizers it equals
     :class:`~mha_course.caches.quant_schemes.KIVICache`. Shape: as KIVICache."""
 
-    def __init__(self, key_fn: Transform, value_fn: Transform, group: int = GROUP,
-                 residual: int = RESIDUAL) -> None:
+    def __init__(
+        self, key_fn: Transform, value_fn: Transform, group: int = GROUP, residual: int = RESIDUAL
+    ) -> None:
         super().__init__(4, group, residual)
         self.key_fn, self.value_fn = key_fn, value_fn
 
@@ -122,8 +123,10 @@ class ResidualCache(KIVICache):
         if old:
             self.v_quant = torch.cat([self.v_quant, self.value_fn(v_full[..., :old, :])], dim=-2)
         self.v_full = v_full[..., old:, :]
-        return (torch.cat([self.k_quant, self.k_full], dim=-2),
-                torch.cat([self.v_quant, self.v_full], dim=-2))
+        return (
+            torch.cat([self.k_quant, self.k_full], dim=-2),
+            torch.cat([self.v_quant, self.v_full], dim=-2),
+        )
 
 
 def _fp8(over: str) -> Transform:
@@ -139,14 +142,18 @@ CHUNK: dict[str, Callable[[], Cache]] = {
     "int4 asym K channel/16": lambda: TransformedCache(_asym("channel", GROUP), _asym("token")),
     "fp8 tensor": lambda: TransformedCache(_fp8("tensor"), _fp8("tensor")),
     "fp8 head": lambda: TransformedCache(_fp8("head"), _fp8("head")),
-    "int2 asym K channel/16": lambda: TransformedCache(_asym("channel", GROUP, 2), _asym("token", None, 2)),
+    "int2 asym K channel/16": lambda: TransformedCache(
+        _asym("channel", GROUP, 2), _asym("token", None, 2)
+    ),
 }
 DECODE: dict[str, Callable[[], Cache]] = {
     "float decode": KVCache,
     "KIVI int4": lambda: KIVICache(4, GROUP, RESIDUAL),
     "KIVI int2": lambda: KIVICache(2, GROUP, RESIDUAL),
     "int4 token +residual": lambda: ResidualCache(_sym("token", 4), _sym("token", 4)),
-    "int2 asym K token +residual": lambda: ResidualCache(_asym("token", None, 2), _asym("token", None, 2)),
+    "int2 asym K token +residual": lambda: ResidualCache(
+        _asym("token", None, 2), _asym("token", None, 2)
+    ),
 }
 CONTRASTS = {  # (a, b): a − b, paired per window
     "int4 K channel - int4 token": ("int4 K channel", "int4 token"),
@@ -185,11 +192,16 @@ def run(out: Path = DEFAULT_OUT) -> dict:
         per |= {k: stretch_losses(model, x, y, make) for k, make in DECODE.items()}
         attn = model.blocks[0].attn
         result["models"][name] = {
-            "block_size": T, "n_layer": ckpt.config.n_layer, "n_kv_head": attn.num_kv_heads,
+            "block_size": T,
+            "n_layer": ckpt.config.n_layer,
+            "n_kv_head": attn.num_kv_heads,
             "head_dim": attn.head_dim,
             "loss": {k: round(v.mean().item(), 5) for k, v in per.items()},
-            "minus_float": {k: paired(v, per["float decode" if k in DECODE else "float"])
-                            for k, v in per.items() if k not in ("float", "float decode")},
+            "minus_float": {
+                k: paired(v, per["float decode" if k in DECODE else "float"])
+                for k, v in per.items()
+                if k not in ("float", "float decode")
+            },
             "contrasts": {c: paired(per[a], per[b]) for c, (a, b) in CONTRASTS.items()},
             "key_channel_spread": key_channel_spread(model, x),
         }

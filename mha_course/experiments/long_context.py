@@ -57,7 +57,8 @@ def cache_kinds(sizes=CACHE_SIZES, num_sink: int = NUM_SINK) -> dict[str, Callab
             raise ValueError(f"sizes: expected cache sizes > num_sink = {num_sink}, got {s}")
         kinds[f"window {s}"] = lambda s=s: SlidingWindowCache(s)
         kinds[f"window {s - num_sink} + {num_sink} sinks"] = lambda s=s: SlidingWindowCache(
-            s - num_sink, num_sink)
+            s - num_sink, num_sink
+        )
     return kinds
 
 
@@ -68,17 +69,20 @@ def segments(ids: torch.Tensor, length: int, count: int) -> tuple[torch.Tensor, 
         ids: (N,). Returns x, y: (count, length) with y[:, t] = x[:, t + 1]'s successor.
     """
     if count <= 0 or count * length + 1 > ids.numel():
-        raise ValueError(f"count: expected 1..{(ids.numel() - 1) // length} stretches of "
-                         f"{length} ids in {ids.numel()}, got {count}")
-    chunk = ids[:count * length + 1]
+        raise ValueError(
+            f"count: expected 1..{(ids.numel() - 1) // length} stretches of "
+            f"{length} ids in {ids.numel()}, got {count}"
+        )
+    chunk = ids[: count * length + 1]
     x = chunk[:-1].view(count, length)  # (count*length,) -> (count, length)
     y = chunk[1:].view(count, length)
     return x, y
 
 
 @torch.no_grad()
-def decode_losses(model, x: torch.Tensor, y: torch.Tensor, make: Callable[[], object]
-                  ) -> torch.Tensor:
+def decode_losses(
+    model, x: torch.Tensor, y: torch.Tensor, make: Callable[[], object]
+) -> torch.Tensor:
     """Next-token loss at every position when decoding ``x`` one id at a time, each layer
     attending through a fresh cache from ``make``.
 
@@ -88,7 +92,7 @@ def decode_losses(model, x: torch.Tensor, y: torch.Tensor, make: Callable[[], ob
     caches = [make() for _ in range(model.config.n_layer)]
     losses = []
     for t in range(x.shape[1]):
-        logits = model(x[:, t:t + 1], caches=caches)[:, 0]  # (B, 1) -> (B, 1, V) -> (B, V)
+        logits = model(x[:, t : t + 1], caches=caches)[:, 0]  # (B, 1) -> (B, 1, V) -> (B, V)
         losses.append(F.cross_entropy(logits.double(), y[:, t], reduction="none").mean())
     return torch.stack(losses)  # N x () -> (N,)
 
@@ -113,36 +117,58 @@ def summarise(losses: torch.Tensor, block_size: int) -> dict:
     """Mean loss overall, inside the first ``block_size`` positions, past them, and per block."""
     T = block_size
     blocks = losses.view(-1, T).mean(dim=1) if losses.numel() % T == 0 else losses[:0]
-    return {"all": round(losses.mean().item(), 5), "inside": round(losses[:T].mean().item(), 5),
-            "past": round(losses[T:].mean().item(), 5) if losses.numel() > T else None,
-            "per_block": [round(v, 5) for v in blocks.tolist()]}
+    return {
+        "all": round(losses.mean().item(), 5),
+        "inside": round(losses[:T].mean().item(), 5),
+        "past": round(losses[T:].mean().item(), 5) if losses.numel() > T else None,
+        "per_block": [round(v, 5) for v in blocks.tolist()],
+    }
 
 
-def run(out: Path = DEFAULT_OUT, length_factor: int = 8, num_segments: int = 32,
-        checkpoint: Path | None = None) -> dict:
+def run(
+    out: Path = DEFAULT_OUT,
+    length_factor: int = 8,
+    num_segments: int = 32,
+    checkpoint: Path | None = None,
+) -> dict:
     t0 = time.perf_counter()
     ckpt = load_checkpoint(checkpoint or ROOT / "checkpoints" / CHECKPOINT)
     model, T = ckpt.model.eval(), ckpt.config.block_size
     _, val_ids = ckpt.data()
     N = length_factor * T
     x, y = segments(val_ids, N, num_segments)
-    result = {"schema": SCHEMA, "checkpoint": Path(checkpoint or CHECKPOINT).name,
-              "positions": ckpt.config.positions, "block_size": T, "length": N,
-              "num_segments": num_segments, "num_sink": NUM_SINK, "cache_sizes": list(CACHE_SIZES),
-              "checkpoint_val_loss": ckpt.meta.get("val_loss"), "losses": {}}
+    result = {
+        "schema": SCHEMA,
+        "checkpoint": Path(checkpoint or CHECKPOINT).name,
+        "positions": ckpt.config.positions,
+        "block_size": T,
+        "length": N,
+        "num_segments": num_segments,
+        "num_sink": NUM_SINK,
+        "cache_sizes": list(CACHE_SIZES),
+        "checkpoint_val_loss": ckpt.meta.get("val_loss"),
+        "losses": {},
+    }
     for name, make in cache_kinds().items():
         result["losses"][name] = summarise(decode_losses(model, x, y, make), T)
     inside = first_token_mass(model, x[:, :T])
     far = first_token_mass(model, x[:8], from_position=T)  # full attention, queries p >= T
-    result["first_token_mass"] = {k: [[round(v, 4) for v in row] for row in rows]
-                                  for k, rows in inside.items()}
-    result["first_token_mass_far"] = {k: [[round(v, 5) for v in row] for row in rows]
-                                      for k, rows in far.items()}
+    result["first_token_mass"] = {
+        k: [[round(v, 4) for v in row] for row in rows] for k, rows in inside.items()
+    }
+    result["first_token_mass_far"] = {
+        k: [[round(v, 5) for v in row] for row in rows] for k, rows in far.items()
+    }
     stamp = environment_stamp("cpu")
     if hasattr(os, "getloadavg"):
         stamp["load_average_1min"] = round(os.getloadavg()[0], 2)
-    return write_result(result, out, t0, stamp,
-                        command="python -m mha_course.experiments.long_context " + " ".join(sys.argv[1:]))
+    return write_result(
+        result,
+        out,
+        t0,
+        stamp,
+        command="python -m mha_course.experiments.long_context " + " ".join(sys.argv[1:]),
+    )
 
 
 def _report(r: dict) -> None:
@@ -151,11 +177,19 @@ def _report(r: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    arguments = [("--checkpoint", {"type": Path, "default": None}),
-                 ("--length-factor", {"type": int, "default": 8, "help": "decode N = factor x T ids"}),
-                 ("--segments", {"type": int, "default": 32, "help": "validation stretches of N ids"})]
-    return run_main(__doc__, DEFAULT_OUT,
-                    lambda a: run(a.out, a.length_factor, a.segments, a.checkpoint), argv, arguments, _report)
+    arguments = [
+        ("--checkpoint", {"type": Path, "default": None}),
+        ("--length-factor", {"type": int, "default": 8, "help": "decode N = factor x T ids"}),
+        ("--segments", {"type": int, "default": 32, "help": "validation stretches of N ids"}),
+    ]
+    return run_main(
+        __doc__,
+        DEFAULT_OUT,
+        lambda a: run(a.out, a.length_factor, a.segments, a.checkpoint),
+        argv,
+        arguments,
+        _report,
+    )
 
 
 if __name__ == "__main__":

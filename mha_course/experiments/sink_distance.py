@@ -47,7 +47,9 @@ NUM_SINK = 4
 
 
 @torch.no_grad()
-def sink_excess(model, x: torch.Tensor, batch_size: int = 64, relative: bool = True) -> torch.Tensor:
+def sink_excess(
+    model, x: torch.Tensor, batch_size: int = 64, relative: bool = True
+) -> torch.Tensor:
     """Per window, layer and head: mean over d of r(d, 0) − mean_{q>d} r(q, q − d), where
     r(q, j) = (q + 1) · w(q, j) is a weight relative to the query's uniform share 1 / (q + 1)
     (a query at d spreads its weight over fewer keys than one at q > d; this removes that).
@@ -61,12 +63,13 @@ def sink_excess(model, x: torch.Tensor, batch_size: int = 64, relative: bool = T
     d = torch.arange(1, T - 1)  # distances with at least one other query at that distance
     out = []
     for i in range(0, len(x), batch_size):
-        w = attention_weights(model, x[i:i + batch_size]).double()  # (n_layer, b, H, T, T)
+        w = attention_weights(model, x[i : i + batch_size]).double()  # (n_layer, b, H, T, T)
         if relative:
             w = w * torch.arange(1, T + 1, dtype=w.dtype)[:, None]  # row q scaled by its q + 1 keys
         first = w[..., d, 0]  # (n_layer, b, H, |d|): query d on key 0
-        diag = torch.stack([torch.diagonal(w, -int(k), dim1=-2, dim2=-1)[..., 1:].mean(-1)
-                            for k in d], dim=-1)  # queries q > d on key q − d -> (n_layer, b, H, |d|)
+        diag = torch.stack(
+            [torch.diagonal(w, -int(k), dim1=-2, dim2=-1)[..., 1:].mean(-1) for k in d], dim=-1
+        )  # queries q > d on key q − d -> (n_layer, b, H, |d|)
         out.append((first - diag).mean(-1).permute(1, 0, 2))  # -> (b, n_layer, H)
     return torch.cat(out)
 
@@ -79,32 +82,47 @@ def stretch_losses(model, x: torch.Tensor, y: torch.Tensor, make) -> torch.Tenso
         x, y: (B, N). Returns (B, N) float64.
     """
     caches = [make() for _ in range(model.config.n_layer)]
-    losses = [F.cross_entropy(model(x[:, t:t + 1], caches=caches)[:, 0].double(), y[:, t],
-                              reduction="none") for t in range(x.shape[1])]  # N x (B,)
+    losses = [
+        F.cross_entropy(
+            model(x[:, t : t + 1], caches=caches)[:, 0].double(), y[:, t], reduction="none"
+        )
+        for t in range(x.shape[1])
+    ]  # N x (B,)
     return torch.stack(losses, dim=1)
 
 
 @torch.no_grad()
-def chunk_losses(model, x: torch.Tensor, y: torch.Tensor, make, batch_size: int = 64) -> torch.Tensor:
+def chunk_losses(
+    model, x: torch.Tensor, y: torch.Tensor, make, batch_size: int = 64
+) -> torch.Tensor:
     """Each window as one prompt chunk through fresh caches; per-position losses (N, T)."""
     out = []
     for i in range(0, len(x), batch_size):
         caches = [make() for _ in range(model.config.n_layer)]
-        logits = model(x[i:i + batch_size], caches=caches)  # (b, T, V)
-        out.append(F.cross_entropy(logits.transpose(1, 2).double(), y[i:i + batch_size],
-                                   reduction="none"))
+        logits = model(x[i : i + batch_size], caches=caches)  # (b, T, V)
+        out.append(
+            F.cross_entropy(
+                logits.transpose(1, 2).double(), y[i : i + batch_size], reduction="none"
+            )
+        )
     return torch.cat(out)
 
 
 def excess_summary(e: torch.Tensor) -> dict:
     """Mean and standard error over windows of the sink excess, per layer and head."""
     se = e.std(0, unbiased=True) / len(e) ** 0.5
-    return {"mean": [[round(v, 6) for v in r] for r in e.mean(0).tolist()],
-            "se": [[round(v, 6) for v in r] for r in se.tolist()]}
+    return {
+        "mean": [[round(v, 6) for v in r] for r in e.mean(0).tolist()],
+        "se": [[round(v, 6) for v in r] for r in se.tolist()],
+    }
 
 
-def run(out: Path = DEFAULT_OUT, sizes: tuple[int, ...] = (16, 32),
-        windows: tuple[int, ...] = (8, 16, 32), length_factor: int = 8) -> dict:
+def run(
+    out: Path = DEFAULT_OUT,
+    sizes: tuple[int, ...] = (16, 32),
+    windows: tuple[int, ...] = (8, 16, 32),
+    length_factor: int = 8,
+) -> dict:
     t0 = time.perf_counter()
     n = NUM_SINK
     result: dict = {"schema": SCHEMA, "num_sink": n, "excess": {}, "excess_raw": {}, "learned": {}}
@@ -124,9 +142,13 @@ def run(out: Path = DEFAULT_OUT, sizes: tuple[int, ...] = (16, 32),
             plain = chunk_losses(model, x, y, lambda w=w: SlidingWindowCache(w))
             sinks = chunk_losses(model, x, y, lambda w=w: SlidingWindowCache(w, n))
             wider = chunk_losses(model, x, y, lambda w=w: SlidingWindowCache(w + n))
-            r[f"W={w}"] = {"window": paired(plain, full), "sinks": paired(sinks, full),
-                           "wider": paired(wider, full), "sinks_minus_wider": paired(sinks, wider),
-                           "sinks_minus_window": paired(sinks, plain)}
+            r[f"W={w}"] = {
+                "window": paired(plain, full),
+                "sinks": paired(sinks, full),
+                "wider": paired(wider, full),
+                "sinks_minus_wider": paired(sinks, wider),
+                "sinks_minus_window": paired(sinks, plain),
+            }
         result["learned"][name] = r
 
     ckpt = load_checkpoint(ROOT / "checkpoints" / "ch13_mha_rope.pt")
@@ -137,16 +159,20 @@ def run(out: Path = DEFAULT_OUT, sizes: tuple[int, ...] = (16, 32),
     xs, ys = segments(val_ids, N, (len(val_ids) - 1) // N)
     rope = {"stretches": len(xs), "length": N, "block_size": T, "sizes": list(sizes)}
     for s in sizes:
-        kinds = {"window": lambda s=s: SlidingWindowCache(s),
-                 "sinks_absolute": lambda s=s: SlidingWindowCache(s - n, n),
-                 "sinks_renumbered": lambda s=s: RenumberedSinkCache(
-                     s - n, n, rope=attn.rope, rope_base=attn.rope_base)}
+        kinds = {
+            "window": lambda s=s: SlidingWindowCache(s),
+            "sinks_absolute": lambda s=s: SlidingWindowCache(s - n, n),
+            "sinks_renumbered": lambda s=s: RenumberedSinkCache(
+                s - n, n, rope=attn.rope, rope_base=attn.rope_base
+            ),
+        }
         past = {k: stretch_losses(model, xs, ys, make)[:, T:] for k, make in kinds.items()}
         rope[f"S={s}"] = {
             "past_loss": {k: round(v.mean().item(), 5) for k, v in past.items()},
             "absolute_minus_window": paired(past["sinks_absolute"], past["window"]),
             "renumbered_minus_window": paired(past["sinks_renumbered"], past["window"]),
-            "renumbered_minus_absolute": paired(past["sinks_renumbered"], past["sinks_absolute"])}
+            "renumbered_minus_absolute": paired(past["sinks_renumbered"], past["sinks_absolute"]),
+        }
     result["rope"] = rope
     return write_result(result, out, t0)
 

@@ -9,5 +9,13 @@ from mha_course.families.convert import FAMILIES, config_from_hf, from_hf, state
 from mha_course.families.model import FamilyLM, greedy_generate
 from mha_course.families.pretrained import load_pretrained
 
-__all__ = ["FAMILIES", "FamilyConfig", "FamilyLM", "config_from_hf", "from_hf",
-           "greedy_generate", "load_pretrained", "state_from_hf"]
+__all__ = [
+    "FAMILIES",
+    "FamilyConfig",
+    "FamilyLM",
+    "config_from_hf",
+    "from_hf",
+    "greedy_generate",
+    "load_pretrained",
+    "state_from_hf",
+]

@@ -51,23 +51,32 @@ class Agreement:
         if self.same:
             return "transformers' generate: the same tokens"
         if self.ours is None:
-            return (f"transformers' generate: DIFFERENT tokens: the same first {self.step} new "
-                    f"tokens, then one generation stops and the other goes on")
+            return (
+                f"transformers' generate: DIFFERENT tokens: the same first {self.step} new "
+                f"tokens, then one generation stops and the other goes on"
+            )
         (a_o, b_o), (a_t, b_t) = self.our_logits, self.their_logits
-        detail = (f"new token {self.step}: ours {self.ours} (logit {a_o:.6g}, theirs {self.theirs} "
-                  f"{b_o:.6g}; margin {a_o - b_o:.3g}), transformers' {self.theirs} (logit {b_t:.6g}, "
-                  f"ours {self.ours} {a_t:.6g}; margin {b_t - a_t:.3g})")
+        detail = (
+            f"new token {self.step}: ours {self.ours} (logit {a_o:.6g}, theirs {self.theirs} "
+            f"{b_o:.6g}; margin {a_o - b_o:.3g}), transformers' {self.theirs} (logit {b_t:.6g}, "
+            f"ours {self.ours} {a_t:.6g}; margin {b_t - a_t:.3g})"
+        )
         if self.tie:
-            return (f"transformers' generate: the same tokens up to a tie in {self.dtype} at "
-                    f"{detail}: both margins within one rounding step "
-                    f"({max(self.steps):.3g}); the texts split there, neither is wrong")
-        return (f"transformers' generate: DIFFERENT tokens from {detail}: a margin larger than "
-                f"one rounding step ({max(self.steps):.3g})")
+            return (
+                f"transformers' generate: the same tokens up to a tie in {self.dtype} at "
+                f"{detail}: both margins within one rounding step "
+                f"({max(self.steps):.3g}); the texts split there, neither is wrong"
+            )
+        return (
+            f"transformers' generate: DIFFERENT tokens from {detail}: a margin larger than "
+            f"one rounding step ({max(self.steps):.3g})"
+        )
 
 
 @torch.no_grad()
-def compare_greedy(ours_model, hf_model, prompt_length: int, mine: torch.Tensor,
-                   theirs: torch.Tensor) -> Agreement:
+def compare_greedy(
+    ours_model, hf_model, prompt_length: int, mine: torch.Tensor, theirs: torch.Tensor
+) -> Agreement:
     """Compare two greedy continuations of one prompt (row 0), tie-aware (module docstring).
 
     Shape:
@@ -87,6 +96,17 @@ def compare_greedy(ours_model, hf_model, prompt_length: int, mine: torch.Tensor,
     our_logits = (float(ol[a]), float(ol[b]))
     their_logits = (float(tl[a]), float(tl[b]))
     steps = (rounding_step(our_logits[0], ol.dtype), rounding_step(their_logits[1], tl.dtype))
-    tie = (our_logits[0] - our_logits[1] <= steps[0]) and (their_logits[1] - their_logits[0] <= steps[1])
-    return Agreement(same=False, tie=tie, step=p - prompt_length, ours=a, theirs=b,
-                     our_logits=our_logits, their_logits=their_logits, steps=steps, dtype=ol.dtype)
+    tie = (our_logits[0] - our_logits[1] <= steps[0]) and (
+        their_logits[1] - their_logits[0] <= steps[1]
+    )
+    return Agreement(
+        same=False,
+        tie=tie,
+        step=p - prompt_length,
+        ours=a,
+        theirs=b,
+        our_logits=our_logits,
+        their_logits=their_logits,
+        steps=steps,
+        dtype=ol.dtype,
+    )

@@ -73,21 +73,33 @@ class FamilyConfig:
     extra: dict = field(default_factory=dict)  # what the source config says that we do not model
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "n_embd", "n_layer", "n_head", "n_kv_head", "head_dim",
-                     "intermediate", "max_positions"):
+        for name in (
+            "vocab_size",
+            "n_embd",
+            "n_layer",
+            "n_head",
+            "n_kv_head",
+            "head_dim",
+            "intermediate",
+            "max_positions",
+        ):
             check_positive_int(name, getattr(self, name))
         check_kv_heads("n_kv_head", self.n_head, self.n_kv_head, of="n_head H")
-        for name, value, allowed in (("norm", self.norm, NORMS), ("mlp", self.mlp, MLPS),
-                                     ("positions", self.positions, POSITIONS),
-                                     ("attention", self.attention, ATTENTIONS),
-                                     ("rope_layout", self.rope_layout, ("half", "interleaved")),
-                                     ("qk_norm_span", self.qk_norm_span, ("head", "all"))):
+        for name, value, allowed in (
+            ("norm", self.norm, NORMS),
+            ("mlp", self.mlp, MLPS),
+            ("positions", self.positions, POSITIONS),
+            ("attention", self.attention, ATTENTIONS),
+            ("rope_layout", self.rope_layout, ("half", "interleaved")),
+            ("qk_norm_span", self.qk_norm_span, ("head", "all")),
+        ):
             if value not in allowed:
                 raise ValueError(f"{name}: expected one of {allowed}, got {value!r}")
         self.windows = tuple(self.windows) or (None,) * self.n_layer
         if len(self.windows) != self.n_layer:
-            raise ValueError(f"windows: expected one entry per layer ({self.n_layer}), "
-                             f"got {len(self.windows)}")
+            raise ValueError(
+                f"windows: expected one entry per layer ({self.n_layer}), got {len(self.windows)}"
+            )
         for w in self.windows:
             if w is not None:
                 check_positive_int("windows", w)
@@ -99,12 +111,15 @@ class FamilyConfig:
             for name in ("kv_lora_rank", "qk_rope_dim", "v_head_dim"):
                 check_positive_int(name, getattr(self, name))
             if self.qk_rope_dim % 2:
-                raise ValueError(f"qk_rope_dim: expected an even R (RoPE rotates pairs), "
-                                 f"got {self.qk_rope_dim}")
+                raise ValueError(
+                    f"qk_rope_dim: expected an even R (RoPE rotates pairs), got {self.qk_rope_dim}"
+                )
             if self.q_lora_rank is not None:
                 check_positive_int("q_lora_rank", self.q_lora_rank)
         elif self.positions == "rope" and self.head_dim % 2:
-            raise ValueError(f"head_dim: expected an even D (RoPE rotates pairs), got {self.head_dim}")
+            raise ValueError(
+                f"head_dim: expected an even D (RoPE rotates pairs), got {self.head_dim}"
+            )
 
     @property
     def qk_dim(self) -> int:

@@ -33,8 +33,13 @@ class LatentAttention(nn.Module):
     def __init__(self, config: FamilyConfig, layer: int) -> None:
         super().__init__()
         c = config
-        self.H, self.D, self.R, self.Dv, self.C = (c.n_head, c.head_dim, c.qk_rope_dim,
-                                                   c.v_head_dim, c.kv_lora_rank)
+        self.H, self.D, self.R, self.Dv, self.C = (
+            c.n_head,
+            c.head_dim,
+            c.qk_rope_dim,
+            c.v_head_dim,
+            c.kv_lora_rank,
+        )
         qk = self.D + self.R
         if c.q_lora_rank is None:
             self.q_proj = nn.Linear(c.n_embd, self.H * qk, bias=False)
@@ -49,10 +54,15 @@ class LatentAttention(nn.Module):
         self.kv_b = nn.Linear(self.C, self.H * (self.D + self.Dv), bias=False)
         self.o_proj = nn.Linear(self.H * self.Dv, c.n_embd, bias=c.out_bias)
         self.layout, self.base, self.scaling = c.rope_layout, c.rope_base, c.rope_scaling
-        self.scale = c.attn_scale if c.attn_scale is not None else qk ** -0.5
+        self.scale = c.attn_scale if c.attn_scale is not None else qk**-0.5
 
-    def forward(self, x: torch.Tensor, cache: Cache | None = None,
-                positions: torch.Tensor | None = None, keys: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache: Cache | None = None,
+        positions: torch.Tensor | None = None,
+        keys: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         B, L, _ = x.shape
         H, D, R, Dv = self.H, self.D, self.R, self.Dv
         offset = 0 if cache is None else cache.length
@@ -62,10 +72,12 @@ class LatentAttention(nn.Module):
         latent, k_rot = self.kv_a(x).split([self.C, R], dim=-1)  # (B, L, C), (B, L, R)
         latent = self.kv_norm(latent)
         pos = torch.arange(offset, offset + L, device=x.device) if positions is None else positions
-        q_rot = apply_scaled_rope(q_rot, pos, layout=self.layout, base=self.base,
-                                  scaling=self.scaling)  # (B, H, L, R)
-        k_rot = apply_scaled_rope(k_rot, pos, layout=self.layout, base=self.base,
-                                  scaling=self.scaling)  # (B, L, R)
+        q_rot = apply_scaled_rope(
+            q_rot, pos, layout=self.layout, base=self.base, scaling=self.scaling
+        )  # (B, H, L, R)
+        k_rot = apply_scaled_rope(
+            k_rot, pos, layout=self.layout, base=self.base, scaling=self.scaling
+        )  # (B, L, R)
         if cache is not None:
             latent, k_rot = cache.update(latent, k_rot)  # (B, S, C), (B, S, R)
         S = latent.shape[1]

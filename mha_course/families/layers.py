@@ -85,8 +85,14 @@ def softcap(x: torch.Tensor, cap: float | None) -> torch.Tensor:
     return x if cap is None else cap * torch.tanh(x / cap)
 
 
-def capped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
-                     scale: float, cap: float | None) -> torch.Tensor:
+def capped_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor,
+    scale: float,
+    cap: float | None,
+) -> torch.Tensor:
     """Attention whose scores are soft-capped before the mask and softmax (Gemma 2). Without a
     cap this is the course's :func:`scaled_dot_product_attention` with grouped heads.
 
@@ -95,8 +101,9 @@ def capped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
         attend. Returns (B, H, L, Dv).
     """
     if cap is None:
-        return scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale,
-                                            enable_gqa=k.shape[1] != q.shape[1])
+        return scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, scale=scale, enable_gqa=k.shape[1] != q.shape[1]
+        )
     rep = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(rep, dim=1)  # (B, G, S, D) -> (B, H, S, D): head h reads h // rep
     v = v.repeat_interleave(rep, dim=1)  # (B, G, S, Dv) -> (B, H, S, Dv)
@@ -105,8 +112,14 @@ def capped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
     return torch.softmax(scores, dim=-1) @ v  # (B, H, L, S) @ (B, H, S, Dv) -> (B, H, L, Dv)
 
 
-def layer_mask(L: int, offset: int, window: int | None, cache: Cache | None,
-               device, keys: torch.Tensor | None = None) -> torch.Tensor:
+def layer_mask(
+    L: int,
+    offset: int,
+    window: int | None,
+    cache: Cache | None,
+    device,
+    keys: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Which keys each new query sees: causal, and within ``window`` W if the layer is local,
     over all ``offset + L`` positions, and only the real (not padding) ``keys`` of each row;
     then the cache narrows it to the keys it returned
@@ -151,7 +164,9 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(c.n_embd, self.G * self.D, bias=c.qkv_bias)
         self.o_proj = nn.Linear(self.H * self.D, c.n_embd, bias=c.out_bias)
         self.span = c.qk_norm_span  # "head": over D per head (Qwen 3, Gemma 3); "all": H*D (OLMo 2)
-        q_dim, k_dim = (self.D, self.D) if self.span == "head" else (self.H * self.D, self.G * self.D)
+        q_dim, k_dim = (
+            (self.D, self.D) if self.span == "head" else (self.H * self.D, self.G * self.D)
+        )
         self.q_norm = RMSNorm(q_dim, c.norm_eps, c.norm_offset) if c.qk_norm else None
         self.k_norm = RMSNorm(k_dim, c.norm_eps, c.norm_offset) if c.qk_norm else None
         self.rope = c.positions == "rope"
@@ -159,11 +174,16 @@ class Attention(nn.Module):
         self.window = c.windows[layer]
         if self.window is not None and c.local_rope_base is not None:  # Gemma 3's local layers
             self.base, self.scaling = c.local_rope_base, None
-        self.scale = c.attn_scale if c.attn_scale is not None else self.D ** -0.5
+        self.scale = c.attn_scale if c.attn_scale is not None else self.D**-0.5
         self.cap = c.attn_softcap
 
-    def forward(self, x: torch.Tensor, cache: Cache | None = None,
-                positions: torch.Tensor | None = None, keys: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache: Cache | None = None,
+        positions: torch.Tensor | None = None,
+        keys: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         B, L, _ = x.shape
         offset = 0 if cache is None else cache.length
         q, k = self.q_proj(x), self.k_proj(x)  # (B, L, H * D), (B, L, G * D)
@@ -176,7 +196,11 @@ class Attention(nn.Module):
         if self.q_norm is not None and self.span == "head":  # Qwen 3: each head's, before RoPE
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rope:
-            pos = torch.arange(offset, offset + L, device=x.device) if positions is None else positions
+            pos = (
+                torch.arange(offset, offset + L, device=x.device)
+                if positions is None
+                else positions
+            )
             q = apply_scaled_rope(q, pos, layout=self.layout, base=self.base, scaling=self.scaling)
             k = apply_scaled_rope(k, pos, layout=self.layout, base=self.base, scaling=self.scaling)
         if cache is not None:

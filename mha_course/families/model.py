@@ -23,15 +23,23 @@ from mha_course.families.latent import LatentAttention
 from mha_course.families.layers import MLP, Attention, make_norm, softcap
 
 
-def check_attention_mask(attention_mask: torch.Tensor, ids: torch.Tensor, start: int) -> torch.Tensor:
+def check_attention_mask(
+    attention_mask: torch.Tensor, ids: torch.Tensor, start: int
+) -> torch.Tensor:
     """``attention_mask`` (B, start + L) of 0/1 (or bool) -> bool, True = a real token."""
     check_tensor("attention_mask", attention_mask)
     want = (ids.shape[0], start + ids.shape[1])
     if tuple(attention_mask.shape) != want:
-        raise ValueError(f"attention_mask: expected shape (B, S) = {want} (cached + new "
-                         f"positions), got {shape_str(attention_mask)}")
-    if attention_mask.dtype != torch.bool and not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
-        raise ValueError("attention_mask: expected 1 (a real token) or 0 (padding), got other values")
+        raise ValueError(
+            f"attention_mask: expected shape (B, S) = {want} (cached + new "
+            f"positions), got {shape_str(attention_mask)}"
+        )
+    if attention_mask.dtype != torch.bool and not bool(
+        ((attention_mask == 0) | (attention_mask == 1)).all()
+    ):
+        raise ValueError(
+            "attention_mask: expected 1 (a real token) or 0 (padding), got other values"
+        )
     return attention_mask.bool()
 
 
@@ -47,8 +55,13 @@ class Block(nn.Module):
         self.post_attn_norm = make_norm(config) if config.sandwich_norm else None
         self.post_mlp_norm = make_norm(config) if config.sandwich_norm else None
 
-    def forward(self, x: torch.Tensor, cache: Cache | None = None,
-                positions: torch.Tensor | None = None, keys: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache: Cache | None = None,
+        positions: torch.Tensor | None = None,
+        keys: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         a = self.attn(x if self.attn_norm is None else self.attn_norm(x), cache, positions, keys)
         x = x + (a if self.post_attn_norm is None else self.post_attn_norm(a))
         m = self.mlp(x if self.mlp_norm is None else self.mlp_norm(x))
@@ -87,18 +100,26 @@ class FamilyLM(nn.Module):
             return [LatentKVCache() for _ in self.blocks]
         return [KVCache() if w is None else SlidingWindowCache(w) for w in self.config.windows]
 
-    def forward(self, ids: torch.Tensor, caches: list[Cache] | None = None,
-                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        ids: torch.Tensor,
+        caches: list[Cache] | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         check_tensor("ids", ids)
         check_rank("ids", ids, "(B, L)", rank=2)
         if ids.dtype != torch.long:
             raise ValueError(f"ids: expected int64 token ids of shape (B, L), got {ids.dtype}")
         c = self.config
         if ids.numel() and not (0 <= int(ids.min()) and int(ids.max()) < c.vocab_size):
-            raise ValueError(f"ids: expected token ids in [0, V = {c.vocab_size}), got values from "
-                             f"{int(ids.min())} to {int(ids.max())}")
+            raise ValueError(
+                f"ids: expected token ids in [0, V = {c.vocab_size}), got values from "
+                f"{int(ids.min())} to {int(ids.max())}"
+            )
         if caches is not None and len(caches) != c.n_layer:
-            raise ValueError(f"caches: expected {c.n_layer} caches (one per layer), got {len(caches)}")
+            raise ValueError(
+                f"caches: expected {c.n_layer} caches (one per layer), got {len(caches)}"
+            )
         start = 0 if caches is None else caches[0].length
         positions, keys = None, None
         if attention_mask is not None:
@@ -106,13 +127,15 @@ class FamilyLM(nn.Module):
             positions = (keys.long().cumsum(-1) - 1).masked_fill(~keys, 0)[:, start:]  # (B, L)
         x = self.embed(ids)  # (B, L) -> (B, L, E)
         if c.embed_scale:  # Gemma: sqrt(E), rounded to the activations' dtype as its code does
-            x = x * torch.tensor(c.n_embd ** 0.5, dtype=x.dtype)
+            x = x * torch.tensor(c.n_embd**0.5, dtype=x.dtype)
         if self.pos is not None:
             if start + ids.shape[1] > c.max_positions:
-                raise ValueError(f"ids: expected at most max_positions = {c.max_positions} "
-                                 f"positions in all, got {start} cached + {shape_str(ids)}")
+                raise ValueError(
+                    f"ids: expected at most max_positions = {c.max_positions} "
+                    f"positions in all, got {start} cached + {shape_str(ids)}"
+                )
             if positions is None:
-                x = x + self.pos.weight[start:start + ids.shape[1]]  # (B, L, E) + (L, E)
+                x = x + self.pos.weight[start : start + ids.shape[1]]  # (B, L, E) + (L, E)
             else:
                 x = x + self.pos(positions)  # (B, L, E) + (B, L, E)
         for i, block in enumerate(self.blocks):
@@ -121,10 +144,14 @@ class FamilyLM(nn.Module):
 
 
 @torch.no_grad()
-def greedy_generate(model: FamilyLM, ids: torch.Tensor, max_new_tokens: int,
-                    eos_token_id: int | list[int] | None = None,
-                    pad_token_id: int | None = None,
-                    attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+def greedy_generate(
+    model: FamilyLM,
+    ids: torch.Tensor,
+    max_new_tokens: int,
+    eos_token_id: int | list[int] | None = None,
+    pad_token_id: int | None = None,
+    attention_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Prompt once, then one token at a time with the course's caches, argmax each step.
     ``attention_mask`` (B, L) marks the real tokens of a left-padded batch of prompts (1 = real,
     0 = padding; as ``transformers``' batched ``generate``); each new token is real.
@@ -139,9 +166,16 @@ def greedy_generate(model: FamilyLM, ids: torch.Tensor, max_new_tokens: int,
     check_nonnegative_int("max_new_tokens", max_new_tokens)
     check_rank("ids", ids, "(B, L)", rank=2)
     if ids.shape[1] == 0:
-        raise ValueError(f"ids: expected a prompt of shape (B, L) with L >= 1 tokens, got "
-                         f"{shape_str(ids)}")
-    eos = [] if eos_token_id is None else [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
+        raise ValueError(
+            f"ids: expected a prompt of shape (B, L) with L >= 1 tokens, got {shape_str(ids)}"
+        )
+    eos = (
+        []
+        if eos_token_id is None
+        else [eos_token_id]
+        if isinstance(eos_token_id, int)
+        else list(eos_token_id)
+    )
     pad = eos[0] if pad_token_id is None and eos else pad_token_id
     caches = model.new_caches()
     out, step = ids, ids

@@ -21,8 +21,10 @@ def _transformers():
     try:
         import transformers
     except ImportError as err:  # pragma: no cover - depends on the install
-        raise ImportError("from_pretrained needs the hf extra: pip install -e '.[hf]' "
-                          "(transformers and safetensors)") from err
+        raise ImportError(
+            "from_pretrained needs the hf extra: pip install -e '.[hf]' "
+            "(transformers and safetensors)"
+        ) from err
     return transformers
 
 
@@ -49,15 +51,21 @@ def check_loading_info(info: dict) -> None:
     tensors of another shape, and loader errors. Each is named."""
     problems = []
     if info.get("missing_keys"):
-        problems.append(f"{len(info['missing_keys'])} tensors missing from the checkpoint "
-                        f"(transformers would initialise them at random): "
-                        f"{_names(info['missing_keys'])}")
+        problems.append(
+            f"{len(info['missing_keys'])} tensors missing from the checkpoint "
+            f"(transformers would initialise them at random): "
+            f"{_names(info['missing_keys'])}"
+        )
     if info.get("unexpected_keys"):
-        problems.append(f"{len(info['unexpected_keys'])} tensors the model does not read "
-                        f"(transformers would drop them): {_names(info['unexpected_keys'])}")
+        problems.append(
+            f"{len(info['unexpected_keys'])} tensors the model does not read "
+            f"(transformers would drop them): {_names(info['unexpected_keys'])}"
+        )
     for key, stored, expected in sorted(info.get("mismatched_keys") or ())[:3]:
-        problems.append(f"{key!r} has shape {tuple(stored)} in the checkpoint, the config "
-                        f"expects {tuple(expected)}")
+        problems.append(
+            f"{key!r} has shape {tuple(stored)} in the checkpoint, the config "
+            f"expects {tuple(expected)}"
+        )
     problems += [str(e).splitlines()[0] for e in info.get("error_msgs") or ()]
     problems += [f"{k}: {v}" for k, v in (info.get("conversion_errors") or {}).items()]
     if problems:
@@ -79,11 +87,17 @@ def load_pretrained(path: str, dtype: torch.dtype | None = None, keep_hf: bool =
         try:
             config_from_hf(hf_config)  # refuse early
         except (TypeError, AttributeError, KeyError) as err:  # a value of the wrong type
-            raise ValueError(f"config.json: a value of an unexpected type or a missing entry "
-                             f"({type(err).__name__}: {err})") from err
+            raise ValueError(
+                f"config.json: a value of an unexpected type or a missing entry "
+                f"({type(err).__name__}: {err})"
+            ) from err
         hf, info = T.AutoModelForCausalLM.from_pretrained(
-            path, local_files_only=True, dtype="auto" if dtype is None else dtype,
-            output_loading_info=True, ignore_mismatched_sizes=True)
+            path,
+            local_files_only=True,
+            dtype="auto" if dtype is None else dtype,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,
+        )
     check_loading_info(info)
     ours = from_hf(hf)
     return ours, (hf if keep_hf else None)
@@ -103,10 +117,13 @@ def eos_token_ids(path: str, tokenizer=None) -> list[int] | None:
     found: list[int] = []
     with _quiet(T):
         try:
-            found += _ids(T.GenerationConfig.from_pretrained(path, local_files_only=True).eos_token_id)
+            found += _ids(
+                T.GenerationConfig.from_pretrained(path, local_files_only=True).eos_token_id
+            )
         except OSError:  # no generation_config.json
             pass
-        found += _ids(getattr(T.AutoConfig.from_pretrained(path, local_files_only=True),
-                              "eos_token_id", None))
+        found += _ids(
+            getattr(T.AutoConfig.from_pretrained(path, local_files_only=True), "eos_token_id", None)
+        )
     found += _ids(getattr(tokenizer, "eos_token_id", None))
     return list(dict.fromkeys(found)) or None

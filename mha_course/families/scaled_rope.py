@@ -43,7 +43,9 @@ class RopeScaling:
 
     kind: str
     factor: float | None = 1.0
-    max_positions: int = 2048  # the config's max_position_embeddings (dynamic, yarn's default factor)
+    max_positions: int = (
+        2048  # the config's max_position_embeddings (dynamic, yarn's default factor)
+    )
     original_max_positions: int | None = None  # llama3, yarn: the context trained on
     low_freq_factor: float = 1.0  # llama3
     high_freq_factor: float = 4.0  # llama3
@@ -60,8 +62,10 @@ class RopeScaling:
         if self.factor is not None and (isinstance(self.factor, bool) or not self.factor > 0):
             raise ValueError(f"factor: expected a number > 0, got {self.factor!r}")
         if self.kind in ("llama3", "yarn") and not self.original_max_positions:
-            raise ValueError(f"original_max_positions: {self.kind} needs the context length "
-                             f"trained on, got {self.original_max_positions!r}")
+            raise ValueError(
+                f"original_max_positions: {self.kind} needs the context length "
+                f"trained on, got {self.original_max_positions!r}"
+            )
         if self.kind != "yarn" and self.factor is None:
             raise ValueError(f"factor: {self.kind} needs a number, got None")
 
@@ -75,8 +79,9 @@ def _yarn_factor(s: RopeScaling) -> float:
     return s.factor if s.factor is not None else s.max_positions / s.original_max_positions
 
 
-def scaled_frequencies(scaling: RopeScaling | None, dim: int, base: float,
-                       seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+def scaled_frequencies(
+    scaling: RopeScaling | None, dim: int, base: float, seq_len: int | None = None
+) -> tuple[torch.Tensor, float]:
     """The speeds ``theta_i`` of the ``dim / 2`` pairs after ``scaling``, in float64, and the
     factor cos and sin are multiplied by. ``seq_len`` is the sequence length (``dynamic``).
 
@@ -112,7 +117,9 @@ def scaled_frequencies(scaling: RopeScaling | None, dim: int, base: float,
         attention = yarn_mscale(factor)
 
     def turns_to_pair(turns: float) -> float:  # the pair index that makes ``turns`` turns
-        return dim * math.log(s.original_max_positions / (turns * 2 * math.pi)) / (2 * math.log(base))
+        return (
+            dim * math.log(s.original_max_positions / (turns * 2 * math.pi)) / (2 * math.log(base))
+        )
 
     low, high = turns_to_pair(s.beta_fast), turns_to_pair(s.beta_slow)
     if s.truncate:
@@ -133,8 +140,15 @@ def attention_mscale(scaling: RopeScaling | None) -> float:
     return yarn_mscale(_yarn_factor(scaling), scaling.mscale_all_dim) ** 2
 
 
-def apply_scaled_rope(x: torch.Tensor, positions: torch.Tensor, *, layout: str, base: float,
-                      scaling: RopeScaling | None, seq_len: int | None = None) -> torch.Tensor:
+def apply_scaled_rope(
+    x: torch.Tensor,
+    positions: torch.Tensor,
+    *,
+    layout: str,
+    base: float,
+    scaling: RopeScaling | None,
+    seq_len: int | None = None,
+) -> torch.Tensor:
     """Chapter 12's :func:`~mha_course.apply_rope` with rescaled speeds (``scaling`` None: it is
     that function). ``seq_len``: the length ``dynamic`` scales to (default: largest position + 1).
 

@@ -10,16 +10,24 @@ from __future__ import annotations
 import torch
 
 VOCAB = 64
-_KW = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
-           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+_KW = dict(
+    vocab_size=VOCAB,
+    hidden_size=32,
+    intermediate_size=48,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+)
 
 
 def _transformers():
     try:
         import transformers
     except ImportError as err:
-        raise ImportError("chapter 20 needs the hf extra: pip install -e '.[hf]' "
-                          "(transformers and safetensors)") from err
+        raise ImportError(
+            "chapter 20 needs the hf extra: pip install -e '.[hf]' (transformers and safetensors)"
+        ) from err
     return transformers
 
 
@@ -30,32 +38,71 @@ def tiny_hf_config(family: str, **changes):
     1/sqrt(D) (Gemma 2), MLA with all layers dense (DeepSeek V3). ``changes`` are set on the
     config (e.g. ``use_sliding_window=True``)."""
     T = _transformers()
-    classes = {"gpt2": T.GPT2Config, "llama": T.LlamaConfig, "qwen2": T.Qwen2Config,
-               "qwen3": T.Qwen3Config, "mistral": T.MistralConfig, "gemma2": T.Gemma2Config,
-               "deepseek_v3": T.DeepseekV3Config, "gemma3_text": T.Gemma3TextConfig,
-               "olmo2": T.Olmo2Config, "phi3": T.Phi3Config}
+    classes = {
+        "gpt2": T.GPT2Config,
+        "llama": T.LlamaConfig,
+        "qwen2": T.Qwen2Config,
+        "qwen3": T.Qwen3Config,
+        "mistral": T.MistralConfig,
+        "gemma2": T.Gemma2Config,
+        "deepseek_v3": T.DeepseekV3Config,
+        "gemma3_text": T.Gemma3TextConfig,
+        "olmo2": T.Olmo2Config,
+        "phi3": T.Phi3Config,
+    }
     if family not in classes:
         raise ValueError(f"family: expected one of {tuple(classes)}, got {family!r}")
     if family == "gpt2":
-        kwargs = dict(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=3, n_head=4,
-                      bos_token_id=0, eos_token_id=0)
+        kwargs = dict(
+            vocab_size=VOCAB,
+            n_positions=64,
+            n_embd=32,
+            n_layer=3,
+            n_head=4,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
     elif family == "gemma2":
-        kwargs = dict(_KW, head_dim=16, sliding_window=5, query_pre_attn_scalar=24,
-                      attn_logit_softcapping=1.0, final_logit_softcapping=2.0)
+        kwargs = dict(
+            _KW,
+            head_dim=16,
+            sliding_window=5,
+            query_pre_attn_scalar=24,
+            attn_logit_softcapping=1.0,
+            final_logit_softcapping=2.0,
+        )
     elif family == "gemma3_text":  # local, local, global (5:1 in the real models)
-        kwargs = dict(_KW, head_dim=16, sliding_window=5, query_pre_attn_scalar=24,
-                      layer_types=["sliding_attention", "sliding_attention", "full_attention"],
-                      rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10.0},
-                                       "full_attention": {"rope_type": "default", "rope_theta": 1e4}})
+        kwargs = dict(
+            _KW,
+            head_dim=16,
+            sliding_window=5,
+            query_pre_attn_scalar=24,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+            rope_parameters={
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10.0},
+                "full_attention": {"rope_type": "default", "rope_theta": 1e4},
+            },
+        )
     elif family in ("olmo2", "phi3"):
         kwargs = dict(_KW, pad_token_id=0, bos_token_id=1, eos_token_id=2)
     elif family == "deepseek_v3":
-        kwargs = dict(_KW, num_key_value_heads=4, q_lora_rank=16, kv_lora_rank=16,
-                      qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=12,
-                      first_k_dense_replace=3, moe_intermediate_size=16, n_routed_experts=4,
-                      num_experts_per_tok=2)
+        kwargs = dict(
+            _KW,
+            num_key_value_heads=4,
+            q_lora_rank=16,
+            kv_lora_rank=16,
+            qk_rope_head_dim=8,
+            qk_nope_head_dim=8,
+            v_head_dim=12,
+            first_k_dense_replace=3,
+            moe_intermediate_size=16,
+            n_routed_experts=4,
+            num_experts_per_tok=2,
+        )
     else:
-        kwargs = dict(_KW, **{"qwen3": {"head_dim": 16}, "mistral": {"sliding_window": 5}}.get(family, {}))
+        kwargs = dict(
+            _KW, **{"qwen3": {"head_dim": 16}, "mistral": {"sliding_window": 5}}.get(family, {})
+        )
     return classes[family](**{**kwargs, **changes})
 
 
@@ -81,19 +128,25 @@ def tokenizer_corpus(lines: int = 2000) -> list[str]:
     import random
 
     rng = random.Random(0)
-    words = ("def class return self cache key value query mask torch import from for in if else "
-             "None True False attention head heads layer model logits tokens position scale "
-             "softmax weights batch length window block pool").split()
+    words = (
+        "def class return self cache key value query mask torch import from for in if else "
+        "None True False attention head heads layer model logits tokens position scale "
+        "softmax weights batch length window block pool"
+    ).split()
     names = [a + "_" + b for a in words[5:20] for b in words[20:]]
     out = []
     for _ in range(lines):
         n = rng.randint(2, 8)
         body = ", ".join(rng.choice(names) for _ in range(n))
-        out.append(f"{rng.choice(words)} {rng.choice(names)}({body}):  # {rng.choice(words)} {rng.randint(0, 99)}\n")
+        out.append(
+            f"{rng.choice(words)} {rng.choice(names)}({body}):  # {rng.choice(words)} {rng.randint(0, 99)}\n"
+        )
     return out
 
 
-def save_tiny_checkpoint(folder, family: str = "mistral", vocab_from_tokenizer: bool = True) -> None:
+def save_tiny_checkpoint(
+    folder, family: str = "mistral", vocab_from_tokenizer: bool = True
+) -> None:
     """A ``save_pretrained`` folder: a tiny random model of ``family`` and a byte-level BPE
     tokenizer of 300 tokens trained on :func:`tokenizer_corpus` (made by the code: nothing
     downloaded, and unchanged when the course's own source changes). ``vocab_from_tokenizer=False`` keeps the model's vocabulary of
@@ -107,8 +160,10 @@ def save_tiny_checkpoint(folder, family: str = "mistral", vocab_from_tokenizer: 
     tok = tokenizers.Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(text, trainers.BpeTrainer(
-        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        text,
+        trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()),
+    )
     T.PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(folder)
     config = tiny_hf_config(family)
     if vocab_from_tokenizer:

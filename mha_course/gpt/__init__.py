@@ -15,8 +15,24 @@ from mha_course.gpt.tokenizer import CharTokenizer
 from mha_course.gpt.train import train
 
 __all__ = [
-    "GPT", "GPTConfig", "TrainConfig", "Checkpoint", "load_checkpoint", "save_checkpoint",
-    "convert_to_gqa", "Corpus", "CorpusMismatchWarning", "load_corpus", "evaluate",
-    "unigram_loss", "bigram_loss", "uniform_loss", "lm_loss", "CharTokenizer", "train",
-    "generate", "sample_next", "sampling_distribution",
+    "GPT",
+    "GPTConfig",
+    "TrainConfig",
+    "Checkpoint",
+    "load_checkpoint",
+    "save_checkpoint",
+    "convert_to_gqa",
+    "Corpus",
+    "CorpusMismatchWarning",
+    "load_corpus",
+    "evaluate",
+    "unigram_loss",
+    "bigram_loss",
+    "uniform_loss",
+    "lm_loss",
+    "CharTokenizer",
+    "train",
+    "generate",
+    "sample_next",
+    "sampling_distribution",
 ]

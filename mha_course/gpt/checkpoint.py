@@ -55,22 +55,38 @@ def resume_path(path: str | Path) -> Path:
     return path.with_name(path.stem + ".resume.pt")
 
 
-def save_checkpoint(path: str | Path, model: GPT, train_config: TrainConfig,
-                    tokenizer: CharTokenizer, meta: dict,
-                    dtype: torch.dtype = torch.float16) -> None:
+def save_checkpoint(
+    path: str | Path,
+    model: GPT,
+    train_config: TrainConfig,
+    tokenizer: CharTokenizer,
+    meta: dict,
+    dtype: torch.dtype = torch.float16,
+) -> None:
     """Write the shipped checkpoint: weights cast to ``dtype`` and the stamp in ``meta``."""
-    state = {k: v.detach().to("cpu", dtype if v.is_floating_point() else v.dtype)
-             for k, v in model.state_dict().items() if k != "lm_head.weight" or
-             not model.config.tie_weights}
+    state = {
+        k: v.detach().to("cpu", dtype if v.is_floating_point() else v.dtype)
+        for k, v in model.state_dict().items()
+        if k != "lm_head.weight" or not model.config.tie_weights
+    }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"format": FORMAT, "config": to_dict(model.config),
-                "train_config": to_dict(train_config), "vocab": tokenizer.vocab,
-                "state_dict": state, "meta": meta}, path)
+    torch.save(
+        {
+            "format": FORMAT,
+            "config": to_dict(model.config),
+            "train_config": to_dict(train_config),
+            "vocab": tokenizer.vocab,
+            "state_dict": state,
+            "meta": meta,
+        },
+        path,
+    )
 
 
-def load_checkpoint(path: str | Path, device: torch.device | str = "cpu",
-                    verify_corpus: bool = True) -> Checkpoint:
+def load_checkpoint(
+    path: str | Path, device: torch.device | str = "cpu", verify_corpus: bool = True
+) -> Checkpoint:
     """Load a checkpoint written by ``mha-course train`` (model in eval mode, float32).
 
     With ``verify_corpus`` this Python's corpus checksum is compared with the stored one and a
@@ -86,9 +102,13 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu",
         state["lm_head.weight"] = state["wte.weight"]
     model.load_state_dict(state)
     model.to(device).eval()
-    ckpt = Checkpoint(model, config, from_dict(TrainConfig, raw["train_config"]),
-                      CharTokenizer(raw["vocab"]), raw["meta"])
+    ckpt = Checkpoint(
+        model,
+        config,
+        from_dict(TrainConfig, raw["train_config"]),
+        CharTokenizer(raw["vocab"]),
+        raw["meta"],
+    )
     if verify_corpus:
         check_corpus(load_corpus(), ckpt.meta["corpus_sha256"], what=Path(path).name)
     return ckpt
-

@@ -52,13 +52,20 @@ class GPTConfig:
     rope_dim: int = 0  # R, MLA's decoupled rotary width (positions="rope" only)
 
     def __post_init__(self) -> None:
-        for name, what in (("vocab_size", "V"), ("block_size", "T (the longest context)"),
-                           ("n_layer", ""), ("n_head", "H"), ("n_embd", "E"), ("mlp_ratio", "")):
+        for name, what in (
+            ("vocab_size", "V"),
+            ("block_size", "T (the longest context)"),
+            ("n_layer", ""),
+            ("n_head", "H"),
+            ("n_embd", "E"),
+            ("mlp_ratio", ""),
+        ):
             check_positive_int(name, getattr(self, name), what)
         G = self.n_head if self.n_kv_head is None else self.n_kv_head
         if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd: E must be divisible by n_head H; got E={self.n_embd}, "
-                             f"H={self.n_head}")
+            raise ValueError(
+                f"n_embd: E must be divisible by n_head H; got E={self.n_embd}, H={self.n_head}"
+            )
         check_kv_heads("n_kv_head", self.n_head, G, of="n_head H")
         if self.positions not in POSITIONS:
             raise ValueError(f"positions: expected one of {POSITIONS}, got {self.positions!r}")
@@ -67,43 +74,62 @@ class GPTConfig:
         if self.impl not in IMPLS:
             raise ValueError(f"impl: expected one of {IMPLS}, got {self.impl!r}")
         if self.rope_layout not in ROPE_LAYOUTS:
-            raise ValueError(f"rope_layout: expected one of {ROPE_LAYOUTS}, got {self.rope_layout!r}")
+            raise ValueError(
+                f"rope_layout: expected one of {ROPE_LAYOUTS}, got {self.rope_layout!r}"
+            )
         check_base("rope_base", self.rope_base)
         if self.positions == "rope" and self.attention == "mha" and self.head_dim % 2:
-            raise ValueError(f"n_head: positions='rope' rotates pairs of each head's features, so "
-                             f"D = E / H must be even; got E={self.n_embd}, H={self.n_head}, "
-                             f"D={self.head_dim}")
+            raise ValueError(
+                f"n_head: positions='rope' rotates pairs of each head's features, so "
+                f"D = E / H must be even; got E={self.n_embd}, H={self.n_head}, "
+                f"D={self.head_dim}"
+            )
         if self.attention not in ATTENTIONS:
             raise ValueError(f"attention: expected one of {ATTENTIONS}, got {self.attention!r}")
         if self.attention == "mla":
             self._check_mla()
         elif self.kv_latent_dim is not None or self.rope_dim:
-            raise ValueError(f"kv_latent_dim, rope_dim: only for attention='mla', got "
-                             f"kv_latent_dim={self.kv_latent_dim}, rope_dim={self.rope_dim} "
-                             f"with attention={self.attention!r}")
+            raise ValueError(
+                f"kv_latent_dim, rope_dim: only for attention='mla', got "
+                f"kv_latent_dim={self.kv_latent_dim}, rope_dim={self.rope_dim} "
+                f"with attention={self.attention!r}"
+            )
 
     def _check_mla(self) -> None:
         C, R = self.kv_latent_dim, self.rope_dim
         if isinstance(C, bool) or not isinstance(C, int) or C <= 0:
-            raise ValueError(f"kv_latent_dim: attention='mla' needs a positive int C (the cached "
-                             f"latent width), got {C!r}")
+            raise ValueError(
+                f"kv_latent_dim: attention='mla' needs a positive int C (the cached "
+                f"latent width), got {C!r}"
+            )
         if C > self.n_embd:
-            raise ValueError(f"kv_latent_dim: a latent C wider than the model's E caches more than "
-                             f"the token itself; expected C <= n_embd = {self.n_embd}, got {C}")
+            raise ValueError(
+                f"kv_latent_dim: a latent C wider than the model's E caches more than "
+                f"the token itself; expected C <= n_embd = {self.n_embd}, got {C}"
+            )
         if self.n_kv_head is not None:
-            raise ValueError(f"n_kv_head: attention='mla' has no key/value heads to share (all "
-                             f"heads read one latent); expected None, got {self.n_kv_head}")
+            raise ValueError(
+                f"n_kv_head: attention='mla' has no key/value heads to share (all "
+                f"heads read one latent); expected None, got {self.n_kv_head}"
+            )
         if isinstance(R, bool) or not isinstance(R, int) or R < 0 or R % 2:
-            raise ValueError(f"rope_dim: expected an even int R >= 0 (RoPE rotates pairs), got {R!r}")
+            raise ValueError(
+                f"rope_dim: expected an even int R >= 0 (RoPE rotates pairs), got {R!r}"
+            )
         if self.positions == "rope" and R == 0:
-            raise ValueError("rope_dim: positions='rope' with attention='mla' puts the position "
-                             "only in the decoupled rotary part; expected an even R > 0, got 0")
+            raise ValueError(
+                "rope_dim: positions='rope' with attention='mla' puts the position "
+                "only in the decoupled rotary part; expected an even R > 0, got 0"
+            )
         if self.positions != "rope" and R:
-            raise ValueError(f"rope_dim: positions={self.positions!r} carries no rotation; "
-                             f"expected 0, got {R}")
+            raise ValueError(
+                f"rope_dim: positions={self.positions!r} carries no rotation; expected 0, got {R}"
+            )
         if self.dropout:
-            raise ValueError(f"dropout: attention='mla' has no attention-weight dropout; "
-                             f"expected 0.0, got {self.dropout}")
+            raise ValueError(
+                f"dropout: attention='mla' has no attention-weight dropout; "
+                f"expected 0.0, got {self.dropout}"
+            )
 
     @property
     def kv_heads(self) -> int:
@@ -147,6 +173,7 @@ def from_dict(cls, values: dict):
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(values) - known)
     if unknown:
-        raise ValueError(f"config: unknown keys for {cls.__name__}: {unknown}; "
-                         f"known: {sorted(known)}")
+        raise ValueError(
+            f"config: unknown keys for {cls.__name__}: {unknown}; known: {sorted(known)}"
+        )
     return cls(**values)

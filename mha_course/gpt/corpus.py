@@ -21,25 +21,73 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STDLIB_FILES: tuple[str, ...] = (
-    "_compression.py", "_markupbase.py", "_py_abc.py", "_sitebuiltins.py", "_threading_local.py",
-    "antigravity.py", "asyncio/log.py", "asyncio/protocols.py", "asyncio/threads.py",
-    "asyncio/windows_utils.py", "concurrent/__init__.py", "contextvars.py",
-    "ctypes/macholib/__init__.py", "curses/__init__.py", "curses/has_key.py", "curses/panel.py",
-    "dbm/gnu.py", "dbm/ndbm.py", "difflib.py", "email/_encoded_words.py",
-    "email/mime/__init__.py", "email/mime/application.py", "html/__init__.py",
-    "importlib/metadata/_collections.py", "importlib/metadata/_functools.py", "json/__init__.py",
-    "json/scanner.py", "multiprocessing/__init__.py", "multiprocessing/dummy/__init__.py",
-    "multiprocessing/dummy/connection.py", "multiprocessing/heap.py",
-    "multiprocessing/popen_forkserver.py", "multiprocessing/popen_spawn_posix.py",
-    "multiprocessing/reduction.py", "multiprocessing/sharedctypes.py", "nturl2path.py",
-    "optparse.py", "py_compile.py", "pyclbr.py", "stringprep.py", "struct.py", "this.py",
-    "tracemalloc.py", "unittest/__main__.py", "unittest/_log.py", "unittest/signals.py",
-    "unittest/suite.py", "unittest/util.py", "urllib/__init__.py", "urllib/error.py",
-    "urllib/response.py", "urllib/robotparser.py", "wsgiref/headers.py", "xml/__init__.py",
-    "xml/dom/NodeFilter.py", "xml/dom/__init__.py", "xml/dom/domreg.py", "xml/dom/minicompat.py",
-    "xml/dom/xmlbuilder.py", "xml/etree/__init__.py", "xml/etree/cElementTree.py",
-    "xml/parsers/__init__.py", "xml/parsers/expat.py", "xml/sax/handler.py",
-    "xml/sax/saxutils.py", "xmlrpc/__init__.py", "zoneinfo/__init__.py",
+    "_compression.py",
+    "_markupbase.py",
+    "_py_abc.py",
+    "_sitebuiltins.py",
+    "_threading_local.py",
+    "antigravity.py",
+    "asyncio/log.py",
+    "asyncio/protocols.py",
+    "asyncio/threads.py",
+    "asyncio/windows_utils.py",
+    "concurrent/__init__.py",
+    "contextvars.py",
+    "ctypes/macholib/__init__.py",
+    "curses/__init__.py",
+    "curses/has_key.py",
+    "curses/panel.py",
+    "dbm/gnu.py",
+    "dbm/ndbm.py",
+    "difflib.py",
+    "email/_encoded_words.py",
+    "email/mime/__init__.py",
+    "email/mime/application.py",
+    "html/__init__.py",
+    "importlib/metadata/_collections.py",
+    "importlib/metadata/_functools.py",
+    "json/__init__.py",
+    "json/scanner.py",
+    "multiprocessing/__init__.py",
+    "multiprocessing/dummy/__init__.py",
+    "multiprocessing/dummy/connection.py",
+    "multiprocessing/heap.py",
+    "multiprocessing/popen_forkserver.py",
+    "multiprocessing/popen_spawn_posix.py",
+    "multiprocessing/reduction.py",
+    "multiprocessing/sharedctypes.py",
+    "nturl2path.py",
+    "optparse.py",
+    "py_compile.py",
+    "pyclbr.py",
+    "stringprep.py",
+    "struct.py",
+    "this.py",
+    "tracemalloc.py",
+    "unittest/__main__.py",
+    "unittest/_log.py",
+    "unittest/signals.py",
+    "unittest/suite.py",
+    "unittest/util.py",
+    "urllib/__init__.py",
+    "urllib/error.py",
+    "urllib/response.py",
+    "urllib/robotparser.py",
+    "wsgiref/headers.py",
+    "xml/__init__.py",
+    "xml/dom/NodeFilter.py",
+    "xml/dom/__init__.py",
+    "xml/dom/domreg.py",
+    "xml/dom/minicompat.py",
+    "xml/dom/xmlbuilder.py",
+    "xml/etree/__init__.py",
+    "xml/etree/cElementTree.py",
+    "xml/parsers/__init__.py",
+    "xml/parsers/expat.py",
+    "xml/sax/handler.py",
+    "xml/sax/saxutils.py",
+    "xmlrpc/__init__.py",
+    "zoneinfo/__init__.py",
 )
 
 #: SHA-256 of the concatenated text (train + val) on CPython 3.10–3.13.
@@ -98,10 +146,13 @@ def load_corpus(root: str | Path | None = None, files: tuple[str, ...] = STDLIB_
             continue
         (val if i % VAL_EVERY == VAL_OFFSET else train).append(read_source(path))
     if missing:
-        warnings.warn(f"corpus: {len(missing)} of {len(files)} standard-library files are missing "
-                      f"from {root} (first: {missing[0]}); training and evaluation still work, "
-                      "but the numbers will differ from the course's", CorpusMismatchWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"corpus: {len(missing)} of {len(files)} standard-library files are missing "
+            f"from {root} (first: {missing[0]}); training and evaluation still work, "
+            "but the numbers will differ from the course's",
+            CorpusMismatchWarning,
+            stacklevel=2,
+        )
     train_text, val_text = SEPARATOR.join(train), SEPARATOR.join(val)
     sha = hashlib.sha256((train_text + val_text).encode("utf-8")).hexdigest()
     return Corpus(train_text, val_text, sha, str(root), tuple(missing))
@@ -116,5 +167,7 @@ def check_corpus(corpus: Corpus, expected_sha256: str, what: str = "this checkpo
         f"one {what} was trained on ({expected_sha256[:12]}...). This happens with a Python "
         "outside 3.10-3.13 or a patched/partial standard library. Everything still runs, but "
         "losses and samples will differ from the course's printed numbers.",
-        CorpusMismatchWarning, stacklevel=2)
+        CorpusMismatchWarning,
+        stacklevel=2,
+    )
     return False

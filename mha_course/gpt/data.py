@@ -16,21 +16,24 @@ def step_generator(seed: int, step: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1_000_003 + step)
 
 
-def batch_starts(n_tokens: int, block_size: int, batch_size: int,
-                 generator: torch.Generator) -> torch.Tensor:
+def batch_starts(
+    n_tokens: int, block_size: int, batch_size: int, generator: torch.Generator
+) -> torch.Tensor:
     """``batch_size`` random window starts in ``[0, n_tokens - block_size - 1]``.
 
     Shape:
         Returns (B,) int64.
     """
     if n_tokens <= block_size + 1:
-        raise ValueError(f"data: expected more than block_size + 1 = {block_size + 1} tokens, "
-                         f"got {n_tokens}")
+        raise ValueError(
+            f"data: expected more than block_size + 1 = {block_size + 1} tokens, got {n_tokens}"
+        )
     return torch.randint(n_tokens - block_size - 1, (batch_size,), generator=generator)
 
 
-def windows(data: torch.Tensor, starts: torch.Tensor, block_size: int
-            ) -> tuple[torch.Tensor, torch.Tensor]:
+def windows(
+    data: torch.Tensor, starts: torch.Tensor, block_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Inputs and shifted-by-one targets for windows starting at ``starts``.
 
     Shape:
@@ -42,23 +45,33 @@ def windows(data: torch.Tensor, starts: torch.Tensor, block_size: int
     return chunk[:, :-1], chunk[:, 1:]
 
 
-def training_batch(data: torch.Tensor, block_size: int, global_batch: int, seed: int, step: int,
-                   rank: int = 0, world_size: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+def training_batch(
+    data: torch.Tensor,
+    block_size: int,
+    global_batch: int,
+    seed: int,
+    step: int,
+    rank: int = 0,
+    world_size: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Rank ``rank``'s share of step ``step``'s global batch.
 
     Shape:
         Returns x, y: (global_batch / world_size, T) each.
     """
     if global_batch % world_size:
-        raise ValueError(f"batch_size: the global batch ({global_batch}) must be divisible by "
-                         f"the number of processes ({world_size})")
+        raise ValueError(
+            f"batch_size: the global batch ({global_batch}) must be divisible by "
+            f"the number of processes ({world_size})"
+        )
     starts = batch_starts(len(data), block_size, global_batch, step_generator(seed, step))
     share = global_batch // world_size
-    return windows(data, starts[rank * share:(rank + 1) * share], block_size)
+    return windows(data, starts[rank * share : (rank + 1) * share], block_size)
 
 
-def validation_windows(data: torch.Tensor, block_size: int, max_windows: int | None = None
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
+def validation_windows(
+    data: torch.Tensor, block_size: int, max_windows: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Non-overlapping windows that tile the validation text from its start (fixed, no
     randomness), at most ``max_windows`` of them.
 

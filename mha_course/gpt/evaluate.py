@@ -18,9 +18,14 @@ from mha_course.gpt.model import lm_loss
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, data: torch.Tensor, block_size: int, batch_size: int = 64,
-             max_windows: int | None = None,
-             head_mask: torch.Tensor | None = None) -> float:
+def evaluate(
+    model: nn.Module,
+    data: torch.Tensor,
+    block_size: int,
+    batch_size: int = 64,
+    max_windows: int | None = None,
+    head_mask: torch.Tensor | None = None,
+) -> float:
     """Mean next-token loss (nats per token) over non-overlapping windows of ``data``.
 
     Every position of each window is scored (position 0 predicts with one character of
@@ -36,7 +41,7 @@ def evaluate(model: nn.Module, data: torch.Tensor, block_size: int, batch_size: 
     device = next(model.parameters()).device
     total, count = 0.0, 0
     for i in range(0, len(x), batch_size):
-        xb, yb = x[i:i + batch_size].to(device), y[i:i + batch_size].to(device)
+        xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
         kwargs = {} if head_mask is None else {"head_mask": head_mask}
         loss = lm_loss(model(xb, **kwargs), yb)
         total += loss.item() * yb.numel()
@@ -45,8 +50,9 @@ def evaluate(model: nn.Module, data: torch.Tensor, block_size: int, batch_size: 
     return total / count
 
 
-def unigram_loss(train: torch.Tensor, val: torch.Tensor, vocab_size: int,
-                 alpha: float = 1.0) -> float:
+def unigram_loss(
+    train: torch.Tensor, val: torch.Tensor, vocab_size: int, alpha: float = 1.0
+) -> float:
     """Nats/char of character frequencies from ``train`` (add-``alpha`` smoothing) on ``val``.
 
     Shape:
@@ -57,8 +63,9 @@ def unigram_loss(train: torch.Tensor, val: torch.Tensor, vocab_size: int,
     return -log_p[val].mean().item()
 
 
-def bigram_loss(train: torch.Tensor, val: torch.Tensor, vocab_size: int,
-                alpha: float = 0.1) -> float:
+def bigram_loss(
+    train: torch.Tensor, val: torch.Tensor, vocab_size: int, alpha: float = 0.1
+) -> float:
     """Nats/char of ``p(next | previous)`` counted on ``train`` (add-``alpha``) on ``val``.
 
     Shape:

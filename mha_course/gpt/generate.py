@@ -16,8 +16,9 @@ import torch
 from mha_course.gpt.model import GPT
 
 
-def sampling_distribution(logits: torch.Tensor, temperature: float = 1.0,
-                          top_k: int | None = None) -> torch.Tensor:
+def sampling_distribution(
+    logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None
+) -> torch.Tensor:
     """The distribution one sampling step draws from: ``softmax(top_k(logits / temperature))``.
 
     Dividing by a temperature below 1 sharpens the distribution, above 1 flattens it; top-k sets
@@ -39,8 +40,12 @@ def sampling_distribution(logits: torch.Tensor, temperature: float = 1.0,
     return torch.softmax(logits, dim=-1)  # (B, V)
 
 
-def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
-                generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_next(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """One sampling step. ``temperature == 0`` is greedy (argmax).
 
     Shape:
@@ -57,9 +62,16 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
 
 
 @torch.no_grad()
-def generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
-             top_k: int | None = None, generator: torch.Generator | None = None,
-             use_cache: bool = True, caches: list | None = None) -> torch.Tensor:
+def generate(
+    model: GPT,
+    prompt: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+    caches: list | None = None,
+) -> torch.Tensor:
     """Continue ``prompt`` by ``max_new_tokens`` sampled ids.
 
     ``use_cache=False`` re-runs the whole context at every step (the slow reference);

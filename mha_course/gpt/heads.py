@@ -78,8 +78,9 @@ def induction_score(weights: torch.Tensor, period: int) -> torch.Tensor:
     return weights.diagonal(offset=-(period - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, -1))
 
 
-def delimiter_score(weights: torch.Tensor, ids: torch.Tensor, delimiter_ids: list[int]
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+def delimiter_score(
+    weights: torch.Tensor, ids: torch.Tensor, delimiter_ids: list[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Total weight on delimiter keys, and what a uniform causal head would give.
 
     Shape:
@@ -93,8 +94,9 @@ def delimiter_score(weights: torch.Tensor, ids: torch.Tensor, delimiter_ids: lis
     return mass.mean(dim=(0, -1)), uniform.mean()
 
 
-def repeated_random_tokens(batch: int, period: int, vocab_size: int,
-                           generator: torch.Generator | None = None) -> torch.Tensor:
+def repeated_random_tokens(
+    batch: int, period: int, vocab_size: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """``r r``: ``period`` uniformly random ids, then the same ids again.
 
     Shape:

@@ -50,14 +50,25 @@ class MLP(nn.Module):
 def make_attention(config: GPTConfig) -> MultiHeadAttention | MultiHeadLatentAttention:
     """The block's causal self-attention; ``dropout`` acts on the attention weights."""
     if config.attention == "mla":  # chapter 15: one cached latent of C features per token
-        return MultiHeadLatentAttention(config.n_embd, config.n_head, config.kv_latent_dim,
-                                        rope_dim=config.rope_dim, rope_base=config.rope_base)
+        return MultiHeadLatentAttention(
+            config.n_embd,
+            config.n_head,
+            config.kv_latent_dim,
+            rope_dim=config.rope_dim,
+            rope_base=config.rope_base,
+        )
     kwargs = {}
     if config.positions == "rope":  # chapter 12: rotate q and k after the head split
         kwargs = {"rope": config.rope_layout, "rope_base": config.rope_base}
-    return MultiHeadAttention(config.n_embd, config.n_head, num_kv_heads=config.n_kv_head,
-                              bias=config.bias, dropout=config.dropout, impl=config.impl,
-                              **kwargs)
+    return MultiHeadAttention(
+        config.n_embd,
+        config.n_head,
+        num_kv_heads=config.n_kv_head,
+        bias=config.bias,
+        dropout=config.dropout,
+        impl=config.impl,
+        **kwargs,
+    )
 
 
 class Block(nn.Module):
@@ -75,16 +86,26 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor, kv_cache: Cache | None = None,
-                head_mask: torch.Tensor | None = None, need_weights: bool = False):
+    def forward(
+        self,
+        x: torch.Tensor,
+        kv_cache: Cache | None = None,
+        head_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ):
         """Returns x (B, L, E), or with ``need_weights`` (x, weights (B, H, L, S))."""
         if isinstance(self.attn, MultiHeadLatentAttention):  # always causal; no weights/mask
             if head_mask is not None or need_weights:
                 raise ValueError("head_mask, need_weights: not supported with attention='mla'")
             a, w = self.attn(self.ln_1(x), kv_cache=kv_cache), None
         else:
-            a, w = self.attn(self.ln_1(x), is_causal=True, kv_cache=kv_cache,
-                             head_mask=head_mask, need_weights=need_weights)
+            a, w = self.attn(
+                self.ln_1(x),
+                is_causal=True,
+                kv_cache=kv_cache,
+                head_mask=head_mask,
+                need_weights=need_weights,
+            )
         x = x + (self.resid_dropout(a) if self.training else a)  # dropout: training only
         x = x + self.mlp(self.ln_2(x))
         return (x, w) if need_weights else x
@@ -108,8 +129,11 @@ class GPT(nn.Module):
         self.config = config
         E = config.n_embd
         self.wte = nn.Embedding(config.vocab_size, E)
-        self.wpe = (LearnedPositionEmbedding(config.block_size, E)  # chapter 12
-                    if config.positions == "learned" else None)
+        self.wpe = (
+            LearnedPositionEmbedding(config.block_size, E)  # chapter 12
+            if config.positions == "learned"
+            else None
+        )
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(E, bias=config.bias)
@@ -137,9 +161,13 @@ class GPT(nn.Module):
         """Scalar parameters, a tied matrix counted once."""
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, ids: torch.Tensor, caches: Sequence[Cache] | None = None,
-                head_mask: torch.Tensor | Sequence[torch.Tensor] | None = None,
-                need_weights: bool = False):
+    def forward(
+        self,
+        ids: torch.Tensor,
+        caches: Sequence[Cache] | None = None,
+        head_mask: torch.Tensor | Sequence[torch.Tensor] | None = None,
+        need_weights: bool = False,
+    ):
         """Logits for every position of ``ids`` (continuing after the cached positions).
 
         With ``need_weights`` also every layer's attention weights (the eager path).
@@ -153,8 +181,10 @@ class GPT(nn.Module):
             raise ValueError(f"ids: expected int64 token ids of shape (B, L), got {ids.dtype}")
         V = self.config.vocab_size
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= V):
-            raise ValueError(f"ids: expected token ids in [0, vocab_size) = [0, {V}), got min "
-                             f"{int(ids.min())}, max {int(ids.max())}")
+            raise ValueError(
+                f"ids: expected token ids in [0, vocab_size) = [0, {V}), got min "
+                f"{int(ids.min())}, max {int(ids.max())}"
+            )
         n = self.config.n_layer
         if caches is not None and len(caches) != n:
             raise ValueError(f"caches: expected {n} caches (one per layer), got {len(caches)}")
@@ -162,18 +192,23 @@ class GPT(nn.Module):
             raise ValueError(f"head_mask: expected one entry per layer ({n}), got {len(head_mask)}")
         start = 0 if caches is None else caches[0].length  # positions already cached
         if self.wpe is not None and start + ids.shape[1] > self.config.block_size:
-            raise ValueError(f"ids: expected at most block_size = {self.config.block_size} "
-                             f"positions in all, got {start} cached + {shape_str(ids)}")
+            raise ValueError(
+                f"ids: expected at most block_size = {self.config.block_size} "
+                f"positions in all, got {start} cached + {shape_str(ids)}"
+            )
         x = self.wte(ids)  # (B, L) -> (B, L, E)
         if self.wpe is not None:
             # rows start .. start+L-1 of chapter 12's table (the bound is checked above)
-            x = x + self.wpe.weight[start:start + ids.shape[1]]  # (B, L, E) + (L, E)
+            x = x + self.wpe.weight[start : start + ids.shape[1]]  # (B, L, E) + (L, E)
         x = self.drop(x) if self.training else x
         weights = []
         for i, block in enumerate(self.blocks):
-            x = block(x, kv_cache=None if caches is None else caches[i],
-                      head_mask=None if head_mask is None else head_mask[i],
-                      need_weights=need_weights)
+            x = block(
+                x,
+                kv_cache=None if caches is None else caches[i],
+                head_mask=None if head_mask is None else head_mask[i],
+                need_weights=need_weights,
+            )
             if need_weights:
                 x, w = x
                 weights.append(w)

@@ -39,15 +39,23 @@ class TorchCausalAttention(nn.Module):
         self.v_proj = nn.Linear(embed_dim, kv, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
 
-    def forward(self, x: torch.Tensor, is_causal: bool = True, kv_cache=None, head_mask=None,
-                need_weights: bool = False):
+    def forward(
+        self,
+        x: torch.Tensor,
+        is_causal: bool = True,
+        kv_cache=None,
+        head_mask=None,
+        need_weights: bool = False,
+    ):
         B, T, E = x.shape
         H, G, D = self.num_heads, self.num_kv_heads, self.head_dim
         q = self.q_proj(x).view(B, T, H, D).transpose(1, 2)  # (B, T, E) -> (B, H, T, D)
         k = self.k_proj(x).view(B, T, G, D).transpose(1, 2)  # (B, T, G*D) -> (B, G, T, D)
         v = self.v_proj(x).view(B, T, G, D).transpose(1, 2)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=G != H)
-        return self.out_proj(out.transpose(1, 2).reshape(B, T, E)), None  # (B, H, T, D) -> (B, T, E)
+        return self.out_proj(
+            out.transpose(1, 2).reshape(B, T, E)
+        ), None  # (B, H, T, D) -> (B, T, E)
 
 
 def torch_reference(model: GPT) -> GPT:
@@ -82,14 +90,14 @@ def static_decode(model: GPT, prompt: torch.Tensor, max_new_tokens: int) -> torc
     pos, ids = 0, prompt
     for _ in range(max_new_tokens):
         L = ids.shape[1]
-        x = model.wte(ids) + model.wpe.weight[pos:pos + L]  # (B, L, E)
+        x = model.wte(ids) + model.wpe.weight[pos : pos + L]  # (B, L, E)
         for i, block in enumerate(model.blocks):
             a = block.attn
             h = block.ln_1(x)
             q = a.q_proj(h).view(B, L, H, D).transpose(1, 2)  # (B, L, E) -> (B, H, L, D)
-            ks[i][:, :, pos:pos + L] = a.k_proj(h).view(B, L, G, D).transpose(1, 2)
-            vs[i][:, :, pos:pos + L] = a.v_proj(h).view(B, L, G, D).transpose(1, 2)
-            k, v = ks[i][:, :, :pos + L], vs[i][:, :, :pos + L]  # views of the filled part
+            ks[i][:, :, pos : pos + L] = a.k_proj(h).view(B, L, G, D).transpose(1, 2)
+            vs[i][:, :, pos : pos + L] = a.v_proj(h).view(B, L, G, D).transpose(1, 2)
+            k, v = ks[i][:, :, : pos + L], vs[i][:, :, : pos + L]  # views of the filled part
             o = F.scaled_dot_product_attention(q, k, v, is_causal=L > 1, enable_gqa=G != H)
             x = x + a.out_proj(o.transpose(1, 2).reshape(B, L, -1))  # (B, H, L, D) -> (B, L, E)
             x = x + block.mlp(block.ln_2(x))

@@ -22,8 +22,10 @@ class CharTokenizer:
 
     def __init__(self, vocab: str) -> None:
         if len(set(vocab)) != len(vocab) or not vocab:
-            raise ValueError(f"vocab: expected a non-empty string of distinct characters, "
-                             f"got {len(vocab)} characters with {len(set(vocab))} distinct")
+            raise ValueError(
+                f"vocab: expected a non-empty string of distinct characters, "
+                f"got {len(vocab)} characters with {len(set(vocab))} distinct"
+            )
         self.vocab = vocab
         self.index = {c: i for i, c in enumerate(vocab)}
 
@@ -41,8 +43,11 @@ class CharTokenizer:
         """Ids of ``text``; characters outside the vocabulary are dropped with a warning."""
         unknown = set(text) - self.index.keys()
         if unknown:
-            warnings.warn(f"text: {len(unknown)} characters are not in the vocabulary "
-                          f"(e.g. {sorted(unknown)[0]!r}); they are dropped", stacklevel=2)
+            warnings.warn(
+                f"text: {len(unknown)} characters are not in the vocabulary "
+                f"(e.g. {sorted(unknown)[0]!r}); they are dropped",
+                stacklevel=2,
+            )
             text = "".join(c for c in text if c in self.index)
         return torch.tensor([self.index[c] for c in text], dtype=torch.long)
 

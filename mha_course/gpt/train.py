@@ -45,8 +45,10 @@ def learning_rate(step: int, tc: TrainConfig) -> float:
 def make_optimizer(model: GPT, tc: TrainConfig) -> torch.optim.AdamW:
     """AdamW; weight decay on matrices (embeddings, projections), none on norms and biases."""
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": tc.weight_decay},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": tc.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
     return torch.optim.AdamW(groups, lr=tc.learning_rate, betas=(tc.beta1, tc.beta2))
 
 
@@ -72,10 +74,18 @@ def _stamp(device: torch.device) -> dict:
     return json.loads(json.dumps(stamp, default=str))  # plain types (torch.load weights_only)
 
 
-def train(model_config: GPTConfig, train_config: TrainConfig, out: str | Path, *,
-          resume: bool = False, init_from: str | Path | None = None,
-          convert_kv_heads: int | None = None, device: str | torch.device = "cpu",
-          progress: bool = True, save: bool = True) -> tuple[GPT, dict]:
+def train(
+    model_config: GPTConfig,
+    train_config: TrainConfig,
+    out: str | Path,
+    *,
+    resume: bool = False,
+    init_from: str | Path | None = None,
+    convert_kv_heads: int | None = None,
+    device: str | torch.device = "cpu",
+    progress: bool = True,
+    save: bool = True,
+) -> tuple[GPT, dict]:
     """Train a :class:`GPT` on the standard-library corpus; write checkpoint ``out``.
 
     ``init_from`` starts from a shipped checkpoint's weights (its model config is used);
@@ -95,8 +105,10 @@ def train(model_config: GPTConfig, train_config: TrainConfig, out: str | Path, *
     if init_from is not None:
         source = load_checkpoint(init_from, verify_corpus=False)
         tokenizer, model = source.tokenizer, source.model
-        source_meta = {"init_from": Path(init_from).name,
-                       "init_from_val_loss": source.meta.get("val_loss")}
+        source_meta = {
+            "init_from": Path(init_from).name,
+            "init_from_val_loss": source.meta.get("val_loss"),
+        }
         check_corpus(corpus, source.meta["corpus_sha256"], what=Path(init_from).name)
         if convert_kv_heads is not None:
             model = convert_to_gqa(model, convert_kv_heads)
@@ -110,8 +122,12 @@ def train(model_config: GPTConfig, train_config: TrainConfig, out: str | Path, *
     train_ids, val_ids = tokenizer.encode(corpus.train), tokenizer.encode(corpus.val)
     model.to(device=device, dtype=dtype).train()
     if init_from is not None and rank == 0 and not resume:  # e.g. the converted model, untrained
-        source_meta["val_loss_at_start"] = round(evaluate(
-            model, val_ids, model_config.block_size, max_windows=train_config.final_eval_windows), 5)
+        source_meta["val_loss_at_start"] = round(
+            evaluate(
+                model, val_ids, model_config.block_size, max_windows=train_config.final_eval_windows
+            ),
+            5,
+        )
     optimizer = make_optimizer(model, train_config)
     history = {"step": [], "train_loss": [], "val_step": [], "val_loss": []}
     start_step, wall_before = 0, 0.0
@@ -127,12 +143,19 @@ def train(model_config: GPTConfig, train_config: TrainConfig, out: str | Path, *
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel
 
-        ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda"
-                                      else None)
+        ddp = DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
     tc, T = train_config, model_config.block_size
     tokens_per_step = tc.batch_size * T
-    bar = tqdm(range(start_step, tc.max_iters), initial=start_step, total=tc.max_iters,
-               desc="training", disable=not progress or rank != 0, mininterval=1.0)
+    bar = tqdm(
+        range(start_step, tc.max_iters),
+        initial=start_step,
+        total=tc.max_iters,
+        desc="training",
+        disable=not progress or rank != 0,
+        mininterval=1.0,
+    )
     t0 = time.perf_counter()
     for step in bar:
         lr = learning_rate(step, tc)
@@ -154,20 +177,38 @@ def train(model_config: GPTConfig, train_config: TrainConfig, out: str | Path, *
         bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{speed:,.0f}")
         if rank == 0 and (done % tc.eval_interval == 0 or done == tc.max_iters):
             history["val_step"].append(done)
-            history["val_loss"].append(round(evaluate(model, val_ids, T,
-                                                      max_windows=tc.eval_windows), 5))
+            history["val_loss"].append(
+                round(evaluate(model, val_ids, T, max_windows=tc.eval_windows), 5)
+            )
             if save:
-                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                            "step": done, "history": history, "wall_time_s": elapsed}, state_path)
+                torch.save(
+                    {
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "step": done,
+                        "history": history,
+                        "wall_time_s": elapsed,
+                    },
+                    state_path,
+                )
     bar.close()
     wall = wall_before + time.perf_counter() - t0
     meta = {}
     if rank == 0:
-        meta = {"corpus_sha256": corpus.sha256, "train_chars": len(corpus.train), "val_chars": len(corpus.val),
-                "history": history, "wall_time_s": round(wall, 2), "world_size": world,
-                "steps": tc.max_iters, "tokens_seen": tc.max_iters * tokens_per_step,
-                "num_parameters": model.num_parameters(), "stamp": _stamp(device),
-                "torch_threads": torch.get_num_threads(), **source_meta}
+        meta = {
+            "corpus_sha256": corpus.sha256,
+            "train_chars": len(corpus.train),
+            "val_chars": len(corpus.val),
+            "history": history,
+            "wall_time_s": round(wall, 2),
+            "world_size": world,
+            "steps": tc.max_iters,
+            "tokens_seen": tc.max_iters * tokens_per_step,
+            "num_parameters": model.num_parameters(),
+            "stamp": _stamp(device),
+            "torch_threads": torch.get_num_threads(),
+            **source_meta,
+        }
         if save:
             save_checkpoint(out, model, tc, tokenizer, meta)
             # The reported loss is the shipped (float16-rounded) weights' loss on all of val.
@@ -177,8 +218,9 @@ def train(model_config: GPTConfig, train_config: TrainConfig, out: str | Path, *
             meta["val_loss_float32"] = round(evaluate(model, val_ids, T, max_windows=n), 5)
             save_checkpoint(out, model, tc, tokenizer, meta)
         else:
-            meta["val_loss"] = round(evaluate(model, val_ids, T,
-                                              max_windows=tc.final_eval_windows), 5)
+            meta["val_loss"] = round(
+                evaluate(model, val_ids, T, max_windows=tc.final_eval_windows), 5
+            )
     if started:
         import torch.distributed as dist
 

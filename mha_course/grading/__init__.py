@@ -23,12 +23,26 @@ from mha_grader.report import print_results
 from mha_grader.runner import grade_notebook, grade_submission
 from mha_grader.sandbox.launch import Limits
 
-__all__ = ["Case", "Dtype", "Item", "ItemResult", "Limits", "Mistake", "all_items", "check",
-           "grade_notebook", "grade_submission", "items_for", "notebooks", "resolve"]
+__all__ = [
+    "Case",
+    "Dtype",
+    "Item",
+    "ItemResult",
+    "Limits",
+    "Mistake",
+    "all_items",
+    "check",
+    "grade_notebook",
+    "grade_submission",
+    "items_for",
+    "notebooks",
+    "resolve",
+]
 
 
-def check(name: str | os.PathLike, namespace: dict | None = None, seed: int = 12345,
-          quiet: bool = False) -> list[ItemResult]:
+def check(
+    name: str | os.PathLike, namespace: dict | None = None, seed: int = 12345, quiet: bool = False
+) -> list[ItemResult]:
     """Check an exercise: prints each item's verdict, points and feedback; returns the results.
 
     ``name`` ending in ``.ipynb`` (an existing file) -> the saved notebook, in a child process.
@@ -43,15 +57,20 @@ def check(name: str | os.PathLike, namespace: dict | None = None, seed: int = 12
         results, notes = grade_notebook(path, items, seed)
     else:
         from mha_grader.inprocess import grade_namespace
+
         if namespace is None:
             import __main__
+
             namespace = vars(__main__)
-        results, notes = explain(grade_namespace(namespace, items, seed), [], items,
-                                 graph=namespace_graph(namespace))
+        results, notes = explain(
+            grade_namespace(namespace, items, seed), [], items, graph=namespace_graph(namespace)
+        )
     from mha_course.grading.hints import hint_notes
 
     notes = [*notes, *hint_notes(results)]
     if not quiet:
         where = "" if path.suffix == ".ipynb" else ", in your kernel: not isolated"
-        print_results(results, notes, title=f"{resolve(name)} ({PublicSeed(seed).describe()}{where})")
+        print_results(
+            results, notes, title=f"{resolve(name)} ({PublicSeed(seed).describe()}{where})"
+        )
     return results

@@ -12,12 +12,18 @@ TORCH_SDPA = "torch.nn.functional.scaled_dot_product_attention"
 TORCH_MHA = ("torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward")
 COURSE_SDPA = "mha_course.ops.sdpa.scaled_dot_product_attention"
 COURSE_MHA = "mha_course.attention.mha.MultiHeadAttention"
-TILED = ("mha_course.kernels.tiled.tiled_attention", "mha_course.kernels.tiled.online_softmax_update")
+TILED = (
+    "mha_course.kernels.tiled.tiled_attention",
+    "mha_course.kernels.tiled.online_softmax_update",
+)
 # Other package code that returns softmax(Q Kᵀ / sqrt(D)) V given Q, K, V (or a module doing it).
-OTHER_ATTENTION = ("mha_course.attention.single_head.SelfAttentionHead", "mha_course.benchmark.variants.bare_attention",
-                   "mha_course.benchmark.variants.bare_sdpa_with_projections",
-                   "mha_course.benchmark.backends.forced_sdpa",
-                   "mha_course.caches.per_head.attention_by_head")  # Q and a loader of (K, V) per head
+OTHER_ATTENTION = (
+    "mha_course.attention.single_head.SelfAttentionHead",
+    "mha_course.benchmark.variants.bare_attention",
+    "mha_course.benchmark.variants.bare_sdpa_with_projections",
+    "mha_course.benchmark.backends.forced_sdpa",
+    "mha_course.caches.per_head.attention_by_head",
+)  # Q and a loader of (K, V) per head
 
 # Items that ask for attention itself (a head, MHA, GQA, cross-attention, blockwise).
 ATTENTION = (TORCH_SDPA, COURSE_SDPA, *TORCH_MHA, COURSE_MHA, *TILED, *OTHER_ATTENTION)

@@ -30,7 +30,9 @@ def table() -> dict[str, dict[str, dict]]:
 # asked). Kept here, with the hints, so that the progress report reads it from below.
 def state_file() -> Path:
     """Where ``hint`` records the levels asked: ``$MHA_COURSE_STATE`` or ``~/.mha-course/hints-asked.json``."""
-    return Path(os.environ.get("MHA_COURSE_STATE") or Path.home() / ".mha-course" / "hints-asked.json")
+    return Path(
+        os.environ.get("MHA_COURSE_STATE") or Path.home() / ".mha-course" / "hints-asked.json"
+    )
 
 
 def hints_asked() -> dict[str, dict[str, int]]:
@@ -60,8 +62,10 @@ def _stem(exercise: str) -> str:
         return exercise
     hits = [k for k in known if k.split("_")[0] == exercise]
     if len(hits) != 1:
-        raise ValueError(f"exercise: expected an exercise such as 'ex04' (one of "
-                         f"{sorted(k.split('_')[0] for k in known)}), got {exercise!r}")
+        raise ValueError(
+            f"exercise: expected an exercise such as 'ex04' (one of "
+            f"{sorted(k.split('_')[0] for k in known)}), got {exercise!r}"
+        )
     return hits[0]
 
 
@@ -75,11 +79,15 @@ def _listing(stem: str, cli: bool = False) -> str:
     prefix = stem.split("_")[0]
     lines = [f"{stem}: hints for each task, one level per call"]
     for k, t in table()[stem].items():
-        lines.append(f'  {call(prefix, k, cli)}  task {k} — {t["title"]} ({len(t["levels"])} levels)')
+        lines.append(
+            f"  {call(prefix, k, cli)}  task {k} — {t['title']} ({len(t['levels'])} levels)"
+        )
     return "\n".join(lines)
 
 
-def hint_text(exercise: str, task: int | None = None, level: int | None = None, cli: bool = False) -> str:
+def hint_text(
+    exercise: str, task: int | None = None, level: int | None = None, cli: bool = False
+) -> str:
     """What ``hint`` prints (and, unless ``level`` is given, advances the remembered level).
 
     ``cli``: for ``mha-course hint``, a new process each time: the next level is the one after the
@@ -104,8 +112,10 @@ def hint_text(exercise: str, task: int | None = None, level: int | None = None, 
     level = int(level)
     _shown[key] = level
     record_hint(stem, int(task), level)  # for `mha-course progress`: the next level not asked
-    body = "\n".join(textwrap.fill(line, width=96, initial_indent="  ", subsequent_indent="  ")
-                     for line in entry["levels"][level - 1].split("\n"))
+    body = "\n".join(
+        textwrap.fill(line, width=96, initial_indent="  ", subsequent_indent="  ")
+        for line in entry["levels"][level - 1].split("\n")
+    )
     prefix = stem.split("_")[0]
     if level < n:
         after = f"({'run' if cli else 'call'} {call(prefix, task, cli)} again for hint {level + 1} of {n})"

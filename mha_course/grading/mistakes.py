@@ -20,21 +20,35 @@ from mha_grader.items import Mistake
 # Feedback texts shared across chapters (one source of truth for the wording).
 NO_SCALE = "missing the 1/sqrt(D) scaling: the scores are sqrt(D) times too large (D = head size)"
 SCALE_BY_D = "scaled by 1/D instead of 1/sqrt(D)"
-SCALE_BY_E = "scaled by 1/sqrt(E) (the embedding size) instead of 1/sqrt(D) (the head size D = E / H)"
-WRONG_AXIS = "softmax over the wrong axis: normalise over the keys (the last axis, S), not the queries"
-MASK_INVERTED = "mask inverted: a bool attn_mask is True where a query MAY attend (SDPA's convention)"
-MASK_AFTER_SOFTMAX = ("mask applied after the softmax: the weights that remain no longer sum to 1 "
-                      "for each query")
-OVERFLOW = ("softmax not stable on large logits: exp of a large score is inf, and inf / inf is "
-            "NaN")
-CAUSAL_OFF_BY_ONE = ("causal mask off by one: query i may attend to keys j <= i (itself "
-                     "included), no more and no fewer")
-SPLIT_WITH_VIEW = ("heads split with view/reshape only: the shape is (B, H, L, D) but each head's "
-                   "slice mixes the features of several tokens")
-REPEAT_NOT_INTERLEAVE = ("key/value heads in the order 0, 1, 0, 1, ...: query heads read key/value "
-                         "heads in turn, not in contiguous groups (GQA's groups are contiguous)")
-H_INSTEAD_OF_G = ("counted the query heads H instead of the key/value heads G: only the G "
-                  "key/value heads are cached — that is the point of GQA/MQA")
+SCALE_BY_E = (
+    "scaled by 1/sqrt(E) (the embedding size) instead of 1/sqrt(D) (the head size D = E / H)"
+)
+WRONG_AXIS = (
+    "softmax over the wrong axis: normalise over the keys (the last axis, S), not the queries"
+)
+MASK_INVERTED = (
+    "mask inverted: a bool attn_mask is True where a query MAY attend (SDPA's convention)"
+)
+MASK_AFTER_SOFTMAX = (
+    "mask applied after the softmax: the weights that remain no longer sum to 1 for each query"
+)
+OVERFLOW = "softmax not stable on large logits: exp of a large score is inf, and inf / inf is NaN"
+CAUSAL_OFF_BY_ONE = (
+    "causal mask off by one: query i may attend to keys j <= i (itself "
+    "included), no more and no fewer"
+)
+SPLIT_WITH_VIEW = (
+    "heads split with view/reshape only: the shape is (B, H, L, D) but each head's "
+    "slice mixes the features of several tokens"
+)
+REPEAT_NOT_INTERLEAVE = (
+    "key/value heads in the order 0, 1, 0, 1, ...: query heads read key/value "
+    "heads in turn, not in contiguous groups (GQA's groups are contiguous)"
+)
+H_INSTEAD_OF_G = (
+    "counted the query heads H instead of the key/value heads G: only the G "
+    "key/value heads are cached — that is the point of GQA/MQA"
+)
 NO_FACTOR_2 = "missing the factor 2: the cache holds keys AND values"
 NO_W_O = "output projection W_O missing: the output is the merged heads themselves"
 
@@ -83,13 +97,22 @@ def attention_variant(
         (..., L, S). Returns (..., L, Dv), and with ``return_weights`` the weights (..., L, S).
     """
     D = query.shape[-1]
-    factor = {"sqrt_d": 1 / math.sqrt(D), "none": 1.0, "d": 1 / D,
-              "sqrt_e": 1 / math.sqrt(embed_dim or D)}[scale]
+    factor = {
+        "sqrt_d": 1 / math.sqrt(D),
+        "none": 1.0,
+        "d": 1 / D,
+        "sqrt_e": 1 / math.sqrt(embed_dim or D),
+    }[scale]
     scores = (query @ key.transpose(-2, -1)) * factor  # (..., L, D) @ (..., D, S) -> (..., L, S)
     mask = attn_mask
     if mask is not None and mask_mode == "inverted":
-        mask = ~mask if mask.dtype == torch.bool else torch.where(
-            torch.isinf(mask), torch.zeros_like(mask), torch.full_like(mask, float("-inf")))
+        mask = (
+            ~mask
+            if mask.dtype == torch.bool
+            else torch.where(
+                torch.isinf(mask), torch.zeros_like(mask), torch.full_like(mask, float("-inf"))
+            )
+        )
     if mask is not None and mask_mode in ("ok", "inverted"):
         if mask.dtype == torch.bool:
             scores = scores.masked_fill(~mask, float("-inf"))
@@ -107,15 +130,22 @@ def attention_variant(
     return (out, weights) if return_weights else out
 
 
-def causal_mask_variant(L: int, S: int | None = None, offset: int = 0, *, shift: int = 0,
-                        inverted: bool = False) -> torch.Tensor:
+def causal_mask_variant(
+    L: int, S: int | None = None, offset: int = 0, *, shift: int = 0, inverted: bool = False
+) -> torch.Tensor:
     """The causal mask with its diagonal moved by ``shift`` (off by one) and/or inverted.
 
     Shape:
         Returns (L, S), bool, True = may attend.
     """
-    m = causal_mask(L, S, offset=offset + shift) if offset + shift >= 0 else torch.tril(
-        torch.ones(L, S if S is not None else L + offset, dtype=torch.bool), diagonal=offset + shift)
+    m = (
+        causal_mask(L, S, offset=offset + shift)
+        if offset + shift >= 0
+        else torch.tril(
+            torch.ones(L, S if S is not None else L + offset, dtype=torch.bool),
+            diagonal=offset + shift,
+        )
+    )
     return ~m if inverted else m
 
 
@@ -140,9 +170,18 @@ def repeat_kv_with_repeat(x: torch.Tensor, n_rep: int, dim: int = -3) -> torch.T
     return x.repeat(*reps)  # (..., G, S, D) -> (..., G * n_rep, S, D), order 0, 1, 0, 1
 
 
-def kv_cache_bytes_variant(num_layers: int, num_heads: int, num_kv_heads: int, head_dim: int,
-                           seq_len: int, batch: int, dtype: torch.dtype, *,
-                           count_query_heads: bool = False, keys_and_values: bool = True) -> int:
+def kv_cache_bytes_variant(
+    num_layers: int,
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    seq_len: int,
+    batch: int,
+    dtype: torch.dtype,
+    *,
+    count_query_heads: bool = False,
+    keys_and_values: bool = True,
+) -> int:
     """The graders' one reference for KV-cache bytes (chapter 7's :func:`kv_cache_bytes`), with
     the two classic mistakes as switches: H counted instead of G, and keys only (no factor 2)."""
     G = num_heads if count_query_heads else num_kv_heads
@@ -151,10 +190,15 @@ def kv_cache_bytes_variant(num_layers: int, num_heads: int, num_kv_heads: int, h
 
 
 def kv_bytes_mistakes(reference) -> tuple[Mistake, ...]:
-    """"H instead of G" and "no factor 2" for an item whose ``reference(*args, **switches)``
+    """ "H instead of G" and "no factor 2" for an item whose ``reference(*args, **switches)``
     passes :func:`kv_cache_bytes_variant`'s switches on (chapters 7 and 8)."""
     return (
-        Mistake("H instead of G", H_INSTEAD_OF_G,
-                variant=lambda *a: reference(*a, count_query_heads=True)),
-        Mistake("no factor 2", NO_FACTOR_2, variant=lambda *a: reference(*a, keys_and_values=False)),
+        Mistake(
+            "H instead of G",
+            H_INSTEAD_OF_G,
+            variant=lambda *a: reference(*a, count_query_heads=True),
+        ),
+        Mistake(
+            "no factor 2", NO_FACTOR_2, variant=lambda *a: reference(*a, keys_and_values=False)
+        ),
     )

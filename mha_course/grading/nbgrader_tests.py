@@ -38,9 +38,12 @@ def assert_item(item_id: str, seed: int = LEARNER_SEED, namespace: dict | None =
 
     items = [it for it in all_items() if it.id == item_id]
     if not items:
-        raise ValueError(f"item_id: expected a graded item id such as 'ex02_attention', got {item_id!r}")
+        raise ValueError(
+            f"item_id: expected a graded item id such as 'ex02_attention', got {item_id!r}"
+        )
     if namespace is None:
         import __main__
+
         namespace = vars(__main__)
     try:
         (result,) = grade_namespace(namespace, items, int(seed), public=int(seed) == LEARNER_SEED)

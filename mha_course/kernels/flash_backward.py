@@ -109,8 +109,16 @@ class FlashAttentionFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, query, key, value, is_causal, scale, block_q, block_k):
         with torch.no_grad():
-            out, lse = tiled_attention(query, key, value, is_causal=is_causal, scale=scale,
-                                       block_q=block_q, block_k=block_k, return_lse=True)
+            out, lse = tiled_attention(
+                query,
+                key,
+                value,
+                is_causal=is_causal,
+                scale=scale,
+                block_q=block_q,
+                block_k=block_k,
+                return_lse=True,
+            )
         ctx.save_for_backward(query, key, value, out, lse)
         ctx.args = (is_causal, scale, block_q, block_k)
         return out
@@ -120,8 +128,9 @@ class FlashAttentionFunction(torch.autograd.Function):
     def backward(ctx, d_out):
         query, key, value, out, lse = ctx.saved_tensors
         is_causal, scale, block_q, block_k = ctx.args
-        dq, dk, dv = flash_attention_backward(query, key, value, out, lse, d_out.contiguous(),
-                                              is_causal, scale, block_q, block_k)
+        dq, dk, dv = flash_attention_backward(
+            query, key, value, out, lse, d_out.contiguous(), is_causal, scale, block_q, block_k
+        )
         return dq, dk, dv, None, None, None, None
 
 

@@ -48,8 +48,10 @@ def _chunk_len(T: int, world_size: int, layout: str) -> int:
     check_positive_int("world_size", world_size, "P (ranks)")
     n = world_size if layout == "contiguous" else 2 * world_size
     if T % n:
-        raise ValueError(f"T: the sequence length must be a multiple of {n} for {world_size} "
-                         f"ranks with the {layout} layout, got T = {T}")
+        raise ValueError(
+            f"T: the sequence length must be a multiple of {n} for {world_size} "
+            f"ranks with the {layout} layout, got T = {T}"
+        )
     return T // n
 
 
@@ -62,7 +64,7 @@ def shard(x: torch.Tensor, rank: int, world_size: int, layout: str = "contiguous
     check_rank("x", x, "(..., T, D)", min_rank=2)
     ids = chunk_ids(rank, world_size, layout)
     c = _chunk_len(x.shape[-2], world_size, layout)
-    return torch.cat([x[..., i * c:(i + 1) * c, :] for i in ids], dim=-2)
+    return torch.cat([x[..., i * c : (i + 1) * c, :] for i in ids], dim=-2)
 
 
 def unshard(parts: list[torch.Tensor], layout: str = "contiguous") -> torch.Tensor:
@@ -78,11 +80,15 @@ def unshard(parts: list[torch.Tensor], layout: str = "contiguous") -> torch.Tens
     for r, part in enumerate(parts):
         check_rank(f"parts[{r}]", part, "(..., T / P, D)", min_rank=2)
         if part.shape != parts[0].shape:
-            raise ValueError(f"parts[{r}]: expected the shape of parts[0] {shape_str(parts[0])} "
-                             f"(every rank holds T / P positions), got {shape_str(part)}")
+            raise ValueError(
+                f"parts[{r}]: expected the shape of parts[0] {shape_str(parts[0])} "
+                f"(every rank holds T / P positions), got {shape_str(part)}"
+            )
     if layout == "zigzag" and parts[0].shape[-2] % 2:
-        raise ValueError(f"parts: the zigzag layout holds two chunks per rank, so T / P must be "
-                         f"even, got parts[0] {shape_str(parts[0])}")
+        raise ValueError(
+            f"parts: the zigzag layout holds two chunks per rank, so T / P must be "
+            f"even, got parts[0] {shape_str(parts[0])}"
+        )
     if layout == "contiguous":
         return torch.cat(parts, dim=-2)
     chunks: list[torch.Tensor | None] = [None] * (2 * P)
@@ -109,8 +115,9 @@ def _step_pairs(q_rank, kv_rank, world_size, layout, c, is_causal):
     return pairs
 
 
-def work_per_rank(world_size: int, layout: str = "contiguous", is_causal: bool = True,
-                  T: int | None = None) -> list[list[int]]:
+def work_per_rank(
+    world_size: int, layout: str = "contiguous", is_causal: bool = True, T: int | None = None
+) -> list[list[int]]:
     """Score entries each rank computes at each ring step: ``work[step][rank]``.
 
     The step takes as long as its busiest rank, so ``sum(max(work[s]) for s)`` is the critical
@@ -118,8 +125,13 @@ def work_per_rank(world_size: int, layout: str = "contiguous", is_causal: bool =
     """
     T = 2 * world_size if T is None else T
     c = _chunk_len(T, world_size, layout)
-    return [[c * c * len(_step_pairs(r, (r - s) % world_size, world_size, layout, c, is_causal))
-             for r in range(world_size)] for s in range(world_size)]
+    return [
+        [
+            c * c * len(_step_pairs(r, (r - s) % world_size, world_size, layout, c, is_causal))
+            for r in range(world_size)
+        ]
+        for s in range(world_size)
+    ]
 
 
 def _peer(group, r: int) -> int:
@@ -148,8 +160,10 @@ def ring_attention(
     """
     check_qkv(query, key, value)
     if key.shape[-2] != query.shape[-2]:
-        raise ValueError(f"key: expected this rank's block (..., T/P, D) with T/P = "
-                         f"{query.shape[-2]} as query, got {shape_str(key)}")
+        raise ValueError(
+            f"key: expected this rank's block (..., T/P, D) with T/P = "
+            f"{query.shape[-2]} as query, got {shape_str(key)}"
+        )
     rank, P = dist.get_rank(group), dist.get_world_size(group)
     c = _chunk_len(query.shape[-2] * P, P, layout)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
@@ -167,21 +181,32 @@ def ring_attention(
             k_next, v_next = torch.empty_like(k_cur), torch.empty_like(v_cur)
             # One batch of paired sends and receives (NCCL deadlocks on unpaired isend/irecv;
             # gloo takes the batch too). Within a pair of ranks, K goes before V both ways.
-            reqs = dist.batch_isend_irecv([
-                dist.P2POp(dist.isend, k_cur, ahead, group), dist.P2POp(dist.isend, v_cur, ahead, group),
-                dist.P2POp(dist.irecv, k_next, behind, group), dist.P2POp(dist.irecv, v_next, behind, group)])
+            reqs = dist.batch_isend_irecv(
+                [
+                    dist.P2POp(dist.isend, k_cur, ahead, group),
+                    dist.P2POp(dist.isend, v_cur, ahead, group),
+                    dist.P2POp(dist.irecv, k_next, behind, group),
+                    dist.P2POp(dist.irecv, v_next, behind, group),
+                ]
+            )
         log["bytes_sent"].append(k_cur.nbytes + v_cur.nbytes if reqs else 0)
         done = 0
-        for q0, qn, k0, kn, crosses in _step_pairs(rank, (rank - step) % P, P, layout, c, is_causal):
-            k_blk = k_cur[..., kn * c:(kn + 1) * c, :]  # (..., c, D)
-            scores = q[..., qn * c:(qn + 1) * c, :] @ k_blk.transpose(-2, -1)  # (..., c, c)
+        for q0, qn, k0, kn, crosses in _step_pairs(
+            rank, (rank - step) % P, P, layout, c, is_causal
+        ):
+            k_blk = k_cur[..., kn * c : (kn + 1) * c, :]  # (..., c, D)
+            scores = q[..., qn * c : (qn + 1) * c, :] @ k_blk.transpose(-2, -1)  # (..., c, c)
             if crosses:  # mask key positions after the query position
                 rows = torch.arange(q0, q0 + c, device=q.device).unsqueeze(-1)  # (c, 1)
                 cols = torch.arange(k0, k0 + c, device=q.device)  # (c,)
                 scores = scores.masked_fill(cols > rows, float("-inf"))
             m[..., qn, :], row_sum[..., qn, :], acc[..., qn, :, :] = online_softmax_update(
-                m[..., qn, :], row_sum[..., qn, :], acc[..., qn, :, :], scores,
-                v_cur[..., kn * c:(kn + 1) * c, :])
+                m[..., qn, :],
+                row_sum[..., qn, :],
+                acc[..., qn, :, :],
+                scores,
+                v_cur[..., kn * c : (kn + 1) * c, :],
+            )
             done += c * c
         log["scores_computed"].append(done)
         for r in reqs:

@@ -44,17 +44,27 @@ def _worker(rank, world_size, port, jobs, measure_memory, backend, results):
     if backend == "nccl":
         device = torch.device("cuda", rank)
         torch.cuda.set_device(device)  # NCCL (batch_isend_irecv especially) needs it set
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world_size)
+    dist.init_process_group(
+        backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
+    )
     try:
         for n, job in enumerate(jobs):
             layout = job.get("layout", "contiguous")
             # (..., T, D) -> this rank's (..., T/P, D), on this rank's device
-            q, k, v = (shard(job[x], rank, world_size, layout).to(device)
-                       for x in ("query", "key", "value"))
+            q, k, v = (
+                shard(job[x], rank, world_size, layout).to(device)
+                for x in ("query", "key", "value")
+            )
             stats: dict = {}
-            run = functools.partial(ring_attention, q, k, v, is_causal=job.get("is_causal", False),
-                                    layout=layout, stats=stats)
+            run = functools.partial(
+                ring_attention,
+                q,
+                k,
+                v,
+                is_causal=job.get("is_causal", False),
+                layout=layout,
+                stats=stats,
+            )
             out = run()
             peak = peak_memory_bytes(run) if job.get("measure_memory", measure_memory) else None
             # A NumPy copy travels by value (a torch tensor would travel as shared memory, freed
@@ -81,8 +91,10 @@ def _run_ranks(target: Callable, world_size: int, args: tuple, expected: int) ->
     ranks are terminated. ``target`` must be importable by name (``spawn`` pickles it)."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    procs = [ctx.Process(target=_reporting, args=(target, r, world_size, *args, results))
-             for r in range(world_size)]
+    procs = [
+        ctx.Process(target=_reporting, args=(target, r, world_size, *args, results))
+        for r in range(world_size)
+    ]
     for p in procs:
         p.start()
     got: list[tuple] = []
@@ -95,8 +107,10 @@ def _run_ranks(target: Callable, world_size: int, args: tuple, expected: int) ->
                 if dead:
                     _raise_failed(dead, results)
                 if all(p.exitcode == 0 for p in procs) and results.empty():
-                    raise RuntimeError(f"ring ranks: all {world_size} exited, but only {len(got)} "
-                                       f"of {expected} results came back") from None
+                    raise RuntimeError(
+                        f"ring ranks: all {world_size} exited, but only {len(got)} "
+                        f"of {expected} results came back"
+                    ) from None
                 continue
             if msg[0] == "error":
                 raise RuntimeError(f"ring rank {msg[1]} raised:\n{msg[2]}")
@@ -126,24 +140,30 @@ def _raise_failed(dead: list[tuple[int, int]], results) -> None:
 def _check_jobs(jobs: object, world_size: int) -> str:
     """Every job is valid before any process starts; returns the device kind ("cpu"/"cuda")."""
     if not isinstance(jobs, (list, tuple)) or not jobs:
-        raise ValueError(f"jobs: expected a non-empty list of dicts with query, key, value, got "
-                         f"{jobs!r:.80}")
+        raise ValueError(
+            f"jobs: expected a non-empty list of dicts with query, key, value, got {jobs!r:.80}"
+        )
     kinds = set()
     for n, job in enumerate(jobs):
         if not isinstance(job, dict) or not {"query", "key", "value"} <= set(job):
-            raise ValueError(f"jobs[{n}]: expected a dict with 'query', 'key', 'value', got "
-                             f"{type(job).__name__} {sorted(job) if isinstance(job, dict) else ''}")
+            raise ValueError(
+                f"jobs[{n}]: expected a dict with 'query', 'key', 'value', got "
+                f"{type(job).__name__} {sorted(job) if isinstance(job, dict) else ''}"
+            )
         q, k, v = job["query"], job["key"], job["value"]
         check_qkv(q, k, v)
         if k.shape[:-1] != q.shape[:-1]:
-            raise ValueError(f"jobs[{n}] key: expected shape (..., T, D) with the leading sizes and "
-                             f"T of query {shape_str(q)} (one sequence split over the ranks), got "
-                             f"{shape_str(k)}")
+            raise ValueError(
+                f"jobs[{n}] key: expected shape (..., T, D) with the leading sizes and "
+                f"T of query {shape_str(q)} (one sequence split over the ranks), got "
+                f"{shape_str(k)}"
+            )
         _chunk_len(q.shape[-2], world_size, job.get("layout", "contiguous"))
         kinds |= {t.device.type for t in (q, k, v)}
     if len(kinds) > 1 or not kinds <= {"cpu", "cuda"}:
-        raise ValueError(f"jobs: expected every tensor on the CPU or every one on CUDA, got "
-                         f"{sorted(kinds)}")
+        raise ValueError(
+            f"jobs: expected every tensor on the CPU or every one on CUDA, got {sorted(kinds)}"
+        )
     return kinds.pop()
 
 
@@ -153,8 +173,11 @@ def _backend(kind: str, world_size: int) -> str:
         return "gloo"
     if world_size <= torch.cuda.device_count():
         return "nccl"
-    print(f"run_ring: {world_size} ranks but {torch.cuda.device_count()} GPU(s); NCCL needs one "
-          f"GPU per rank, so the ring runs over gloo on the CPU", file=sys.stderr)
+    print(
+        f"run_ring: {world_size} ranks but {torch.cuda.device_count()} GPU(s); NCCL needs one "
+        f"GPU per rank, so the ring runs over gloo on the CPU",
+        file=sys.stderr,
+    )
     return "gloo"
 
 
@@ -176,17 +199,27 @@ def run_ring(jobs: list[dict], world_size: int, measure_memory: bool = False) ->
     kind = _check_jobs(jobs, world_size)
     backend = _backend(kind, world_size)
     # Full tensors travel to the children on the CPU (no CUDA IPC); each rank moves its shard.
-    jobs = [{**job, **{x: job[x].detach().cpu() for x in ("query", "key", "value")}} for job in jobs]
+    jobs = [
+        {**job, **{x: job[x].detach().cpu() for x in ("query", "key", "value")}} for job in jobs
+    ]
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on the loopback interface
-    got = _run_ranks(_worker, world_size, (_free_port(), jobs, measure_memory, backend),
-                     expected=len(jobs) * world_size)
+    got = _run_ranks(
+        _worker,
+        world_size,
+        (_free_port(), jobs, measure_memory, backend),
+        expected=len(jobs) * world_size,
+    )
     out = []
     for n, job in enumerate(jobs):
         mine = sorted((g for g in got if g[0] == n), key=lambda g: g[1])
-        out.append({
-            "out": unshard([torch.from_numpy(g[2]) for g in mine], job.get("layout", "contiguous")),
-            "bytes_sent": [g[3]["bytes_sent"] for g in mine],
-            "scores_computed": [g[3]["scores_computed"] for g in mine],
-            "peak_bytes": [g[4] for g in mine],
-        })
+        out.append(
+            {
+                "out": unshard(
+                    [torch.from_numpy(g[2]) for g in mine], job.get("layout", "contiguous")
+                ),
+                "bytes_sent": [g[3]["bytes_sent"] for g in mine],
+                "scores_computed": [g[3]["scores_computed"] for g in mine],
+                "peak_bytes": [g[4] for g in mine],
+            }
+        )
     return out

@@ -53,7 +53,9 @@ def online_softmax_update(
     if not inplace:
         p = torch.exp(scores - m_safe.unsqueeze(-1))  # (..., L) -> (..., L, 1), broadcast over Sb
         row_sum_new = alpha * row_sum + p.sum(dim=-1)
-        acc_new = alpha.unsqueeze(-1) * acc + p @ value  # (..., L, Sb) @ (..., Sb, Dv) -> (..., L, Dv)
+        acc_new = (
+            alpha.unsqueeze(-1) * acc + p @ value
+        )  # (..., L, Sb) @ (..., Sb, Dv) -> (..., L, Dv)
         return m_new, row_sum_new, acc_new
     p = scores.sub_(m_safe.unsqueeze(-1)).exp_()  # same p, written over the scores
     row_sum.mul_(alpha).add_(p.sum(dim=-1))
@@ -67,16 +69,20 @@ def _check_online_step(m, row_sum, acc, scores, value) -> None:
     check_rank("scores", scores, "(..., L, Sb)", min_rank=2)
     check_rank("value", value, "(..., Sb, Dv)", min_rank=2)
     if value.shape[-2] != scores.shape[-1]:
-        raise ValueError(f"value: expected shape (..., Sb, Dv) with Sb = {scores.shape[-1]} "
-                         f"(scores' last size), got {shape_str(value)}")
+        raise ValueError(
+            f"value: expected shape (..., Sb, Dv) with Sb = {scores.shape[-1]} "
+            f"(scores' last size), got {shape_str(value)}"
+        )
     rows = tuple(scores.shape[:-1])
     for name, t in (("m", m), ("row_sum", row_sum)):
         if tuple(t.shape) != rows:
-            raise ValueError(f"{name}: expected shape (..., L) = {rows} (scores without Sb), "
-                             f"got {shape_str(t)}")
+            raise ValueError(
+                f"{name}: expected shape (..., L) = {rows} (scores without Sb), got {shape_str(t)}"
+            )
     if tuple(acc.shape) != (*rows, value.shape[-1]):
-        raise ValueError(f"acc: expected shape (..., L, Dv) = {(*rows, value.shape[-1])}, "
-                         f"got {shape_str(acc)}")
+        raise ValueError(
+            f"acc: expected shape (..., L, Dv) = {(*rows, value.shape[-1])}, got {shape_str(acc)}"
+        )
 
 
 def _check_inputs(query, key, value, block_q, block_k) -> None:
@@ -136,13 +142,16 @@ def tiled_attention(
         k_end = min(S, i1) if is_causal else S  # causal: keys past the block's last row unseen
         for j0 in range(0, k_end, block_k):
             j1 = min(j0 + block_k, k_end)
-            scores = q @ key[..., j0:j1, :].transpose(-2, -1)  # (..., Bq, D) @ (..., D, Bk) -> (..., Bq, Bk)
+            scores = q @ key[..., j0:j1, :].transpose(
+                -2, -1
+            )  # (..., Bq, D) @ (..., D, Bk) -> (..., Bq, Bk)
             if is_causal and j1 - 1 > i0:  # the tile crosses the diagonal: mask j > i
                 rows = torch.arange(i0, i1, device=query.device).unsqueeze(-1)  # (Bq, 1)
                 cols = torch.arange(j0, j1, device=query.device)  # (Bk,)
                 scores = scores.masked_fill(cols > rows, float("-inf"))
             m, row_sum, acc = online_softmax_update(
-                m, row_sum, acc, scores, value[..., j0:j1, :], inplace=inplace)
+                m, row_sum, acc, scores, value[..., j0:j1, :], inplace=inplace
+            )
         safe_sum = torch.where(row_sum > 0, row_sum, torch.ones_like(row_sum))
         out[..., i0:i1, :] = acc / safe_sum.unsqueeze(-1)  # (..., Bq) -> (..., Bq, 1)
         lse[..., i0:i1] = m + torch.log(row_sum)

@@ -38,6 +38,7 @@ def undefined_lanes_are_nan() -> Iterator[None]:
     if interpreted():
         try:
             from triton.runtime import interpreter as ti
+
             builder, original = ti.InterpreterBuilder, ti.InterpreterBuilder.create_masked_load
         except (ImportError, AttributeError):
             builder = None
@@ -60,8 +61,9 @@ def undefined_lanes_are_nan() -> Iterator[None]:
         builder.create_masked_load = original
 
 
-def launch_dq(kernel, query, key, value, out, lse, d_out, is_causal=False, scale=None,
-              block_q=64, block_k=64) -> torch.Tensor:
+def launch_dq(
+    kernel, query, key, value, out, lse, d_out, is_causal=False, scale=None, block_q=64, block_k=64
+) -> torch.Tensor:
     """Launch a dQ kernel of the course's signature on the forward's saved tensors; returns dQ.
 
     ``kernel(Q, K, V, DO, LSE, DELTA, DQ, scale, L, S, D, H, G, IS_CAUSAL, BLOCK_M, BLOCK_N,
@@ -89,6 +91,23 @@ def launch_dq(kernel, query, key, value, out, lse, d_out, is_causal=False, scale
     dq = torch.full_like(q, float("nan"))
     with undefined_lanes_are_nan():
         kernel[(triton.cdiv(L, block_q), B * H)](
-            q, k, v, do, lse.contiguous(), delta, dq, scale, L, S, D, H, G, IS_CAUSAL=is_causal,
-            BLOCK_M=block_q, BLOCK_N=block_k, BLOCK_D=_block_d(D), num_warps=_num_warps(D))
+            q,
+            k,
+            v,
+            do,
+            lse.contiguous(),
+            delta,
+            dq,
+            scale,
+            L,
+            S,
+            D,
+            H,
+            G,
+            IS_CAUSAL=is_causal,
+            BLOCK_M=block_q,
+            BLOCK_N=block_k,
+            BLOCK_D=_block_d(D),
+            num_warps=_num_warps(D),
+        )
     return dq

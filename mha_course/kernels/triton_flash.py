@@ -50,7 +50,9 @@ if triton is not None:
     @triton.jit
     def _store_tile(ptr, tile, rows, n_rows, cols_d, D):
         mask = (rows < n_rows)[:, None] & (cols_d < D)[None, :]
-        tl.store(ptr + rows[:, None] * D + cols_d[None, :], tile.to(ptr.dtype.element_ty), mask=mask)
+        tl.store(
+            ptr + rows[:, None] * D + cols_d[None, :], tile.to(ptr.dtype.element_ty), mask=mask
+        )
 
     @triton.jit
     def _keep(rows, cols, L, S, IS_CAUSAL: tl.constexpr):
@@ -62,9 +64,23 @@ if triton is not None:
         return keep
 
     @triton.jit
-    def _fwd_kernel(Q, K, V, Out, LSE, scale, L, S, D, H, G,
-                    IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    BLOCK_D: tl.constexpr):
+    def _fwd_kernel(
+        Q,
+        K,
+        V,
+        Out,
+        LSE,
+        scale,
+        L,
+        S,
+        D,
+        H,
+        G,
+        IS_CAUSAL: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+    ):
         start_m = tl.program_id(0) * BLOCK_M
         bh = tl.program_id(1)  # b * H + h
         kv = (bh // H) * G + (bh % H) // (H // G)  # GQA: b * G + the kv head of query head h
@@ -94,9 +110,25 @@ if triton is not None:
         tl.store(LSE + bh * L + rows, m + tl.log(row_sum), mask=rows < L)
 
     @triton.jit
-    def _bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, scale, L, S, D, H, G,
-                       IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                       BLOCK_D: tl.constexpr):
+    def _bwd_dq_kernel(
+        Q,
+        K,
+        V,
+        DO,
+        LSE,
+        DELTA,
+        DQ,
+        scale,
+        L,
+        S,
+        D,
+        H,
+        G,
+        IS_CAUSAL: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+    ):
         start_m = tl.program_id(0) * BLOCK_M
         bh = tl.program_id(1)
         kv = (bh // H) * G + (bh % H) // (H // G)
@@ -120,9 +152,26 @@ if triton is not None:
         _store_tile(DQ + bh * L * D, dq * scale, rows, L, cols_d, D)
 
     @triton.jit
-    def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, scale, L, S, D, H, G,
-                         IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         BLOCK_D: tl.constexpr):
+    def _bwd_dkdv_kernel(
+        Q,
+        K,
+        V,
+        DO,
+        LSE,
+        DELTA,
+        DK,
+        DV,
+        scale,
+        L,
+        S,
+        D,
+        H,
+        G,
+        IS_CAUSAL: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+    ):
         start_n = tl.program_id(0) * BLOCK_N
         bg = tl.program_id(1)  # b * G + g
         cols = start_n + tl.arange(0, BLOCK_N)
@@ -179,8 +228,24 @@ def launch_forward(kernel, query, key, value, is_causal=False, scale=None, block
     out = torch.empty_like(q)
     lse = torch.empty(B, H, L, device=q.device, dtype=torch.float32)
     grid = (triton.cdiv(L, block_q), B * H)
-    kernel[grid](q, k, v, out, lse, scale, L, S, D, H, G, IS_CAUSAL=is_causal,
-                 BLOCK_M=block_q, BLOCK_N=block_k, BLOCK_D=_block_d(D), num_warps=_num_warps(D))
+    kernel[grid](
+        q,
+        k,
+        v,
+        out,
+        lse,
+        scale,
+        L,
+        S,
+        D,
+        H,
+        G,
+        IS_CAUSAL=is_causal,
+        BLOCK_M=block_q,
+        BLOCK_N=block_k,
+        BLOCK_D=_block_d(D),
+        num_warps=_num_warps(D),
+    )
     return out, lse
 
 
@@ -198,8 +263,20 @@ def triton_forward(query, key, value, is_causal=False, scale=None, block_q=64, b
     return launch_forward(_fwd_kernel, query, key, value, is_causal, scale, block_q, block_k)
 
 
-def triton_backward(query, key, value, out, lse, d_out, is_causal=False, scale=None,
-                    block_q=None, block_k=None, *, dkdv_blocks=None):
+def triton_backward(
+    query,
+    key,
+    value,
+    out,
+    lse,
+    d_out,
+    is_causal=False,
+    scale=None,
+    block_q=None,
+    block_k=None,
+    *,
+    dkdv_blocks=None,
+):
     """Run the two backward kernels (dQ through :func:`~mha_course.kernels.triton_dq.launch_dq`); D =
     rowsum(dO ∘ O) is one torch line before each.
 
@@ -216,8 +293,9 @@ def triton_backward(query, key, value, out, lse, d_out, is_causal=False, scale=N
     _check_saved(query, out, lse, d_out)
     D = query.shape[-1]
     default_dq, default_dkdv = backward_blocks(D)
-    dq_q, dq_k = _blocks(default_dq[0] if block_q is None else block_q,
-                         default_dq[1] if block_k is None else block_k)
+    dq_q, dq_k = _blocks(
+        default_dq[0] if block_q is None else block_q, default_dq[1] if block_k is None else block_k
+    )
     if dkdv_blocks is None:
         dkdv_blocks = default_dkdv
     if not isinstance(dkdv_blocks, (tuple, list)) or len(dkdv_blocks) != 2:
@@ -236,7 +314,8 @@ def triton_backward(query, key, value, out, lse, d_out, is_causal=False, scale=N
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     common = dict(IS_CAUSAL=is_causal, BLOCK_D=_block_d(D), num_warps=_num_warps(D))
     _bwd_dkdv_kernel[(triton.cdiv(S, kv_k), B * G)](
-        q, k, v, do, lse, delta, dk, dv, scale, L, S, D, H, G, BLOCK_M=kv_q, BLOCK_N=kv_k, **common)
+        q, k, v, do, lse, delta, dk, dv, scale, L, S, D, H, G, BLOCK_M=kv_q, BLOCK_N=kv_k, **common
+    )
     return dq, dk, dv
 
 
@@ -255,8 +334,18 @@ class TritonFlashAttention(torch.autograd.Function):
     def backward(ctx, d_out):
         query, key, value, out, lse = ctx.saved_tensors
         is_causal, scale, (dq_blocks, dkdv_blocks) = ctx.args
-        dq, dk, dv = triton_backward(query, key, value, out, lse, d_out, is_causal, scale,
-                                     *dq_blocks, dkdv_blocks=dkdv_blocks)
+        dq, dk, dv = triton_backward(
+            query,
+            key,
+            value,
+            out,
+            lse,
+            d_out,
+            is_causal,
+            scale,
+            *dq_blocks,
+            dkdv_blocks=dkdv_blocks,
+        )
         return dq, dk, dv, None, None, None, None, None
 
 
@@ -286,13 +375,19 @@ def triton_flash_attention(
     _check(query, key, value)
     if backward is None:
         backward = backward_blocks(query.shape[-1])
-    ok = (isinstance(backward, (tuple, list)) and len(backward) == 2
-          and all(isinstance(b, (tuple, list)) and len(b) == 2 for b in backward))
+    ok = (
+        isinstance(backward, (tuple, list))
+        and len(backward) == 2
+        and all(isinstance(b, (tuple, list)) and len(b) == 2 for b in backward)
+    )
     if not ok:
-        raise ValueError(f"backward: expected ((block_q, block_k) of dQ, (block_q, block_k) of "
-                         f"dK/dV), got {backward!r}")
+        raise ValueError(
+            f"backward: expected ((block_q, block_k) of dQ, (block_q, block_k) of "
+            f"dK/dV), got {backward!r}"
+        )
     for name, pair in zip(("backward[0]", "backward[1]"), backward):
         for b in pair:
             _check_block(name, b)
-    return TritonFlashAttention.apply(query, key, value, is_causal, scale, block_q, block_k,
-                                      tuple(map(tuple, backward)))
+    return TritonFlashAttention.apply(
+        query, key, value, is_causal, scale, block_q, block_k, tuple(map(tuple, backward))
+    )

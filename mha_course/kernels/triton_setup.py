@@ -33,10 +33,12 @@ try:
 except ImportError:  # the optional extra is missing
     triton = tl = None
 
-INSTALL_HINT = ('Triton is not installed: in the course folder, pip install -e ".[triton]" '
-                '(or pip install "triton>=3.0"); a CUDA build of torch already ships its own. Triton '
-                'publishes Linux wheels only: on macOS or Windows the extra installs nothing (use Linux, '
-                'e.g. WSL, for these cells).')
+INSTALL_HINT = (
+    'Triton is not installed: in the course folder, pip install -e ".[triton]" '
+    '(or pip install "triton>=3.0"); a CUDA build of torch already ships its own. Triton '
+    "publishes Linux wheels only: on macOS or Windows the extra installs nothing (use Linux, "
+    "e.g. WSL, for these cells)."
+)
 
 
 def triton_available() -> bool:
@@ -101,10 +103,17 @@ def _check(query, key, value):
     check_rank("query", query, "(B, H, L, D)", rank=4)  # key and value: query's rank (check_qkv)
     B, H, _, D = query.shape
     if key.shape[0] != B or value.shape[-1] != D:
-        raise ValueError(f"key/value: expected shape (B, G, S, D) with B = {B}, G dividing H = {H} "
-                         f"and D = {D}, got {shape_str(key)} and {shape_str(value)}")
-    check_kv_heads("key/value", H, key.shape[1], of=f"the query heads H = {H} (shape (B, G, S, D))",
-                   got=f"{shape_str(key)} and {shape_str(value)}")
+        raise ValueError(
+            f"key/value: expected shape (B, G, S, D) with B = {B}, G dividing H = {H} "
+            f"and D = {D}, got {shape_str(key)} and {shape_str(value)}"
+        )
+    check_kv_heads(
+        "key/value",
+        H,
+        key.shape[1],
+        of=f"the query heads H = {H} (shape (B, G, S, D))",
+        got=f"{shape_str(key)} and {shape_str(value)}",
+    )
 
 
 def _check_saved(query, out, lse, d_out) -> None:

@@ -45,8 +45,10 @@ class Progress(list):
         found = [row for row in self if row.notebook is not None]
         points = sum(row.points for row in self)
         top = sum(row.max_points for row in self)
-        return (f"<progress: {points:g}/{top:g} points, {len(found)} of {len(self)} exercises found; "
-                "the rows are a list of Exercise>")
+        return (
+            f"<progress: {points:g}/{top:g} points, {len(found)} of {len(self)} exercises found; "
+            "the rows are a list of Exercise>"
+        )
 
 
 def _next_hints(stem: str, results: list, cli: bool = False) -> list[str]:
@@ -61,8 +63,11 @@ def _next_hints(stem: str, results: list, cli: bool = False) -> list[str]:
     for task, entry in table().get(stem, {}).items():
         if entry["item"] in failing:
             level, n = asked.get(task, 0) + 1, len(entry["levels"])
-            out.append(f"{call(prefix, task, cli)} level {level} of {n}" if level <= n
-                       else f"{call(prefix, task, cli)}: all {n} levels asked")
+            out.append(
+                f"{call(prefix, task, cli)} level {level} of {n}"
+                if level <= n
+                else f"{call(prefix, task, cli)}: all {n} levels asked"
+            )
     return out
 
 
@@ -75,8 +80,14 @@ def collect(folder: str | os.PathLike = "exercises", cli: bool = False) -> list[
 
     folder = Path(folder)
     known = notebooks()
-    found = {stem: folder / f"{stem}.ipynb" for stem in known if (folder / f"{stem}.ipynb").is_file()}
-    graded = grade_submission(found, {stem: known[stem] for stem in found}, LEARNER_SEED) if found else {}
+    found = {
+        stem: folder / f"{stem}.ipynb" for stem in known if (folder / f"{stem}.ipynb").is_file()
+    }
+    graded = (
+        grade_submission(found, {stem: known[stem] for stem in found}, LEARNER_SEED)
+        if found
+        else {}
+    )
     rows = []
     for stem, items in known.items():
         row = Exercise(stem, found.get(stem), max_points=sum(it.points for it in items))
@@ -97,12 +108,16 @@ def report(rows: list[Exercise]) -> str:
         marks = " ".join(("✓" if r.passed else "·") + r.id.split("_", 1)[-1] for r in row.results)
         nxt = f"   next: {row.next_hints[0]}" if row.next_hints else ""
         lines.append(f"{row.stem:36s} {row.points:3g}/{row.max_points:<3g} {marks}{nxt}")
-    lines.append(f"total: {sum(r.points for r in rows):g}/{sum(r.max_points for r in rows):g} points "
-                 "on the public self-check inputs (your grade uses other, secret inputs)")
+    lines.append(
+        f"total: {sum(r.points for r in rows):g}/{sum(r.max_points for r in rows):g} points "
+        "on the public self-check inputs (your grade uses other, secret inputs)"
+    )
     return "\n".join(lines)
 
 
-def progress(folder: str | os.PathLike = "exercises", quiet: bool = False, cli: bool = False) -> Progress:
+def progress(
+    folder: str | os.PathLike = "exercises", quiet: bool = False, cli: bool = False
+) -> Progress:
     """Print (unless ``quiet``) and return your progress on every exercise in ``folder``.
 
     From a notebook in ``exercises/`` or ``notebooks/``, ``progress("../exercises")``; a relative

@@ -31,9 +31,17 @@ class PositionalTransformer(nn.Module):
         tokens: (B, T) int64. Returns logits (B, T, vocab_size).
     """
 
-    def __init__(self, vocab_size: int, positions: str = "none", *, max_len: int = 512,
-                 embed_dim: int = 32, num_heads: int = 4, num_layers: int = 2,
-                 causal: bool = True) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        positions: str = "none",
+        *,
+        max_len: int = 512,
+        embed_dim: int = 32,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        causal: bool = True,
+    ) -> None:
         super().__init__()
         if positions not in POSITION_SCHEMES:
             raise ValueError(f"positions: expected one of {POSITION_SCHEMES}, got {positions!r}")
@@ -42,16 +50,20 @@ class PositionalTransformer(nn.Module):
         if positions == "alibi":
             attn_kwargs = {"alibi": True}
         self.tok_emb = nn.Embedding(vocab_size, embed_dim)
-        self.pos_emb = LearnedPositionEmbedding(max_len, embed_dim) if positions == "learned" else None
+        self.pos_emb = (
+            LearnedPositionEmbedding(max_len, embed_dim) if positions == "learned" else None
+        )
         self.blocks = nn.ModuleList(
-            Block(embed_dim, num_heads, **attn_kwargs) for _ in range(num_layers))
+            Block(embed_dim, num_heads, **attn_kwargs) for _ in range(num_layers)
+        )
         self.norm = nn.LayerNorm(embed_dim)
         self.readout = nn.Linear(embed_dim, vocab_size)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         if tokens.dim() != 2 or tokens.dtype != torch.long:
-            raise ValueError(f"tokens: expected int64 shape (B, T), got {tuple(tokens.shape)} "
-                             f"{tokens.dtype}")
+            raise ValueError(
+                f"tokens: expected int64 shape (B, T), got {tuple(tokens.shape)} {tokens.dtype}"
+            )
         T = tokens.shape[1]
         x = self.tok_emb(tokens)  # (B, T) -> (B, T, E)
         if self.pos_emb is not None:

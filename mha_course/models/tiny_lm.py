@@ -27,8 +27,14 @@ class TinyCausalLM(nn.Module):
         ids: (B, L) int64 token ids. Returns logits (B, L, V) with V = ``vocab_size``.
     """
 
-    def __init__(self, vocab_size: int = 16, embed_dim: int = 32, num_heads: int = 4,
-                 num_layers: int = 2, max_len: int = 64) -> None:
+    def __init__(
+        self,
+        vocab_size: int = 16,
+        embed_dim: int = 32,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        max_len: int = 64,
+    ) -> None:
         super().__init__()
         self.vocab_size, self.num_layers, self.max_len = vocab_size, num_layers, max_len
         self.tok = nn.Embedding(vocab_size, embed_dim)
@@ -69,7 +75,9 @@ class TinyCausalLM(nn.Module):
         return self.head(h)  # (B, L, E) -> (B, L, V)
 
 
-def greedy_generate_reference(model: TinyCausalLM, prompt: torch.Tensor, n_new: int) -> torch.Tensor:
+def greedy_generate_reference(
+    model: TinyCausalLM, prompt: torch.Tensor, n_new: int
+) -> torch.Tensor:
     """Greedy decoding WITHOUT a cache: run the whole sequence again for every new token.
 
     Slow on purpose (O(T²) work per token); it is the oracle a cached loop must equal.

@@ -46,6 +46,7 @@ def sliding_window(window: int) -> MaskMod:
 
     def mask_mod(b, h, q_idx, kv_idx):
         return (q_idx >= kv_idx) & (q_idx - kv_idx < window)
+
     return mask_mod
 
 
@@ -55,6 +56,7 @@ def prefix_lm(prefix_len: int) -> MaskMod:
 
     def mask_mod(b, h, q_idx, kv_idx):
         return (kv_idx < prefix_len) | (q_idx >= kv_idx)
+
     return mask_mod
 
 
@@ -65,12 +67,20 @@ def document_causal(doc_ids: torch.Tensor) -> MaskMod:
         doc_ids: (T,) integer document number of each position of the packed sequence.
     """
     check_tensor("doc_ids", doc_ids)
-    if doc_ids.dim() != 1 or doc_ids.is_floating_point() or doc_ids.is_complex() or doc_ids.dtype == torch.bool:
-        raise ValueError(f"doc_ids: expected an integer tensor of shape (T,), got "
-                         f"{shape_str(doc_ids)} {doc_ids.dtype}")
+    if (
+        doc_ids.dim() != 1
+        or doc_ids.is_floating_point()
+        or doc_ids.is_complex()
+        or doc_ids.dtype == torch.bool
+    ):
+        raise ValueError(
+            f"doc_ids: expected an integer tensor of shape (T,), got "
+            f"{shape_str(doc_ids)} {doc_ids.dtype}"
+        )
 
     def mask_mod(b, h, q_idx, kv_idx):
         return (doc_ids[q_idx] == doc_ids[kv_idx]) & (q_idx >= kv_idx)
+
     return mask_mod
 
 
@@ -82,11 +92,14 @@ def alibi(slopes: torch.Tensor) -> ScoreMod:
     """
     check_tensor("slopes", slopes)
     if slopes.dim() != 1 or not slopes.is_floating_point():
-        raise ValueError(f"slopes: expected a floating-point tensor of shape (H,), got "
-                         f"{shape_str(slopes)} {slopes.dtype}")
+        raise ValueError(
+            f"slopes: expected a floating-point tensor of shape (H,), got "
+            f"{shape_str(slopes)} {slopes.dtype}"
+        )
 
     def score_mod(score, b, h, q_idx, kv_idx):
         return score - slopes[h] * (q_idx - kv_idx).abs()
+
     return score_mod
 
 
@@ -94,8 +107,10 @@ def block_counts(block_mask) -> dict[str, int]:
     """How many (query block, key block) tiles a BlockMask computes with a mask (``partial``),
     without one (``full``), and skips (``skipped``), summed over its batch and heads."""
     if not hasattr(block_mask, "kv_num_blocks"):
-        raise ValueError(f"block_mask: expected a BlockMask from create_block_mask, got "
-                         f"{type(block_mask).__name__}")
+        raise ValueError(
+            f"block_mask: expected a BlockMask from create_block_mask, got "
+            f"{type(block_mask).__name__}"
+        )
     n_q, n_kv = block_mask.kv_num_blocks.shape[-1], block_mask.q_num_blocks.shape[-1]
     partial = int(block_mask.kv_num_blocks.sum())
     full = 0 if block_mask.full_kv_num_blocks is None else int(block_mask.full_kv_num_blocks.sum())
@@ -103,8 +118,15 @@ def block_counts(block_mask) -> dict[str, int]:
     return {"partial": partial, "full": full, "skipped": total - partial - full, "total": total}
 
 
-def flex_attention(query, key, value, score_mod: ScoreMod | None = None, block_mask=None,
-                   scale: float | None = None, compiled: bool = False) -> torch.Tensor:
+def flex_attention(
+    query,
+    key,
+    value,
+    score_mod: ScoreMod | None = None,
+    block_mask=None,
+    scale: float | None = None,
+    compiled: bool = False,
+) -> torch.Tensor:
     """torch's ``flex_attention``; eager (unfused, its warning silenced) unless ``compiled``.
 
     ``compiled=True`` wraps it in ``torch.compile`` (on CPU that generates C++ and needs a C++
@@ -117,12 +139,14 @@ def flex_attention(query, key, value, score_mod: ScoreMod | None = None, block_m
 
     _check_flex_inputs(query, key, value)
     if compiled:
-        return _compiled(torch_flex)(query, key, value, score_mod=score_mod,
-                                     block_mask=block_mask, scale=scale)
+        return _compiled(torch_flex)(
+            query, key, value, score_mod=score_mod, block_mask=block_mask, scale=scale
+        )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
-        return torch_flex(query, key, value, score_mod=score_mod, block_mask=block_mask,
-                          scale=scale)
+        return torch_flex(
+            query, key, value, score_mod=score_mod, block_mask=block_mask, scale=scale
+        )
 
 
 def _check_flex_inputs(query, key, value) -> None:
@@ -130,8 +154,10 @@ def _check_flex_inputs(query, key, value) -> None:
     check_qkv(query, key, value)
     check_rank("query", query, "(B, H, L, D)", rank=4)
     if key.shape[:2] != query.shape[:2]:
-        raise ValueError(f"key: expected shape (B, H, S, D) with (B, H) = {tuple(query.shape[:2])} "
-                         f"as query's, got {shape_str(key)}")
+        raise ValueError(
+            f"key: expected shape (B, H, S, D) with (B, H) = {tuple(query.shape[:2])} "
+            f"as query's, got {shape_str(key)}"
+        )
 
 
 _COMPILED: dict = {}

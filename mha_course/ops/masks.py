@@ -30,7 +30,8 @@ def causal_mask(
 
 
 def padding_mask(
-    lengths: torch.Tensor | list[int], S: int | None = None,
+    lengths: torch.Tensor | list[int],
+    S: int | None = None,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """Key padding mask from sequence lengths: True = padding (position >= length).

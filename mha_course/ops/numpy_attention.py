@@ -42,7 +42,9 @@ def dot_product_attention(
     if v.ndim != 2 or v.shape[0] != k.shape[0]:
         raise ValueError(f"values: expected shape (S, Dv) with S = {k.shape[0]}, got {v.shape}")
     if q.ndim not in (1, 2) or q.shape[-1] != k.shape[1]:
-        raise ValueError(f"query: expected shape (L, D) or (D,) with D = {k.shape[1]}, got {q.shape}")
+        raise ValueError(
+            f"query: expected shape (L, D) or (D,) with D = {k.shape[1]}, got {q.shape}"
+        )
     scores = q @ k.T  # (L, D) @ (D, S) -> (L, S)
     if scale is not None:
         scores = scores * scale

@@ -30,13 +30,19 @@ def _as_positions(positions: int | torch.Tensor, device=None) -> torch.Tensor:
         return torch.arange(positions, device=device)
     check_tensor("positions", positions)
     if positions.is_complex() or positions.dtype == torch.bool:
-        raise ValueError(f"positions: expected integer or real positions, got dtype {positions.dtype}")
+        raise ValueError(
+            f"positions: expected integer or real positions, got dtype {positions.dtype}"
+        )
     return positions
 
 
 def sinusoidal_positions(
-    positions: int | torch.Tensor, embed_dim: int, base: float = 10000.0, *,
-    dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
+    positions: int | torch.Tensor,
+    embed_dim: int,
+    base: float = 10000.0,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """The sinusoidal encoding of "Attention Is All You Need", interleaved as in the paper:
 
@@ -118,8 +124,13 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
 
 
 def alibi_bias(
-    num_heads: int, L: int, S: int | None = None, *, offset: int | None = None,
-    slopes: torch.Tensor | None = None, dtype: torch.dtype = torch.float32,
+    num_heads: int,
+    L: int,
+    S: int | None = None,
+    *,
+    offset: int | None = None,
+    slopes: torch.Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """The ALiBi bias added to the attention scores: ``-slope_h * |i - j|``.
@@ -143,8 +154,10 @@ def alibi_bias(
         slopes = alibi_slopes(H)
     check_tensor("slopes", slopes)
     if slopes.shape != (H,) or not slopes.is_floating_point():
-        raise ValueError(f"slopes: expected a floating-point tensor of shape (H,) = ({H},), got "
-                         f"{shape_str(slopes)} {slopes.dtype}")
+        raise ValueError(
+            f"slopes: expected a floating-point tensor of shape (H,) = ({H},), got "
+            f"{shape_str(slopes)} {slopes.dtype}"
+        )
     q_pos = torch.arange(offset, offset + L, dtype=torch.float64, device=device)  # (L,)
     k_pos = torch.arange(S, dtype=torch.float64, device=device)  # (S,)
     distance = (q_pos[:, None] - k_pos[None, :]).abs()  # (L, 1) - (1, S) -> (L, S)

@@ -45,8 +45,9 @@ def _check_layout(layout: object, name: str = "layout") -> str:
     return layout  # type: ignore[return-value]
 
 
-def rope_frequencies(head_dim: int, base: float = 10000.0, *,
-                     device: torch.device | str | None = None) -> torch.Tensor:
+def rope_frequencies(
+    head_dim: int, base: float = 10000.0, *, device: torch.device | str | None = None
+) -> torch.Tensor:
     """The rotation speed of each feature pair, ``theta_i = base^(-2i/D)``, in float64.
 
     Shape:
@@ -59,7 +60,10 @@ def rope_frequencies(head_dim: int, base: float = 10000.0, *,
 
 
 def rope_angles(
-    positions: torch.Tensor, head_dim: int, base: float = 10000.0, *,
+    positions: torch.Tensor,
+    head_dim: int,
+    base: float = 10000.0,
+    *,
     dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``cos`` and ``sin`` of the angles ``m * theta_i`` for every position ``m`` and pair ``i``.
@@ -72,9 +76,13 @@ def rope_angles(
     """
     check_tensor("positions", positions)
     if positions.is_complex() or positions.dtype == torch.bool:
-        raise ValueError(f"positions: expected integer or real positions, got dtype {positions.dtype}")
+        raise ValueError(
+            f"positions: expected integer or real positions, got dtype {positions.dtype}"
+        )
     if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        raise ValueError(f"dtype: expected a floating-point dtype for cos/sin (or None), got {dtype!r}")
+        raise ValueError(
+            f"dtype: expected a floating-point dtype for cos/sin (or None), got {dtype!r}"
+        )
     theta = rope_frequencies(head_dim, base, device=positions.device)  # (D/2,)
     angles = positions.to(torch.float64)[..., None] * theta  # (..., L, 1) * (D/2,) -> (..., L, D/2)
     dtype = torch.float64 if dtype is None else dtype
@@ -101,8 +109,9 @@ def _positions_for(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     return positions
 
 
-def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                 layout: str = "half") -> torch.Tensor:
+def rotate_pairs(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str = "half"
+) -> torch.Tensor:
     """Rotate feature pair ``i`` of ``x`` by the angle whose cosine/sine are ``cos[..., i]``,
     ``sin[..., i]``: ``(a, b) -> (a cos - b sin, a sin + b cos)``.
 
@@ -117,8 +126,10 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     for name, t in (("cos", cos), ("sin", sin)):
         check_tensor(name, t)
         if t.dim() < 1 or t.shape[-1] != x.shape[-1] // 2:
-            raise ValueError(f"{name}: expected shape (..., L, D/2) with D/2 = {x.shape[-1] // 2} "
-                             f"(x of shape {shape_str(x)}), got {shape_str(t)}")
+            raise ValueError(
+                f"{name}: expected shape (..., L, D/2) with D/2 = {x.shape[-1] // 2} "
+                f"(x of shape {shape_str(x)}), got {shape_str(t)}"
+            )
     if layout == "half":
         a, b = x.chunk(2, dim=-1)  # (..., L, D) -> 2 x (..., L, D/2): pairs (i, i + D/2)
         return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)  # -> (..., L, D)
@@ -128,7 +139,11 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
 
 
 def apply_rope(
-    x: torch.Tensor, positions: torch.Tensor, *, layout: str = "half", base: float = 10000.0,
+    x: torch.Tensor,
+    positions: torch.Tensor,
+    *,
+    layout: str = "half",
+    base: float = 10000.0,
 ) -> torch.Tensor:
     """Rotary position embedding: rotate each feature pair of ``x`` by ``position * theta_i``.
 
@@ -173,7 +188,10 @@ def rope_permutation(head_dim: int) -> torch.Tensor:
 
 
 def convert_rope_layout(
-    weight: torch.Tensor, num_heads: int, head_dim: int, to: str = "half",
+    weight: torch.Tensor,
+    num_heads: int,
+    head_dim: int,
+    to: str = "half",
 ) -> torch.Tensor:
     """Permute the rows of a query or key projection, head by head, between RoPE layouts.
 

@@ -70,9 +70,13 @@ def _check_inputs(query, key, value, attn_mask, enable_gqa) -> None:
                 f"query: enable_gqa needs shape (..., H, L, D), got {shape_str(query)}"
             )
         H, G = q_batch[-1], k_batch[-1]
-        check_kv_heads("key", H, G, of="the query heads H (enable_gqa: key/value shape "
-                       "(..., G, S, D))",
-                       got=f"H = {H} (query {shape_str(query)}), G = {G} (key {shape_str(key)})")
+        check_kv_heads(
+            "key",
+            H,
+            G,
+            of="the query heads H (enable_gqa: key/value shape (..., G, S, D))",
+            got=f"H = {H} (query {shape_str(query)}), G = {G} (key {shape_str(key)})",
+        )
         q_batch, k_batch = q_batch[:-1], k_batch[:-1]  # compare the sizes before the heads
     # Same rank (check_qkv), so broadcasting is size by size. (Not torch.broadcast_shapes: its
     # first call imports sympy, half a second here.)
@@ -126,7 +130,10 @@ def scaled_dot_product_attention(
     L, S, D = query.shape[-2], key.shape[-2], query.shape[-1]
     if enable_gqa:
         n_rep = query.shape[-3] // key.shape[-3]
-        key, value = repeat_kv(key, n_rep), repeat_kv(value, n_rep)  # (..., G, S, D) -> (..., H, S, D)
+        key, value = (
+            repeat_kv(key, n_rep),
+            repeat_kv(value, n_rep),
+        )  # (..., G, S, D) -> (..., H, S, D)
     scale = 1.0 / math.sqrt(D) if scale is None else scale
 
     # Scaling the queries (L x D numbers) costs less than scaling the scores (L x S); same result.

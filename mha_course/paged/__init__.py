@@ -18,5 +18,12 @@ from mha_course.paged.decode import continuous_batching, paged_attention, paged_
 from mha_course.paged.pool import BlockPool, slots_needed
 from mha_course.paged.tables import PagedKVCache, PagedSequence
 
-__all__ = ["BlockPool", "PagedKVCache", "PagedSequence", "continuous_batching", "paged_attention",
-           "paged_forward", "slots_needed"]
+__all__ = [
+    "BlockPool",
+    "PagedKVCache",
+    "PagedSequence",
+    "continuous_batching",
+    "paged_attention",
+    "paged_forward",
+    "slots_needed",
+]

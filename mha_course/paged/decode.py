@@ -43,9 +43,11 @@ def read_path(tables: Sequence[Sequence[int]]) -> str:
     - ``"gather"``: otherwise, per (sequence, head): its keys gathered, its values summed in place.
     """
     if not isinstance(tables, (list, tuple)) or not all(
-            isinstance(t, (list, tuple)) and all(isinstance(n, int) for n in t) for t in tables):
-        raise ValueError(f"tables: expected a list of block tables (lists of block numbers), "
-                         f"got {tables!r:.80}")
+        isinstance(t, (list, tuple)) and all(isinstance(n, int) for n in t) for t in tables
+    ):
+        raise ValueError(
+            f"tables: expected a list of block tables (lists of block numbers), got {tables!r:.80}"
+        )
     if all(first_of_run(t) is not None for t in tables):
         return "views"
     if len(tables) > SPAN_MAX_SEQUENCES or not all(tables):
@@ -54,9 +56,14 @@ def read_path(tables: Sequence[Sequence[int]]) -> str:
     return "masked span" if span <= SPAN_SLACK * sum(len(t) for t in tables) else "gather"
 
 
-def _span_attention(query: torch.Tensor, key_heads: torch.Tensor, value_heads: torch.Tensor,
-                    tables: Sequence[Sequence[int]], lengths: Sequence[int],
-                    scale: float | None = None) -> torch.Tensor:
+def _span_attention(
+    query: torch.Tensor,
+    key_heads: torch.Tensor,
+    value_heads: torch.Tensor,
+    tables: Sequence[Sequence[int]],
+    lengths: Sequence[int],
+    scale: float | None = None,
+) -> torch.Tensor:
     """Causal attention of each sequence's last L tokens, all B sequences in ONE SDPA call: the
     batch's queries attend to every token of the span of blocks ``lo .. hi - 1`` their tables lie
     in (a view of the pool: about the bytes a dense cache of the batch holds), and a mask keeps
@@ -77,20 +84,32 @@ def _span_attention(query: torch.Tensor, key_heads: torch.Tensor, value_heads: t
     # pos[b, j]: the position span token j holds in sequence b; span (after every query) if not b's
     pos = torch.full((B, span), span, dtype=torch.long, device=dev)
     for b, (table, S) in enumerate(zip(tables, lengths)):
-        first_row = (torch.tensor(table, device=dev)[:, None] - lo) * bs  # (M, 1) each block's place
-        pos[b, (first_row + torch.arange(bs, device=dev)).reshape(-1)[:S]] = torch.arange(S, device=dev)
+        first_row = (
+            torch.tensor(table, device=dev)[:, None] - lo
+        ) * bs  # (M, 1) each block's place
+        pos[b, (first_row + torch.arange(bs, device=dev)).reshape(-1)[:S]] = torch.arange(
+            S, device=dev
+        )
     last = torch.tensor(lengths, device=dev)[:, None] - L + torch.arange(L, device=dev)  # (B, L)
     mask = pos[:, None, :] <= last[:, :, None]  # (B, 1, span) <= (B, L, 1) -> (B, L, span)
     k = key_heads[:, lo:hi].reshape(1, G, span, D)  # (G, hi - lo, bs, D) -> (1, G, span, D), a view
     v = value_heads[:, lo:hi].reshape(1, G, span, D)
-    q = query.transpose(0, 1).reshape(1, H, B * L, D)  # (B, H, L, D) -> (H, B, L, D) -> (1, H, BL, D)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.reshape(B * L, span), scale=scale,
-                                         enable_gqa=H != G)  # (1, H, BL, D)
+    q = query.transpose(0, 1).reshape(
+        1, H, B * L, D
+    )  # (B, H, L, D) -> (H, B, L, D) -> (1, H, BL, D)
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask.reshape(B * L, span), scale=scale, enable_gqa=H != G
+    )  # (1, H, BL, D)
     return out.reshape(H, B, L, D).transpose(0, 1)  # (1, H, BL, D) -> (H, B, L, D) -> (B, H, L, D)
 
 
-def paged_attention(query: torch.Tensor, cache: PagedKVCache, seq_ids: Sequence[Hashable],
-                    scale: float | None = None, path: str | None = None) -> torch.Tensor:
+def paged_attention(
+    query: torch.Tensor,
+    cache: PagedKVCache,
+    seq_ids: Sequence[Hashable],
+    scale: float | None = None,
+    path: str | None = None,
+) -> torch.Tensor:
     """Causal attention of each sequence's last L tokens (already appended) to its keys,
     read from the pool through the block tables — one call for sequences of different lengths.
 
@@ -117,32 +136,50 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, seq_ids: Sequence[
     pool = cache.pool
     G, D = pool.key.shape[1], pool.key.shape[3]
     if query.shape[0] != len(seq_ids) or query.shape[1] % G or query.shape[3] != D:
-        raise ValueError(f"query: expected shape (B, H, L, D) with B = len(seq_ids) = {len(seq_ids)}, "
-                         f"H a multiple of G = {G} and D = {D}, got {shape_str(query)}")
+        raise ValueError(
+            f"query: expected shape (B, H, L, D) with B = len(seq_ids) = {len(seq_ids)}, "
+            f"H a multiple of G = {G} and D = {D}, got {shape_str(query)}"
+        )
     L = query.shape[2]
     tables = [cache._seq(s) for s in seq_ids]
     lengths = [cache.lengths[s] for s in seq_ids]
     if any(n < L for n in lengths):
-        raise ValueError(f"query: expected each sequence to hold at least L = {L} tokens (append this "
-                         f"step's keys first), got lengths {lengths}")
+        raise ValueError(
+            f"query: expected each sequence to hold at least L = {L} tokens (append this "
+            f"step's keys first), got lengths {lengths}"
+        )
     if path not in (None, *PATHS):
-        raise ValueError(f"path: expected None (read_path's choice) or one of {PATHS}, got {path!r}")
+        raise ValueError(
+            f"path: expected None (read_path's choice) or one of {PATHS}, got {path!r}"
+        )
     path = read_path(tables) if path is None else path
     if path == "masked span" and not all(tables):
-        raise ValueError("path: 'masked span' needs every sequence to hold a block; got an empty table")
+        raise ValueError(
+            "path: 'masked span' needs every sequence to hold a block; got an empty table"
+        )
     if path == "masked span":
-        return _span_attention(query, pool.key_heads, pool.value_heads, tables, lengths, scale=scale)
+        return _span_attention(
+            query, pool.key_heads, pool.value_heads, tables, lengths, scale=scale
+        )
     firsts = [first_of_run(t) for t in tables]
     dev = pool.key.device
-    index = [None if f is not None else torch.tensor(t, dtype=torch.long, device=dev)
-             for f, t in zip(firsts, tables)]
+    index = [
+        None if f is not None else torch.tensor(t, dtype=torch.long, device=dev)
+        for f, t in zip(firsts, tables)
+    ]
     N, bs = pool.num_blocks, pool.block_size
     # the pool rows of sequence b's S_b tokens, in order: block n holds rows n * bs ... n * bs + bs - 1
-    rows = [None if i is None else (i[:, None] * bs + torch.arange(bs, device=dev)).reshape(-1)[:S]
-            for i, S in zip(index, lengths)]  # (M, 1) * bs + (bs,) -> (M, bs) -> (S_b,)
+    rows = [
+        None if i is None else (i[:, None] * bs + torch.arange(bs, device=dev)).reshape(-1)[:S]
+        for i, S in zip(index, lengths)
+    ]  # (M, 1) * bs + (bs,) -> (M, bs) -> (S_b,)
     k_heads, v_heads = pool.key_heads, pool.value_heads  # (G, N, bs, D)
-    k_rows = k_heads.view(G, N, bs * D)  # (G, N, bs, D) -> (G, N, bs * D): a block of one head a row
-    v_tokens = v_heads.view(G, N * bs, D)  # (G, N, bs, D) -> (G, N * bs, D): a token of one head a row
+    k_rows = k_heads.view(
+        G, N, bs * D
+    )  # (G, N, bs, D) -> (G, N, bs * D): a block of one head a row
+    v_tokens = v_heads.view(
+        G, N * bs, D
+    )  # (G, N, bs, D) -> (G, N * bs, D): a token of one head a row
     most = max((len(t) for t, i in zip(tables, index) if i is not None), default=0)
     k_buf = k_heads.new_empty(most, bs * D)  # reused by every gathered (sequence, head)
     grad = torch.is_grad_enabled() and k_heads.requires_grad  # autograd allows no out=
@@ -150,22 +187,31 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, seq_ids: Sequence[
     def load(b: int, g: int) -> tuple:
         M, S, first = len(tables[b]), lengths[b], firsts[b]
         if first is not None:  # head g's blocks t..t+M-1: (M, bs, D) -> (M * bs, D), a view
-            return (k_heads[g, first:first + M].view(-1, D)[:S],
-                    v_heads[g, first:first + M].view(-1, D)[:S])
+            return (
+                k_heads[g, first : first + M].view(-1, D)[:S],
+                v_heads[g, first : first + M].view(-1, D)[:S],
+            )
         # head g (N, bs * D) -> its M blocks (M, bs * D) -> (M * bs, D) -> its S positions
         k = torch.index_select(k_rows[g], 0, index[b], **({} if grad else {"out": k_buf[:M]}))
 
         def weighted_values(weights: torch.Tensor) -> torch.Tensor:  # (S, n) -> (n, D)
             n = weights.shape[1]  # query rows: bag i sums row_j * weights[j, i] over b's S rows
-            return F.embedding_bag(rows[b].repeat(n), v_tokens[g], torch.arange(0, n * S, S, device=dev),
-                                   mode="sum", per_sample_weights=weights.transpose(0, 1).reshape(-1))
+            return F.embedding_bag(
+                rows[b].repeat(n),
+                v_tokens[g],
+                torch.arange(0, n * S, S, device=dev),
+                mode="sum",
+                per_sample_weights=weights.transpose(0, 1).reshape(-1),
+            )
+
         return k.view(-1, D)[:S], weighted_values
 
     return attention_by_head(query, load, num_kv_heads=G, scale=scale)
 
 
-def paged_forward(module: MultiHeadAttention, x: torch.Tensor, cache: PagedKVCache,
-                  seq_ids: Sequence[Hashable]) -> torch.Tensor:
+def paged_forward(
+    module: MultiHeadAttention, x: torch.Tensor, cache: PagedKVCache, seq_ids: Sequence[Hashable]
+) -> torch.Tensor:
     """One step of ``module`` (causal self-attention) for a batch of sequences held in a paged
     cache: project, rotate (if ``module.rope``) at each sequence's own positions, append the new
     keys/values through the tables, attend, project out.
@@ -191,8 +237,11 @@ def paged_forward(module: MultiHeadAttention, x: torch.Tensor, cache: PagedKVCac
     return module.out_proj(merge_heads(out))  # (B, H, L, D) -> (B, L, H*D) -> (B, L, E)
 
 
-def continuous_batching(module: MultiHeadAttention, requests: Mapping[Hashable, tuple[int, torch.Tensor]],
-                        cache: PagedKVCache) -> tuple[dict[Hashable, torch.Tensor], list[list[Hashable]]]:
+def continuous_batching(
+    module: MultiHeadAttention,
+    requests: Mapping[Hashable, tuple[int, torch.Tensor]],
+    cache: PagedKVCache,
+) -> tuple[dict[Hashable, torch.Tensor], list[list[Hashable]]]:
     """Decode requests that join and leave: request ``r = (join_step, x)`` enters the batch at
     step ``join_step``, feeds its T tokens one per step, and leaves (its blocks freed for
     the next ones) after the last. Every step runs ONE batched :func:`paged_forward`.
@@ -202,8 +251,10 @@ def continuous_batching(module: MultiHeadAttention, requests: Mapping[Hashable, 
     """
     for r, (join, _) in requests.items():  # before any change to the cache
         if isinstance(join, bool) or not isinstance(join, int) or join < 0:
-            raise ValueError(f"requests: expected request {r!r} = (join_step, x) with join_step an "
-                             f"int >= 0 (the first step is 0), got join_step {join!r}")
+            raise ValueError(
+                f"requests: expected request {r!r} = (join_step, x) with join_step an "
+                f"int >= 0 (the first step is 0), got join_step {join!r}"
+            )
     outputs: dict[Hashable, list[torch.Tensor]] = {r: [] for r in requests}
     trace: list[list[Hashable]] = []
     active: list[Hashable] = []

@@ -38,14 +38,26 @@ class BlockPool:
         key, value: (N, G, bs, D); key_heads, value_heads: (G, N, bs, D); N = num_tokens / bs.
     """
 
-    def __init__(self, num_tokens: int, block_size: int, num_kv_heads: int, head_dim: int,
-                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
+    def __init__(
+        self,
+        num_tokens: int,
+        block_size: int,
+        num_kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> None:
         check_positive_int("num_tokens", num_tokens)
         check_positive_int("block_size", block_size)
         if num_tokens % block_size:
-            raise ValueError(f"block_size: expected a divisor of num_tokens = {num_tokens} (the pool "
-                             f"is (N, G, bs, D) with N = num_tokens / bs), got {block_size}")
-        G, D = check_positive_int("num_kv_heads", num_kv_heads), check_positive_int("head_dim", head_dim)
+            raise ValueError(
+                f"block_size: expected a divisor of num_tokens = {num_tokens} (the pool "
+                f"is (N, G, bs, D) with N = num_tokens / bs), got {block_size}"
+            )
+        G, D = (
+            check_positive_int("num_kv_heads", num_kv_heads),
+            check_positive_int("head_dim", head_dim),
+        )
         N = num_tokens // block_size
         self.block_size, self.num_blocks = block_size, N
         self.key_heads = torch.zeros(G, N, block_size, D, dtype=dtype, device=device)
@@ -69,8 +81,10 @@ class BlockPool:
         """Hand out a free block with ``refcount`` 1 and return its index; RuntimeError when ``free``
         is empty."""
         if not self.free:
-            raise RuntimeError(f"pool: all {self.num_blocks} blocks are in use; free a sequence "
-                               f"or make the pool larger")
+            raise RuntimeError(
+                f"pool: all {self.num_blocks} blocks are in use; free a sequence "
+                f"or make the pool larger"
+            )
         block = self.free.pop()
         self.refcount[block] = 1
         return block
@@ -83,7 +97,9 @@ class BlockPool:
             self.free.append(block)
 
 
-def slots_needed(lengths: Sequence[int], block_size: int | None = None, max_len: int | None = None) -> int:
+def slots_needed(
+    lengths: Sequence[int], block_size: int | None = None, max_len: int | None = None
+) -> int:
     """Token slots a cache reserves for sequences of these lengths: paged, ``ceil(l / bs) · bs``
     each; preallocated (``block_size=None``), ``max_len`` each. Times
     :func:`mha_course.kv_cache_bytes` per token to get bytes.

@@ -34,9 +34,11 @@ class PagedKVCache:
 
     def __init__(self, pool: BlockPool) -> None:
         if not isinstance(pool, BlockPool):
-            raise ValueError(f"pool: expected a BlockPool (the shared blocks, e.g. "
-                             f"BlockPool(num_blocks, block_size, G, D)), got {type(pool).__name__} "
-                             f"{pool!r}")
+            raise ValueError(
+                f"pool: expected a BlockPool (the shared blocks, e.g. "
+                f"BlockPool(num_blocks, block_size, G, D)), got {type(pool).__name__} "
+                f"{pool!r}"
+            )
         self.pool = pool
         self.tables: dict[Hashable, list[int]] = {}
         self.lengths: dict[Hashable, int] = {}
@@ -44,13 +46,17 @@ class PagedKVCache:
 
     def _seq(self, seq_id: Hashable) -> list[int]:
         if seq_id not in self.tables:
-            raise ValueError(f"seq_id: unknown sequence {seq_id!r}; known: {sorted(map(repr, self.tables))}")
+            raise ValueError(
+                f"seq_id: unknown sequence {seq_id!r}; known: {sorted(map(repr, self.tables))}"
+            )
         return self.tables[seq_id]
 
     def add(self, seq_id: Hashable, budget: int) -> None:
         if seq_id in self.tables:
             raise ValueError(f"seq_id: sequence {seq_id!r} already exists")
-        budget = check_positive_int("budget", budget, " (tokens the sequence may hold)")  # before any change
+        budget = check_positive_int(
+            "budget", budget, " (tokens the sequence may hold)"
+        )  # before any change
         self.tables[seq_id], self.lengths[seq_id], self.budgets[seq_id] = [], 0, budget
 
     def fork(self, src: Hashable, dst: Hashable, budget: int | None = None) -> None:
@@ -80,27 +86,39 @@ class PagedKVCache:
             check_float(name, t)
             check_rank(name, t, "(G, S, D)", rank=3)
             if (t.shape[0], t.shape[2]) != (G, D):
-                raise ValueError(f"{name}: expected shape (G, S, D) = ({G}, S, {D}) like the pool's "
-                                 f"blocks, got {shape_str(t)}")
+                raise ValueError(
+                    f"{name}: expected shape (G, S, D) = ({G}, S, {D}) like the pool's "
+                    f"blocks, got {shape_str(t)}"
+                )
             if (t.dtype, t.device) != (pool.key.dtype, pool.key.device):
-                raise ValueError(f"{name}: expected dtype {pool.key.dtype} on {pool.key.device} (the "
-                                 f"pool's), got {t.dtype} on {t.device}")
+                raise ValueError(
+                    f"{name}: expected dtype {pool.key.dtype} on {pool.key.device} (the "
+                    f"pool's), got {t.dtype} on {t.device}"
+                )
         if value.shape[1] != key.shape[1]:
-            raise ValueError(f"value: expected shape (G, S, D) with S = {key.shape[1]} (key's length), "
-                             f"got {shape_str(value)}")
+            raise ValueError(
+                f"value: expected shape (G, S, D) with S = {key.shape[1]} (key's length), "
+                f"got {shape_str(value)}"
+            )
         start, S_new = self.lengths[seq_id], key.shape[1]
         if start + S_new > self.budgets[seq_id]:
-            raise ValueError(f"key: sequence {seq_id!r} would hold S = {start + S_new} tokens, over its "
-                             f"budget of {self.budgets[seq_id]}")
+            raise ValueError(
+                f"key: sequence {seq_id!r} would hold S = {start + S_new} tokens, over its "
+                f"budget of {self.budgets[seq_id]}"
+            )
         if S_new == 0:
             return
         first, last = start // bs, (start + S_new - 1) // bs  # logical blocks touched
-        cow = first < len(table) and pool.refcount[table[first]] > 1  # a shared, partly filled block
+        cow = (
+            first < len(table) and pool.refcount[table[first]] > 1
+        )  # a shared, partly filled block
         needed = last + 1 - len(table) + cow
         if needed > len(pool.free):  # check before changing anything
-            raise RuntimeError(f"pool: {needed} more blocks needed but {len(pool.free)} of "
-                               f"{pool.num_blocks} are free (all blocks are in use); free a "
-                               f"sequence or make the pool larger")
+            raise RuntimeError(
+                f"pool: {needed} more blocks needed but {len(pool.free)} of "
+                f"{pool.num_blocks} are free (all blocks are in use); free a "
+                f"sequence or make the pool larger"
+            )
         if cow:  # copy on write: the other sharers keep the original
             new = pool.allocate()
             pool.key[new], pool.value[new] = pool.key[table[first]], pool.value[table[first]]
@@ -109,7 +127,9 @@ class PagedKVCache:
         while len(table) <= last:
             table.append(pool.allocate())
         p = torch.arange(start, start + S_new)  # (S_new,) positions
-        blocks = torch.tensor(table, dtype=torch.long)[p // bs].to(pool.key.device)  # physical block of each
+        blocks = torch.tensor(table, dtype=torch.long)[p // bs].to(
+            pool.key.device
+        )  # physical block of each
         offsets = (p % bs).to(pool.key.device)  # offset inside it
         pool.key[blocks, :, offsets] = key.transpose(0, 1)  # (G, S_new, D) -> (S_new, G, D)
         pool.value[blocks, :, offsets] = value.transpose(0, 1)
@@ -182,7 +202,9 @@ class PagedSequence(Cache):
         pool = self.cache.pool
         if not self.length:
             return 0
-        return kv_cache_bytes(1, pool.key.shape[1], pool.key.shape[3], self.length, 1, pool.key.dtype)
+        return kv_cache_bytes(
+            1, pool.key.shape[1], pool.key.shape[3], self.length, 1, pool.key.dtype
+        )
 
     def reset(self) -> None:
         """Return its blocks to the pool; the sequence stays, empty, with its budget."""
@@ -200,8 +222,10 @@ class PagedSequence(Cache):
         """
         check_new_kv(key, value, None)
         if key.shape[0] != 1:
-            raise ValueError(f"key: expected shape (B, G, S, D) with B = 1 (one paged sequence), "
-                             f"got {shape_str(key)}")
+            raise ValueError(
+                f"key: expected shape (B, G, S, D) with B = 1 (one paged sequence), "
+                f"got {shape_str(key)}"
+            )
         self.cache.append(self.seq_id, key[0], value[0])  # (1, G, S_new, D) -> (G, S_new, D)
         k, v = self.cache.gather(self.seq_id)  # (G, S, D)
         return k[None], v[None]  # (G, S, D) -> (1, G, S, D)

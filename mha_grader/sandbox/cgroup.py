@@ -59,8 +59,10 @@ class Bounds:
     cpus: float  # cores (CFS quota per period)
 
     def describe(self) -> str:
-        return (f"memory {self.memory / 2**20:.0f} MiB, {self.pids} processes, "
-                f"{self.cpus:g} CPU core{'s' if self.cpus != 1 else ''}")
+        return (
+            f"memory {self.memory / 2**20:.0f} MiB, {self.pids} processes, "
+            f"{self.cpus:g} CPU core{'s' if self.cpus != 1 else ''}"
+        )
 
 
 def _own(controller: str | None) -> str | None:
@@ -89,14 +91,20 @@ def _v1_bases() -> dict[str, Path] | str:
 def _v2_base() -> Path | str:
     own = _own(None)
     base = MOUNT / (own or "/").lstrip("/")
-    have = set((MOUNT / "cgroup.controllers").read_text().split()) if (MOUNT / "cgroup.controllers").is_file() else set()
+    have = (
+        set((MOUNT / "cgroup.controllers").read_text().split())
+        if (MOUNT / "cgroup.controllers").is_file()
+        else set()
+    )
     if not {"memory", "pids", "cpu"} <= have:
         return f"cgroup v2 at {MOUNT} lacks the memory, pids or cpu controller (has: {' '.join(sorted(have)) or 'none'})"
     try:  # our cgroup must hand the controllers to its children (delegation)
         (base / "cgroup.subtree_control").write_text("+memory +pids +cpu")
     except OSError as e:
-        return (f"cannot enable the memory, pids and cpu controllers under {base} ({e.strerror}); "
-                "run the grader in a delegated cgroup, e.g. `systemd-run --scope -p Delegate=yes ...`")
+        return (
+            f"cannot enable the memory, pids and cpu controllers under {base} ({e.strerror}); "
+            "run the grader in a delegated cgroup, e.g. `systemd-run --scope -p Delegate=yes ...`"
+        )
     return base
 
 
@@ -120,7 +128,10 @@ def _layout() -> tuple[str, object]:
         g = Group.make(Bounds(64 * 2**20, 16, 1.0), kind, got)
         g.remove()
     except OSError as e:
-        return "", f"cannot create a cgroup under {e.filename or MOUNT} ({e.strerror}; uid {os.getuid()})"
+        return (
+            "",
+            f"cannot create a cgroup under {e.filename or MOUNT} ({e.strerror}; uid {os.getuid()})",
+        )
     return kind, got
 
 
@@ -134,8 +145,10 @@ def status(bounds: Bounds | None) -> str:
     """For ``grading.json`` and the grader's start-up line."""
     why = problem()
     if why is not None:
-        return (f"NO cgroup per student ({why}): per-process limits only (address space, CPU time, "
-                "processes per uid where the sandbox runs as one); see the instructor guide")
+        return (
+            f"NO cgroup per student ({why}): per-process limits only (address space, CPU time, "
+            "processes per uid where the sandbox runs as one); see the instructor guide"
+        )
     kind, _ = _layout()
     return f"a cgroup per student ({kind}): " + (bounds.describe() if bounds else "")
 
@@ -144,8 +157,11 @@ def budget() -> int:
     """The memory the grader and its sandboxes may use together: the smallest limit of the
     grader's own memory cgroups (up to the root) and the machine's memory."""
     try:
-        total = next(int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
-                     if line.startswith("MemTotal:"))
+        total = next(
+            int(line.split()[1]) * 1024
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal:")
+        )
     except (OSError, StopIteration, ValueError):
         total = 1 << 62
     limits = [total]
@@ -186,7 +202,7 @@ class Group:
         with _LOCK:
             name = f"{PREFIX}{os.getpid()}-{next(_COUNT)}"
         made: list[Path] = []
-        paths = ({c: bases[c] / name for c in V1} if kind == "v1" else {"": bases / name})
+        paths = {c: bases[c] / name for c in V1} if kind == "v1" else {"": bases / name}
         try:
             for p in paths.values():
                 p.mkdir()
@@ -231,8 +247,10 @@ class Group:
     def argv(self) -> list[str]:
         """A command prefix that moves itself in, then execs the rest (so the child can start by
         ``vfork``, without a ``preexec_fn``); exit 126 if it cannot."""
-        script = ('n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 126; shift; '
-                  'n=$((n-1)); done; exec "$@"')
+        script = (
+            'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 126; shift; '
+            'n=$((n-1)); done; exec "$@"'
+        )
         return ["/bin/sh", "-c", script, "sh", str(len(self.procs)), *self.procs]
 
     # ------------------------------------------------------------------ what happened in it
@@ -240,7 +258,11 @@ class Group:
     def _counter(self, what: str) -> int:
         try:
             if what == MEMORY:
-                p = self.paths["memory"] / "memory.oom_control" if self.kind == "v1" else self.paths[""] / "memory.events"
+                p = (
+                    self.paths["memory"] / "memory.oom_control"
+                    if self.kind == "v1"
+                    else self.paths[""] / "memory.events"
+                )
                 key = "oom_kill"
             else:
                 p = (self.paths["pids"] if self.kind == "v1" else self.paths[""]) / "pids.events"
@@ -269,7 +291,9 @@ class Group:
         """Seconds this cgroup's processes were held back by its CPU quota, in all."""
         p = (self.paths["cpu"] if self.kind == "v1" else self.paths[""]) / "cpu.stat"
         with contextlib.suppress(OSError, ValueError):
-            rows = dict(line.split()[:2] for line in p.read_text().splitlines() if len(line.split()) >= 2)
+            rows = dict(
+                line.split()[:2] for line in p.read_text().splitlines() if len(line.split()) >= 2
+            )
             if "throttled_usec" in rows:
                 return int(rows["throttled_usec"]) / 1e6
             return int(rows.get("throttled_time", 0)) / 1e9
@@ -331,13 +355,19 @@ CPU = "cpu"
 def message(what: str, bounds: Bounds) -> str:
     """The student's own cause (``MEMORY``, ``PROCESSES``, ``CPU``), in the parent's words."""
     if what == MEMORY:
-        return (f"out of memory: this submission's processes together used all of the "
-                f"{bounds.memory / 2**20:.0f} MiB one student's sandbox may use; all of them were stopped")
+        return (
+            f"out of memory: this submission's processes together used all of the "
+            f"{bounds.memory / 2**20:.0f} MiB one student's sandbox may use; all of them were stopped"
+        )
     if what == PROCESSES:
-        return (f"too many processes: this submission tried to run more than the {bounds.pids} "
-                "processes (and threads) one student's sandbox may use; all of them were stopped")
-    return (f"took too long while this submission's processes wanted more CPU than the "
-            f"{bounds.cpus:g} core(s) one student's sandbox may use (busy processes it started?)")
+        return (
+            f"too many processes: this submission tried to run more than the {bounds.pids} "
+            "processes (and threads) one student's sandbox may use; all of them were stopped"
+        )
+    return (
+        f"took too long while this submission's processes wanted more CPU than the "
+        f"{bounds.cpus:g} core(s) one student's sandbox may use (busy processes it started?)"
+    )
 
 
 def sweep_stale() -> list[str]:
@@ -351,7 +381,7 @@ def sweep_stale() -> list[str]:
     for base in bases:
         for p in base.glob(f"{PREFIX}*"):
             with contextlib.suppress(ValueError, IndexError):
-                pid = int(p.name[len(PREFIX):].split("-")[0])
+                pid = int(p.name[len(PREFIX) :].split("-")[0])
                 if pid != os.getpid() and not os.path.exists(f"/proc/{pid}"):
                     with contextlib.suppress(OSError):
                         p.rmdir()

@@ -75,6 +75,7 @@ class Service:
 
 # ---------------------------------------------------------------- schema helpers for services
 
+
 def want_int(args: dict, name: str, lo: int, hi: int) -> int:
     """``args[name]``, an int in ``[lo, hi]`` (not a bool, not a float); else ``Violation``."""
     v = args.get(name)
@@ -89,6 +90,7 @@ def want_keys(args: dict, *names: str) -> None:
 
 
 # ---------------------------------------------------------------- framing
+
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
     buf = bytearray()
@@ -128,6 +130,7 @@ def _no_constant(name: str):
 
 # ---------------------------------------------------------------- parent side
 
+
 class Server:
     """Serves one child's sessions from a thread of the parent.
 
@@ -135,7 +138,9 @@ class Server:
     After the child is gone, :meth:`stop`, then :meth:`finish` per item.
     """
 
-    def __init__(self, factories: dict[str, Callable[[int], Service]], n_cases: dict[str, int]) -> None:
+    def __init__(
+        self, factories: dict[str, Callable[[int], Service]], n_cases: dict[str, int]
+    ) -> None:
         self._factories, self._n_cases = factories, n_cases
         self.sessions: dict[tuple[str, int], Service] = {}
         self.violations: dict[str, str] = {}
@@ -165,11 +170,13 @@ class Server:
     def _blame(self, why: str, item: str | None = None) -> None:
         if item is None and self._current is not None:
             item = self._current[0]
-        for it in ([item] if item in self._factories else list(self._factories)):
+        for it in [item] if item in self._factories else list(self._factories):
             self.violations.setdefault(it, why[:200])
 
     def _serve(self) -> None:
-        with one_torch_thread():  # served models are the parent's torch work: one thread, as judging
+        with (
+            one_torch_thread()
+        ):  # served models are the parent's torch work: one thread, as judging
             self._serve_requests()
 
     def _serve_requests(self) -> None:
@@ -183,8 +190,10 @@ class Server:
                 try:
                     reply = self._answer(req)
                 except Refused as e:
-                    reply = {"error": e.kind if e.kind in REPLY_ERRORS else "ValueError",
-                             "message": str(e)[:300]}
+                    reply = {
+                        "error": e.kind if e.kind in REPLY_ERRORS else "ValueError",
+                        "message": str(e)[:300],
+                    }
                 send_frame(sock, reply, MAX_REPLY)
         except Violation as e:
             self._blame(str(e))
@@ -229,19 +238,25 @@ class Server:
         for cases it never opened; a failure keeps its status and gains the service's note.
         """
         if item_id in self.violations:
-            return {"status": "invalid result",
-                    "parent_message": f"the grader's channel was misused: {self.violations[item_id]}"}
+            return {
+                "status": "invalid result",
+                "parent_message": f"the grader's channel was misused: {self.violations[item_id]}",
+            }
         n = self._n_cases.get(item_id, 0)
         if result.get("status") == "ok":
             outs = result.get("outputs") or []
             if len(outs) != n or any((item_id, i) not in self.sessions for i in range(n)):
-                return {"status": "invalid result",
-                        "parent_message": "outputs for cases the grader's channel never served"}
+                return {
+                    "status": "invalid result",
+                    "parent_message": "outputs for cases the grader's channel never served",
+                }
             try:
                 judged = [self.sessions[(item_id, i)].judged(list(o)) for i, o in enumerate(outs)]
             except Exception as e:  # noqa: BLE001
-                return {"status": "invalid result",
-                        "parent_message": f"outputs the grader cannot judge ({type(e).__name__})"}
+                return {
+                    "status": "invalid result",
+                    "parent_message": f"outputs the grader cannot judge ({type(e).__name__})",
+                }
             return {**result, "outputs": judged}
         opened = [i for i in range(n) if (item_id, i) in self.sessions]
         if opened:
@@ -252,6 +267,7 @@ class Server:
 
 
 # ---------------------------------------------------------------- child side
+
 
 class Client:
     """The child's end: one request, one reply, in order."""
@@ -266,8 +282,10 @@ class Client:
                 send_frame(self._sock, {"op": op, **args}, MAX_REQUEST)
                 reply = recv_frame(self._sock, MAX_REPLY)
             except (EOFError, OSError, Violation):
-                raise ConnectionError("the grader's channel is closed (an earlier request broke "
-                                      "its protocol, or grading ended)") from None
+                raise ConnectionError(
+                    "the grader's channel is closed (an earlier request broke "
+                    "its protocol, or grading ended)"
+                ) from None
         if "error" in reply:
             kind = RuntimeError if reply.get("error") == "RuntimeError" else ValueError
             raise kind(str(reply.get("message", ""))[:300])

@@ -46,10 +46,34 @@ ALIASES = {  # more doors to the same forbidden room
     ),
     "torch.nn.MultiheadAttention": ("torch.nn.functional.multi_head_attention_forward",),
 }
-_PROCESS_CALLS = ("fork", "forkpty", "system", "popen", "posix_spawn", "posix_spawnp", "execv",
-                  "execve", "execvp", "execvpe", "execl", "execle", "execlp", "execlpe", "spawnv",
-                  "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe",
-                  "kill", "killpg", "setsid", "setpgid")
+_PROCESS_CALLS = (
+    "fork",
+    "forkpty",
+    "system",
+    "popen",
+    "posix_spawn",
+    "posix_spawnp",
+    "execv",
+    "execve",
+    "execvp",
+    "execvpe",
+    "execl",
+    "execle",
+    "execlp",
+    "execlpe",
+    "spawnv",
+    "spawnve",
+    "spawnvp",
+    "spawnvpe",
+    "spawnl",
+    "spawnle",
+    "spawnlp",
+    "spawnlpe",
+    "kill",
+    "killpg",
+    "setsid",
+    "setpgid",
+)
 MAX_ELEMENTS = 20_000_000
 SEALED = "sealed.json"  # results folder -> its name while later units run (see _seal)
 DISK_FULL_FLAG = "disk_full"  # a unit filled its writable space (see _clear_after_unit)
@@ -123,6 +147,7 @@ class Tripwires:
     def _wrap(self, orig, name: str):
         check = self._check
         if isinstance(orig, type):
+
             class Tripwired(orig):  # type: ignore[misc, valid-type]
                 def __init__(self, *a, **k):
                     check(name)
@@ -147,12 +172,14 @@ def _block_processes() -> None:
         raise PermissionError("starting or signalling processes is not allowed while grading")
 
     import posix
+
     for mod in (os, posix):
         for name in _PROCESS_CALLS:
             if hasattr(mod, name):
                 setattr(mod, name, blocked)
     try:
         import _posixsubprocess
+
         _posixsubprocess.fork_exec = blocked
     except ImportError:
         pass
@@ -187,6 +214,7 @@ def _to_array(x, np, torch):
     from mha_grader.sandbox.protocol import (
         DTYPES,  # (imports NumPy: not before the job's sys.path is set)
     )
+
     if a.dtype.name not in DTYPES:
         raise WrongType("unusual dtype")
     return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
@@ -207,7 +235,9 @@ def _args(spec: list, arrays: dict, framework: str, np, torch) -> list:
             v = arrays[a["array"]].copy()
             args.append(torch.from_numpy(v) if framework == "torch" else v)
         elif "dtype" in a:
-            args.append(getattr(torch, a["dtype"]) if framework == "torch" else np.dtype(a["dtype"]))
+            args.append(
+                getattr(torch, a["dtype"]) if framework == "torch" else np.dtype(a["dtype"])
+            )
         else:
             args.append(a["value"])
     return args
@@ -306,8 +336,9 @@ def _use_course(path: str, base: list[str]) -> None:
     importlib.invalidate_caches()
 
 
-def _run_unit(nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu: float,
-              out_dir: str, np, torch) -> None:
+def _run_unit(
+    nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu: float, out_dir: str, np, torch
+) -> None:
     """Run one unit (a notebook's cells, then the items that share its forbidden names)."""
     from mha_grader.sandbox import protocol
 
@@ -329,8 +360,11 @@ def _run_unit(nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu: fl
         mark(protocol.item_stage(item["id"]))
         _arm_cpu(cpu)
         status, saved = _run_item(item, ns, arrays, wires, np, torch)
-        outs = ([[saved[f"c{i}_o{j}"] for j in range(n)] for i, n in enumerate(status["n_outputs"])]
-                if status["status"] == "ok" else [])
+        outs = (
+            [[saved[f"c{i}_o{j}"] for j in range(n)] for i, n in enumerate(status["n_outputs"])]
+            if status["status"] == "ok"
+            else []
+        )
         protocol.write_result(out_dir, item["id"], status, outs)
 
 
@@ -351,6 +385,7 @@ def _enter_unit(nb: dict, job: dict, unit_out: str, unit_tmp: str) -> None:
     its own namespaces and Landlock rules (``confine.py``): it reads only the runtime and ITS
     course, writes only its own folders."""
     import tempfile
+
     for var in ("HOME", "TMPDIR", "MPLCONFIGDIR"):
         os.environ[var] = unit_tmp
     tempfile.tempdir = None
@@ -359,10 +394,21 @@ def _enter_unit(nb: dict, job: dict, unit_out: str, unit_tmp: str) -> None:
         confine.confine_unit([*job["_base"], nb["course"]], [unit_out, unit_tmp])
 
 
-def _unit_process(nb: dict, job: dict, arrays: dict, wires: Tripwires, mark, cpu: float,
-                  unit_out: str, unit_tmp: str, np, torch) -> None:
+def _unit_process(
+    nb: dict,
+    job: dict,
+    arrays: dict,
+    wires: Tripwires,
+    mark,
+    cpu: float,
+    unit_out: str,
+    unit_tmp: str,
+    np,
+    torch,
+) -> None:
     """The forked unit's whole life; never returns."""
     from mha_grader.sandbox import protocol
+
     try:
         for other in job["notebooks"]:  # a unit reaches only its own grader channel
             if other is not nb and other.get("channel_fd") is not None:
@@ -399,10 +445,14 @@ def _clear_after_unit(confined: bool, unit_tmp: str, out_dir: str) -> None:
         except confine.ConfineFailed:
             os._exit(CONFINE_FAILED)
     from mha_grader.sandbox import space
+
     if any(space.full(d) for d in (unit_tmp, "/dev/shm")):
         with contextlib.suppress(OSError):
-            os.close(os.open(os.path.join(out_dir, DISK_FULL_FLAG), os.O_WRONLY | os.O_CREAT, 0o600))
+            os.close(
+                os.open(os.path.join(out_dir, DISK_FULL_FLAG), os.O_WRONLY | os.O_CREAT, 0o600)
+            )
     import shutil
+
     shutil.rmtree(unit_tmp, ignore_errors=True)
 
 
@@ -423,6 +473,7 @@ def _seal(out_dir: str, name: str, sealed: dict[str, str], meta: dict) -> None:
     by name: link targets, names, sizes, times, attributes), and what every unit can reach by
     name (the results folder, the progress file) gets its mode, times and attributes back."""
     import secrets
+
     hidden = "." + secrets.token_hex(16)
     os.rename(os.path.join(out_dir, name), os.path.join(out_dir, hidden))
     sealed[name] = hidden
@@ -457,12 +508,14 @@ def main(job_dir: str, out_dir: str) -> None:
     job["_base"] = base
     if job.get("no_network"):  # no socket of any family from here on (nonet.py)
         from mha_grader.sandbox import nonet
+
         try:
             nonet.forbid_sockets()
         except OSError:
             os._exit(CONFINE_FAILED)
     if job.get("reads"):  # mode "user": read only the runtime and this job, never the real course
         from mha_grader.sandbox import reach
+
         try:
             reach.restrict_reads(job["reads"]["roots"], job["reads"]["hide"])
         except Exception:  # noqa: BLE001 - not confined: run no learner code
@@ -470,6 +523,7 @@ def main(job_dir: str, out_dir: str) -> None:
     import numpy as np
 
     from mha_grader.sandbox import protocol
+
     with np.load(os.path.join(job_dir, "inputs.npz"), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     progress = os.open(os.path.join(out_dir, "progress"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -477,7 +531,7 @@ def main(job_dir: str, out_dir: str) -> None:
     write = os.write
 
     def mark(stage: str) -> None:
-        line = (stage[:protocol.MAX_STAGE].ljust(protocol.MAX_STAGE) + "\n").encode()
+        line = (stage[: protocol.MAX_STAGE].ljust(protocol.MAX_STAGE) + "\n").encode()
         os.pwrite(progress, line, 0)  # the zygote's record of where a unit stopped
         if stream is not None:
             write(stream, line)  # < PIPE_BUF: one atomic write
@@ -486,6 +540,7 @@ def main(job_dir: str, out_dir: str) -> None:
     torch = None
     if job["needs_torch"]:
         import torch
+
         torch.set_num_threads(1)
         # Pick torch's CPU kernels (AVX2, AVX-512...) now: it reads /proc/cpuinfo once, on first
         # use, and a confined unit may not read it, so each unit would fall back to the DEFAULT
@@ -495,6 +550,7 @@ def main(job_dir: str, out_dir: str) -> None:
         # Optimizers import torch's compiler (~1.4 s CPU) only to call two no-ops: stand in for
         # it until something needs more (eager.py).
         from mha_grader.sandbox import eager
+
         eager.defer_dynamo()
     for mod in job.get("preload", []):
         if mod in PRELOADABLE:
@@ -502,8 +558,15 @@ def main(job_dir: str, out_dir: str) -> None:
                 importlib.import_module(mod)
     wires = Tripwires()
     if torch is not None:  # course functions are absent from the staged package; torch's are wired
-        for name in sorted({n for nb in job["notebooks"] for it in nb["items"]
-                            for n in it["forbidden"] if not n.startswith("mha_course.")}):
+        for name in sorted(
+            {
+                n
+                for nb in job["notebooks"]
+                for it in nb["items"]
+                for n in it["forbidden"]
+                if not n.startswith("mha_course.")
+            }
+        ):
             wires.install(name)
     cpu = float(job.get("item_cpu", 0))
     confined = bool(job.get("confine"))
@@ -528,8 +591,11 @@ def main(job_dir: str, out_dir: str) -> None:
         _clear_after_unit(confined, unit_tmp, out_dir)
         with open(os.path.join(out_dir, "progress"), "rb") as f:
             last = f.read(101).decode("ascii", "replace").strip()
-        stop = (os.WIFSIGNALED(status) or os.WEXITSTATUS(status) != 0
-                or last != protocol.unit_end_stage(nb["name"]))
+        stop = (
+            os.WIFSIGNALED(status)
+            or os.WEXITSTATUS(status) != 0
+            or last != protocol.unit_end_stage(nb["name"])
+        )
         if confined and not stop:
             _seal(out_dir, nb["dir"], sealed, meta)
         if stop:

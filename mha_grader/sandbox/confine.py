@@ -39,8 +39,14 @@ ENV_VAR = "MHA_GRADER_UNITS"
 UNIT_MODES = ("landlock", "sandbox")
 _CLONE_NEWUSER, _CLONE_NEWIPC = 0x10000000, 0x08000000
 _SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
-_READ_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/dev/null", "/dev/zero", "/dev/urandom",
-               "/dev/random")
+_READ_FILES = (
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/dev/null",
+    "/dev/zero",
+    "/dev/urandom",
+    "/dev/random",
+)
 _READ_TREES = ("/usr", "/lib", "/lib64", "/lib32")
 
 
@@ -49,6 +55,7 @@ class ConfineFailed(RuntimeError):
 
 
 # --------------------------------------------------------------------------- parent side
+
 
 @functools.lru_cache(maxsize=1)
 def problem() -> str | None:
@@ -96,12 +103,14 @@ def unit_mode(isolation_mode: str) -> str:
     if want == "sandbox" or problem() is not None:
         if want == "landlock":
             from mha_grader.errors import IsolationUnavailable
+
             raise IsolationUnavailable(f"{ENV_VAR}=landlock, but {problem()}")
         return "sandbox"
     return "landlock"
 
 
 # --------------------------------------------------------------------------- child side
+
 
 def _libc():
     return ctypes.CDLL(None, use_errno=True)
@@ -114,8 +123,11 @@ def _unshare() -> None:
     libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: after a setuid, /proc/self is root's otherwise
     if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWIPC) != 0:
         raise ConfineFailed(f"unshare: {os.strerror(ctypes.get_errno())}")
-    for name, text in (("setgroups", b"deny"), ("uid_map", b"%d %d 1" % (uid, uid)),
-                       ("gid_map", b"%d %d 1" % (gid, gid))):
+    for name, text in (
+        ("setgroups", b"deny"),
+        ("uid_map", b"%d %d 1" % (uid, uid)),
+        ("gid_map", b"%d %d 1" % (gid, gid)),
+    ):
         fd = os.open(f"/proc/self/{name}", os.O_WRONLY)  # bytes only: no codec lookup after fork
         try:
             os.write(fd, text)
@@ -194,8 +206,9 @@ def _others_alive(me: int) -> bool:
         with contextlib.suppress(OSError, ValueError):
             with open(f"/proc/{p}/status", "rb") as f:
                 fields = dict(line.split(b":", 1) for line in f if b":" in line)
-            if (fields.get(b"Uid", b"").split()[:1] == [uid]
-                    and fields.get(b"State", b"").split()[:1] not in ([b"Z"], [b"X"])):
+            if fields.get(b"Uid", b"").split()[:1] == [uid] and fields.get(b"State", b"").split()[
+                :1
+            ] not in ([b"Z"], [b"X"]):
                 return True
     return False
 

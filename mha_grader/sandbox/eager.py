@@ -41,8 +41,13 @@ def _graph_break(msg: str = "") -> None:
     """torch._dynamo.graph_break outside compilation: nothing (its body is empty)."""
 
 
-def _disable(fn: Callable | None = None, recursive: bool = True, *, reason: str | None = None,
-             wrapping: bool = True) -> Callable:
+def _disable(
+    fn: Callable | None = None,
+    recursive: bool = True,
+    *,
+    reason: str | None = None,
+    wrapping: bool = True,
+) -> Callable:
     """torch._dynamo.disable outside compilation: the function runs as it is."""
     return fn if fn is not None else (lambda f: f)
 
@@ -57,7 +62,9 @@ class LazyDynamo(types.ModuleType):
     asked for ``__file__`` while ``torch.distributed`` was half imported.)"""
 
     def __init__(self, spec: importlib.machinery.ModuleSpec) -> None:
-        super().__init__(NAME, "stand-in for torch._dynamo in the grading child (mha_grader/sandbox/eager.py)")
+        super().__init__(
+            NAME, "stand-in for torch._dynamo in the grading child (mha_grader/sandbox/eager.py)"
+        )
         self.__spec__, self.__loader__, self.__package__ = spec, spec.loader, NAME
         self.__file__ = spec.origin
         self.__path__ = list(spec.submodule_search_locations or [])

@@ -46,7 +46,7 @@ HOW_TO = (
     "Linux container (e.g. `docker run --rm -it -v $PWD:/course python:3.11 bash`): each child "
     "then runs as a dedicated unprivileged user. On macOS or Windows, grade inside such a "
     "container or a Linux VM. To grade anyway WITHOUT isolation (student code can then read and "
-    "change anything you can): `--no-isolation`; the gradebook then says \"not isolated\"."
+    'change anything you can): `--no-isolation`; the gradebook then says "not isolated".'
 )
 
 
@@ -59,10 +59,29 @@ def bwrap_problem() -> str | None:
     if exe is None:
         return "bubblewrap (`bwrap`) is not installed"
     try:
-        proc = subprocess.run([exe, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent",
-                               "--new-session", "--uid", str(SANDBOX_UID), "--gid",
-                               str(SANDBOX_UID), "--proc", "/proc", "--dev", "/dev", "true"],
-                              capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            [
+                exe,
+                "--ro-bind",
+                "/",
+                "/",
+                "--unshare-all",
+                "--die-with-parent",
+                "--new-session",
+                "--uid",
+                str(SANDBOX_UID),
+                "--gid",
+                str(SANDBOX_UID),
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+                "true",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"bwrap did not start: {type(e).__name__}: {e}"
     if proc.returncode != 0:
@@ -84,10 +103,14 @@ def choose(requested: str | None = None, allow_none: bool = False) -> str:
     req = requested or os.environ.get(ENV_VAR) or "auto"
     if req not in (*MODES, "auto"):
         raise ValueError(f"{ENV_VAR}: expected one of bwrap, user, none, auto; got {req!r}")
-    if req == "none" or (req == "auto" and allow_none and bwrap_problem() and user_runtime_problem()):
+    if req == "none" or (
+        req == "auto" and allow_none and bwrap_problem() and user_runtime_problem()
+    ):
         if not allow_none:
-            raise IsolationUnavailable("isolation 'none' was asked for, but class grading "
-                                       "needs --no-isolation to run without a sandbox")
+            raise IsolationUnavailable(
+                "isolation 'none' was asked for, but class grading "
+                "needs --no-isolation to run without a sandbox"
+            )
         return "none"
     if req in ("bwrap", "auto") and bwrap_problem() is None:
         return "bwrap"
@@ -104,6 +127,7 @@ def choose(requested: str | None = None, allow_none: bool = False) -> str:
 
 
 # ------------------------------------------------------------------------- the runtime to expose
+
 
 def _traversable(path: Path) -> bool:
     """Can a uid that owns nothing read ``path`` (every folder above it o+x, the file o+r)?"""
@@ -126,7 +150,8 @@ def interpreter(mode: str) -> str:
     raise IsolationUnavailable(
         f"the dedicated grading user cannot read the Python runtime {exe} (a folder above it is "
         f"not world-readable) and no world-readable {ver} was found in /usr/bin or /usr/local/bin; "
-        "install the course in a world-readable place (e.g. /opt) for the fallback")
+        "install the course in a world-readable place (e.g. /opt) for the fallback"
+    )
 
 
 def user_runtime_problem() -> str | None:
@@ -144,8 +169,10 @@ def user_runtime_problem() -> str | None:
 def check_readable_by_user(paths: list[str]) -> None:
     bad = [p for p in paths if not _traversable(Path(p))]
     if bad:
-        raise IsolationUnavailable(f"the dedicated grading user cannot read {bad}; install the "
-                                   "course and its packages in a world-readable place (e.g. /opt)")
+        raise IsolationUnavailable(
+            f"the dedicated grading user cannot read {bad}; install the "
+            "course and its packages in a world-readable place (e.g. /opt)"
+        )
 
 
 def _system_binds() -> list[str]:
@@ -172,15 +199,39 @@ def _scratch(binds: dict[str, str] | None, size: int) -> list[str]:
     return args
 
 
-def bwrap_argv(python: str, read_only: list[str], writable: list[str], env: dict[str, str],
-               info_fd: int, scratch: dict[str, str] | None = None, size: int = 0) -> list[str]:
+def bwrap_argv(
+    python: str,
+    read_only: list[str],
+    writable: list[str],
+    env: dict[str, str],
+    info_fd: int,
+    scratch: dict[str, str] | None = None,
+    size: int = 0,
+) -> list[str]:
     """The bubblewrap command line, up to (not including) the command to run inside. ``scratch``
     / ``size``: what ``/tmp`` and ``/dev/shm`` are (see ``space.py``); ``/`` and ``/dev`` are
     read-only, so nothing else inside is writable."""
-    args = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent",
-            "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-            "--hostname", "grading", "--clearenv", "--info-fd", str(info_fd),
-            *_system_binds(), "--proc", "/proc", "--dev", "/dev", *_scratch(scratch, size)]
+    args = [
+        shutil.which("bwrap") or "bwrap",
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_UID),
+        "--hostname",
+        "grading",
+        "--clearenv",
+        "--info-fd",
+        str(info_fd),
+        *_system_binds(),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        *_scratch(scratch, size),
+    ]
     runtime = [sys.base_prefix, sys.prefix] if sys.prefix != sys.base_prefix else [sys.prefix]
     seen = set()
     for p in [*runtime, os.path.dirname(os.path.dirname(python)), *read_only]:
@@ -201,6 +252,7 @@ def bwrap_argv(python: str, read_only: list[str], writable: list[str], env: dict
 
 # ------------------------------------------------------------------------- the dedicated user
 
+
 class UidPool:
     """One dedicated uid per running child, exclusive across threads AND processes (a lock file
     per uid in a root-only folder), so killing 'every process of uid X' hits only that child."""
@@ -212,6 +264,7 @@ class UidPool:
 
     def _take(self) -> tuple[int, int] | None:
         import fcntl
+
         self._dir.mkdir(mode=0o700, exist_ok=True)
         for uid in self._uids:
             fd = os.open(self._dir / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
@@ -225,6 +278,7 @@ class UidPool:
     @contextlib.contextmanager
     def lease(self):
         import time
+
         while True:
             with self._lock:
                 got = self._take()
@@ -249,9 +303,14 @@ def _uid_running(uid: int) -> bool:
     """Does any live (not zombie) process have ``uid`` as its real, effective or saved uid?"""
     for p in Path("/proc").glob("[0-9]*"):
         with contextlib.suppress(OSError):
-            fields = dict(line.split(":", 1) for line in (p / "status").read_text().splitlines()
-                          if ":" in line)
-            if str(uid) in fields.get("Uid", "").split()[:3] and not fields.get("State", "").strip().startswith(("Z", "X")):
+            fields = dict(
+                line.split(":", 1)
+                for line in (p / "status").read_text().splitlines()
+                if ":" in line
+            )
+            if str(uid) in fields.get("Uid", "").split()[:3] and not fields.get(
+                "State", ""
+            ).strip().startswith(("Z", "X")):
                 return True
     return False
 
@@ -282,6 +341,7 @@ def remove_files_of(uid: int, roots: tuple[str, ...] = SHARED_DIRS) -> None:
     """Delete every file or folder ``uid`` owns in the host's world-writable folders (``roots``
     and the world-writable folders under them, the only places a uid in no group can create
     anything). Run after every process of ``uid`` is dead, so nothing races it."""
+
     def sweep(folder: str, depth: int) -> None:
         try:
             entries = list(os.scandir(folder))
@@ -300,6 +360,7 @@ def remove_files_of(uid: int, roots: tuple[str, ...] = SHARED_DIRS) -> None:
                         os.unlink(e.path)
             elif stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH and depth < 8:
                 sweep(e.path, depth + 1)
+
     for root in roots:
         sweep(root, 0)
 
@@ -315,9 +376,13 @@ def remove_ipc(uid: int) -> None:
     created or owns (mode "user" shares the host's IPC namespace; POSIX message queues cannot be
     listed without an mqueue mount and are not removed: see the guide)."""
     import ctypes
+
     libc = ctypes.CDLL(None, use_errno=True)
-    rm = {"shm": lambda i: libc.shmctl(i, 0, None), "sem": lambda i: libc.semctl(i, 0, 0),
-          "msg": lambda i: libc.msgctl(i, 0, None)}  # IPC_RMID = 0
+    rm = {
+        "shm": lambda i: libc.shmctl(i, 0, None),
+        "sem": lambda i: libc.semctl(i, 0, 0),
+        "msg": lambda i: libc.msgctl(i, 0, None),
+    }  # IPC_RMID = 0
     for kind, remove in rm.items():
         try:
             rows = Path(f"/proc/sysvipc/{kind}").read_text().split("\n")

@@ -71,15 +71,20 @@ class Limits:
 
     def bounds(self) -> cgroup.Bounds:
         """What one student's cgroup may use (``cgroup.py``)."""
-        return cgroup.Bounds(int(self.student_memory_gb * 2**30), self.processes + cgroup.SLACK_PIDS,
-                             self.student_cpus)
+        return cgroup.Bounds(
+            int(self.student_memory_gb * 2**30),
+            self.processes + cgroup.SLACK_PIDS,
+            self.student_cpus,
+        )
 
 
 TAMPERED = "tampered"  # run_child's ``killed`` when learner code wrote the progress
 DISK_FULL = "disk full"  # ... when the child filled its writable space (space.py)
 OUT_OF_MEMORY = "out of memory"  # ... when its cgroup ran out of memory (cgroup.py)
 TOO_MANY_PROCESSES = "too many processes"  # ... when a fork failed at its pids.max
-CPU_BOUND = "cpu bound"  # ... a stage ran past its limit while its processes competed for its CPU quota
+CPU_BOUND = (
+    "cpu bound"  # ... a stage ran past its limit while its processes competed for its CPU quota
+)
 _DEBUG = bool(os.environ.get("MHA_GRADER_DEBUG"))  # show the child's stderr (for maintainers)
 _STAGE_LOCK = threading.Lock()
 _STAGER: Stager | None = None
@@ -113,8 +118,13 @@ def _rlimits(limits: Limits, nproc: int, notebooks: int) -> dict[str, tuple[int,
     """The child's resource limits (soft, hard), by ``resource.RLIMIT_<name>``."""
     cpu = int(limits.cpu_seconds * max(1, notebooks))
     mem, size = int(limits.memory_gb * 2**30), limits.file_mb * 2**20
-    return {"AS": (mem, mem), "CPU": (cpu, cpu + 5), "FSIZE": (size, size), "CORE": (0, 0),
-            "NPROC": (nproc, nproc)}
+    return {
+        "AS": (mem, mem),
+        "CPU": (cpu, cpu + 5),
+        "FSIZE": (size, size),
+        "CORE": (0, 0),
+        "NPROC": (nproc, nproc),
+    }
 
 
 def _limit_argv(limits: Limits, nproc: int, notebooks: int) -> list[str] | None:
@@ -128,19 +138,25 @@ def _limit_argv(limits: Limits, nproc: int, notebooks: int) -> list[str] | None:
     if not all(tools):
         return None
     choom, setpriv, prlimit = tools
-    flags = [f"--{name.lower()}={soft}:{hard}" for name, (soft, hard) in _rlimits(limits, nproc, notebooks).items()]
+    flags = [
+        f"--{name.lower()}={soft}:{hard}"
+        for name, (soft, hard) in _rlimits(limits, nproc, notebooks).items()
+    ]
     return [choom, "-n", "1000", "--", setpriv, "--pdeathsig", "KILL", "--", prlimit, *flags, "--"]
 
 
-def _preexec(limits: Limits, nproc: int, notebooks: int, uid: int | None,
-             group: cgroup.Group | None = None):
+def _preexec(
+    limits: Limits, nproc: int, notebooks: int, uid: int | None, group: cgroup.Group | None = None
+):
     scratch = limits.disk_mb * 2**20
     rlimits = _rlimits(limits, nproc, notebooks)
 
     def apply() -> None:
         if group is not None:  # the student's cgroup, before anything else (and while root)
             group.enter()
-        if uid is not None:  # mode "user" (root): no host scratch folder is writable, only sized ones
+        if (
+            uid is not None
+        ):  # mode "user" (root): no host scratch folder is writable, only sized ones
             space.private_scratch(scratch, limits.disk_files)
         with contextlib.suppress(OSError):  # under memory pressure the kernel kills a child first
             with open("/proc/self/oom_score_adj", "w") as f:
@@ -150,11 +166,13 @@ def _preexec(limits: Limits, nproc: int, notebooks: int, uid: int | None,
         if sys.platform.startswith("linux"):  # die with the grader, even if it is killed
             with contextlib.suppress(Exception):
                 import ctypes
+
                 ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
         if uid is not None:
             nonet.new_namespace()  # where the kernel lets root (the child's filter holds anyway)
             isolation.become(uid)
         resource.setrlimit(resource.RLIMIT_NPROC, rlimits["NPROC"])
+
     return apply
 
 
@@ -192,18 +210,27 @@ class _Stream:
 
 
 def _env(home: str) -> dict[str, str]:
-    env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
-           "MPLBACKEND": "Agg", "MPLCONFIGDIR": home, "MHA_GRADING_CHILD": "1",
-           # Triton kernels (ex17) run in Triton's CPU interpreter: set from the start, since a
-           # preload (torch.utils.flop_counter) or another notebook may import triton first.
-           "TRITON_INTERPRET": "1"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": home,
+        "TMPDIR": home,
+        "LANG": "C.UTF-8",
+        "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": home,
+        "MHA_GRADING_CHILD": "1",
+        # Triton kernels (ex17) run in Triton's CPU interpreter: set from the start, since a
+        # preload (torch.utils.flop_counter) or another notebook may import triton first.
+        "TRITON_INTERPRET": "1",
+    }
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[var] = "1"
     return env
 
 
-_BOOT = ("import sys; sys.path[:0] = [sys.argv[1]]; import mha_grader.sandbox.child as c; "
-         "c.main(sys.argv[2], sys.argv[3])")
+_BOOT = (
+    "import sys; sys.path[:0] = [sys.argv[1]]; import mha_grader.sandbox.child as c; "
+    "c.main(sys.argv[2], sys.argv[3])"
+)
 
 
 def _read_info(fd: int, timeout: float = 30.0) -> int | None:
@@ -237,9 +264,16 @@ def _gone(pid: int | None, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-def run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Limits,
-              deadline: float, mode: str, pass_fds: list[int] = (),
-              group: cgroup.Group | None = None) -> tuple[str, str | None, int | None]:
+def run_child(
+    root: Path,
+    spec: dict,
+    arrays: dict[str, np.ndarray],
+    limits: Limits,
+    deadline: float,
+    mode: str,
+    pass_fds: list[int] = (),
+    group: cgroup.Group | None = None,
+) -> tuple[str, str | None, int | None]:
     """See ``_run_child``; the progress stream's pipe (``_Stream``) is closed however it ends."""
     pipe = list(os.pipe())
     try:
@@ -258,9 +292,17 @@ def _close(pipe: list[int | None], *which: int) -> None:
             pipe[k] = None
 
 
-def _run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Limits,
-               deadline: float, mode: str, pass_fds: list[int], pipe: list[int | None],
-               group: cgroup.Group | None = None) -> tuple[str, str | None, int | None]:
+def _run_child(
+    root: Path,
+    spec: dict,
+    arrays: dict[str, np.ndarray],
+    limits: Limits,
+    deadline: float,
+    mode: str,
+    pass_fds: list[int],
+    pipe: list[int | None],
+    group: cgroup.Group | None = None,
+) -> tuple[str, str | None, int | None]:
     """Run one child on ``spec`` in ``root/{job,out}``; returns (last stage, killed, code).
 
     ``pass_fds``: descriptors the child inherits (the evidence channels' sockets, channel.py);
@@ -280,8 +322,10 @@ def _run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Li
     child is dead (its PID namespace, or every process of its uid, is gone).
     """
     if resource is None or os.name != "posix":
-        raise RuntimeError("grading a saved notebook needs Linux or macOS (resource limits and "
-                           "process groups); on Windows use WSL, or check('exNN') in the notebook")
+        raise RuntimeError(
+            "grading a saved notebook needs Linux or macOS (resource limits and "
+            "process groups); on Windows use WSL, or check('exNN') in the notebook"
+        )
     job, out, scratch = root / "job", root / "out", root / "scratch"
     home, shm = scratch / "home", scratch / "shm"
     for d in (job, out, scratch):
@@ -300,8 +344,15 @@ def _run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Li
         if problem:
             raise isolation.IsolationUnavailable(problem)
         if reach.landlock_problem() is None:
-            spec = {**spec, "reads": {"roots": reach.user_roots(python, [
-                engine, str(job), str(out), str(home), *spec["read_only"]]), "hide": reach.hidden()}}
+            spec = {
+                **spec,
+                "reads": {
+                    "roots": reach.user_roots(
+                        python, [engine, str(job), str(out), str(home), *spec["read_only"]]
+                    ),
+                    "hide": reach.hidden(),
+                },
+            }
     (job / "job.json").write_text(json.dumps(spec), encoding="utf-8")
     with open(job / "inputs.npz", "wb") as f:
         np.savez(f, **arrays)
@@ -315,13 +366,18 @@ def _run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Li
             info_r, info_w = os.pipe()
             ro = [engine, str(job), *spec["read_only"], *isolation.site_packages()]
             binds = {"/tmp": str(home), "/dev/shm": str(shm)} if sized else None
-            cmd = [*isolation.bwrap_argv(python, ro, [str(out)], _env("/tmp"), info_w, binds,
-                                         limits.disk_mb * 2**20), *cmd]
+            cmd = [
+                *isolation.bwrap_argv(
+                    python, ro, [str(out)], _env("/tmp"), info_w, binds, limits.disk_mb * 2**20
+                ),
+                *cmd,
+            ]
             env = {}
             nproc = _user_tasks() + limits.processes
         elif mode == "user":
-            isolation.check_readable_by_user([python, engine, *spec["read_only"],
-                                              *isolation.site_packages()])
+            isolation.check_readable_by_user(
+                [python, engine, *spec["read_only"], *isolation.site_packages()]
+            )
             os.chown(root, 0, uid)  # only this uid (as group) may enter this run's folder
             os.chmod(root, 0o750)
             for d in (out, home, shm):
@@ -340,11 +396,19 @@ def _run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Li
             held = group.throttled()
         with _LOCK:
             proc = subprocess.Popen(
-                [*(prefix or []), *cmd], cwd=home if mode != "bwrap" else None, env=env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=None if _DEBUG else subprocess.DEVNULL, start_new_session=True,
-                close_fds=True, pass_fds=(*((info_w,) if info_w is not None else ()), prog_w, *pass_fds),
-                preexec_fn=None if prefix else _preexec(limits, nproc, len(spec["notebooks"]), uid, group))
+                [*(prefix or []), *cmd],
+                cwd=home if mode != "bwrap" else None,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=None if _DEBUG else subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(*((info_w,) if info_w is not None else ()), prog_w, *pass_fds),
+                preexec_fn=None
+                if prefix
+                else _preexec(limits, nproc, len(spec["notebooks"]), uid, group),
+            )
             _LIVE.add(proc.pid)
         _close(pipe, 1)
         inner = None
@@ -381,13 +445,16 @@ def _run_child(root: Path, spec: dict, arrays: dict[str, np.ndarray], limits: Li
             clock.saw(stream, time.monotonic())  # what it wrote before it ended
         if clock.tampered and killed is None:
             killed = TAMPERED
-        if killed is None and group is not None:  # the kernel acted between the last poll and the end
+        if (
+            killed is None and group is not None
+        ):  # the kernel acted between the last poll and the end
             why = group.cause()
             if why is not None:
                 killed = OUT_OF_MEMORY if why == cgroup.MEMORY else TOO_MANY_PROCESSES
     from mha_grader.sandbox.child import (
         DISK_FULL_FLAG,  # the zygote looked before it cleared each unit's files
     )
+
     filled = filled or (sized and (space.full(out) or os.path.lexists(out / DISK_FULL_FLAG)))
     if killed is None and filled:
         killed = DISK_FULL
@@ -430,6 +497,7 @@ def unseal(out: Path) -> None:
     import re
 
     from mha_grader.sandbox.child import SEALED
+
     try:
         st = os.lstat(out / SEALED)
         if not (st.st_mode & 0o170000 == 0o100000) or st.st_size > 65536:
@@ -440,8 +508,12 @@ def unseal(out: Path) -> None:
     if not isinstance(names, dict):
         return
     for name, hidden in names.items():
-        if not (isinstance(name, str) and isinstance(hidden, str) and re.fullmatch(r"u\d{1,6}", name)
-                and re.fullmatch(r"\.[0-9a-f]{32}", hidden)):
+        if not (
+            isinstance(name, str)
+            and isinstance(hidden, str)
+            and re.fullmatch(r"u\d{1,6}", name)
+            and re.fullmatch(r"\.[0-9a-f]{32}", hidden)
+        ):
             continue
         src, dest = out / hidden, out / name
         with contextlib.suppress(OSError):
@@ -454,6 +526,7 @@ def _become_subreaper() -> None:
     if sys.platform.startswith("linux"):
         with contextlib.suppress(Exception):
             import ctypes
+
             ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
@@ -472,9 +545,11 @@ def _sweep_orphans() -> None:
                 try:
                     ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
                     pid = int(p.name)
-                    ours = any(b"mha_grader.sandbox.child" in (p / n).read_bytes() or
-                               b"MHA_GRADING_CHILD=1" in (p / n).read_bytes()
-                               for n in ("cmdline", "environ"))
+                    ours = any(
+                        b"mha_grader.sandbox.child" in (p / n).read_bytes()
+                        or b"MHA_GRADING_CHILD=1" in (p / n).read_bytes()
+                        for n in ("cmdline", "environ")
+                    )
                 except (OSError, ValueError, IndexError):
                     continue
                 if ppid == me and pid not in _LIVE and ours:

@@ -33,8 +33,12 @@ _CLONE_NEWNET = 0x40000000
 
 
 class _Insn(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
-                ("k", ctypes.c_uint32)]
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
 
 
 class _Prog(ctypes.Structure):
@@ -45,15 +49,21 @@ def _program(machine: str) -> list[tuple[int, int, int, int]]:
     """The filter: (code, jump if true, jump if false, k) per instruction."""
     arch, sock, uring, other_abi = _ARCH[machine]
     deny = _ERRNO | errno.EACCES
-    prog = [(_LD_ABS_W, 0, 0, 4),  # seccomp_data.arch
-            (_JEQ, 1, 0, arch),
-            (_RET, 0, 0, deny),  # another ABI's syscall (int 0x80...)
-            (_LD_ABS_W, 0, 0, 0)]  # seccomp_data.nr
+    prog = [
+        (_LD_ABS_W, 0, 0, 4),  # seccomp_data.arch
+        (_JEQ, 1, 0, arch),
+        (_RET, 0, 0, deny),  # another ABI's syscall (int 0x80...)
+        (_LD_ABS_W, 0, 0, 0),
+    ]  # seccomp_data.nr
     if other_abi is not None:
         prog += [(_JGE, 0, 1, other_abi), (_RET, 0, 0, deny)]  # x32
-    prog += [(_JEQ, 0, 1, sock), (_RET, 0, 0, deny),
-             (_JEQ, 0, 1, uring), (_RET, 0, 0, _ERRNO | errno.ENOSYS),
-             (_RET, 0, 0, _ALLOW)]
+    prog += [
+        (_JEQ, 0, 1, sock),
+        (_RET, 0, 0, deny),
+        (_JEQ, 0, 1, uring),
+        (_RET, 0, 0, _ERRNO | errno.ENOSYS),
+        (_RET, 0, 0, _ALLOW),
+    ]
     return prog
 
 

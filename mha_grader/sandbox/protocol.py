@@ -36,10 +36,20 @@ from pathlib import Path
 
 import numpy as np
 
-CHILD_STATUSES = frozenset({"ok", "missing function", "forbidden API", "not implemented", "error",
-                            "memory limit", "wrong type"})
-DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32",
-                    "float64"})
+CHILD_STATUSES = frozenset(
+    {
+        "ok",
+        "missing function",
+        "forbidden API",
+        "not implemented",
+        "error",
+        "memory limit",
+        "wrong type",
+    }
+)
+DTYPES = frozenset(
+    {"bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64"}
+)
 MAX_STATUS_BYTES = 64 * 1024
 MAX_NAME = 200
 _WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_. ]{0,60}$")
@@ -48,10 +58,18 @@ DETAILS = {
     "exception": lambda v: isinstance(v, str) and bool(_WORD.match(v)),
     "cell": lambda v: type(v) is int and 0 <= v < 100_000,
     "line": lambda v: type(v) is int and 0 < v <= 100_000,
-    "forbidden": lambda v: isinstance(v, list) and len(v) <= 32 and all(
-        isinstance(n, str) and len(n) <= MAX_NAME and _WORD.match(n.replace(".", "_")[:61]) for n in v),
+    "forbidden": lambda v: (
+        isinstance(v, list)
+        and len(v) <= 32
+        and all(
+            isinstance(n, str) and len(n) <= MAX_NAME and _WORD.match(n.replace(".", "_")[:61])
+            for n in v
+        )
+    ),
     "got": lambda v: isinstance(v, str) and bool(_WORD.match(v)),
-    "module": lambda v: isinstance(v, str) and bool(_WORD.match(v)),  # rendered only if feedback.py knows it
+    "module": lambda v: (
+        isinstance(v, str) and bool(_WORD.match(v))
+    ),  # rendered only if feedback.py knows it
 }
 MAX_CASES, MAX_OUTPUTS, MAX_NDIM = 64, 8, 8
 MAX_ARRAY_BYTES = 160 * 2**20
@@ -69,6 +87,7 @@ def array_name(item_id: str, case: int, output: int) -> str:
 
 # ---------------------------------------------------------------- child side (runs in the sandbox)
 
+
 def _create(path: str):
     """A new file at ``path``: whatever the submission put there (a link...) is removed first."""
     try:
@@ -83,12 +102,15 @@ def write_result(out_dir: str, item_id: str, status: dict, arrays: list[list[np.
     """Write one item's status and arrays in the protocol's format (the child's only output)."""
     doc = {"status": status["status"], **{k: status[k] for k in DETAILS if k in status}}
     if status["status"] == "ok":
-        doc["outputs"] = [[{"dtype": a.dtype.name, "shape": list(a.shape)} for a in outs]
-                          for outs in arrays]
+        doc["outputs"] = [
+            [{"dtype": a.dtype.name, "shape": list(a.shape)} for a in outs] for outs in arrays
+        ]
         for i, outs in enumerate(arrays):
             for j, a in enumerate(outs):
                 with _create(os.path.join(out_dir, array_name(item_id, i, j))) as f:
-                    np.lib.format.write_array(f, np.array(a, order="C", copy=True), allow_pickle=False)
+                    np.lib.format.write_array(
+                        f, np.array(a, order="C", copy=True), allow_pickle=False
+                    )
     with _create(os.path.join(out_dir, f"{item_id}.json")) as f:
         f.write(json.dumps(doc).encode("utf-8"))
 
@@ -100,6 +122,7 @@ def write_cells(out_dir: str, errors: list[dict]) -> None:
 
 
 # ---------------------------------------------------------------- parent side (trusts nothing)
+
 
 def unit_dir(out_dir: Path, name: str) -> Path | None:
     """A unit's results folder ``out/<name>`` if it is a real folder (not a link), else ``None``."""
@@ -118,17 +141,23 @@ def read_cells(unit: Path, limit: int = 50) -> list:
         return []
     return doc[:limit] if isinstance(doc, list) else []
 
+
 def _open_regular(path: Path, cap: int) -> int:
     """A descriptor of a regular file of at most ``cap`` bytes, opened without following a link."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(
+            path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        )
     except OSError as e:
         raise Invalid(f"cannot open {path.name} ({type(e).__name__})") from None
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
         os.close(fd)
-        raise Invalid(f"{path.name} is not a regular file" if not stat.S_ISREG(st.st_mode)
-                      else f"{path.name} is larger than {cap} bytes")
+        raise Invalid(
+            f"{path.name} is not a regular file"
+            if not stat.S_ISREG(st.st_mode)
+            else f"{path.name} is larger than {cap} bytes"
+        )
     return fd
 
 
@@ -178,8 +207,11 @@ def parse_status(raw: bytes) -> dict:
             if not isinstance(a, dict) or set(a) != {"dtype", "shape"} or a["dtype"] not in DTYPES:
                 raise Invalid("outputs: each array needs a known dtype and a shape")
             shape = a["shape"]
-            if (not isinstance(shape, list) or len(shape) > MAX_NDIM
-                    or not all(type(n) is int and 0 <= n <= 2**31 for n in shape)):
+            if (
+                not isinstance(shape, list)
+                or len(shape) > MAX_NDIM
+                or not all(type(n) is int and 0 <= n <= 2**31 for n in shape)
+            ):
                 raise Invalid("outputs: a shape is a short list of non-negative ints")
             nbytes = math.prod(shape) * np.dtype(a["dtype"]).itemsize
             if nbytes > MAX_ARRAY_BYTES:
@@ -203,7 +235,9 @@ def read_array(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarra
         os.close(fd)
 
 
-def _read_array(fd: int, path: Path, dtype: np.dtype, shape: tuple[int, ...], nbytes: int) -> np.ndarray:
+def _read_array(
+    fd: int, path: Path, dtype: np.dtype, shape: tuple[int, ...], nbytes: int
+) -> np.ndarray:
     data = os.pread(fd, 65536 + 16, 0)  # the header (the body is read straight into the array)
     if data[:6] != b"\x93NUMPY" or len(data) < 10:
         raise Invalid(f"{path.name}: not an .npy file")
@@ -217,13 +251,18 @@ def _read_array(fd: int, path: Path, dtype: np.dtype, shape: tuple[int, ...], nb
     if hlen > 65536 or start + hlen > len(data):
         raise Invalid(f"{path.name}: bad header")
     try:
-        header = data[start:start + hlen].decode("latin1" if major < 3 else "utf-8")
+        header = data[start : start + hlen].decode("latin1" if major < 3 else "utf-8")
         import ast
+
         meta = ast.literal_eval(header.strip())
     except Exception:
         raise Invalid(f"{path.name}: unreadable header") from None
-    if (not isinstance(meta, dict) or set(meta) != {"descr", "fortran_order", "shape"}
-            or meta["fortran_order"] is not False or not isinstance(meta["descr"], str)):
+    if (
+        not isinstance(meta, dict)
+        or set(meta) != {"descr", "fortran_order", "shape"}
+        or meta["fortran_order"] is not False
+        or not isinstance(meta["descr"], str)
+    ):
         raise Invalid(f"{path.name}: unexpected header")
     try:
         got = np.dtype(meta["descr"])
@@ -260,12 +299,18 @@ def read_result(out_dir: Path, item_id: str, budget: int | None = None) -> dict:
     if doc["status"] == "ok" and budget is not None:
         total = sum(math.prod(shape) * dt.itemsize for outs in doc["outputs"] for dt, shape in outs)
         if total > budget:
-            raise Invalid(f"its arrays declare {total} bytes, more than the {max(budget, 0)} left of "
-                          "the student's budget for results")
+            raise Invalid(
+                f"its arrays declare {total} bytes, more than the {max(budget, 0)} left of "
+                "the student's budget for results"
+            )
     if doc["status"] == "ok":
-        doc["outputs"] = [[read_array(out_dir / array_name(item_id, i, j), dt, shape)
-                           for j, (dt, shape) in enumerate(outs)]
-                          for i, outs in enumerate(doc["outputs"])]
+        doc["outputs"] = [
+            [
+                read_array(out_dir / array_name(item_id, i, j), dt, shape)
+                for j, (dt, shape) in enumerate(outs)
+            ]
+            for i, outs in enumerate(doc["outputs"])
+        ]
     return doc
 
 
@@ -310,7 +355,7 @@ def finished_items(plan: list[str], stage: str) -> set[str]:
     """Item ids the harness finished before ``stage`` (an accepted stage of ``plan``)."""
     if stage not in plan:
         return set()
-    return {s.split(" ", 1)[1] for s in plan[:plan.index(stage)] if s.startswith("item ")}
+    return {s.split(" ", 1)[1] for s in plan[: plan.index(stage)] if s.startswith("item ")}
 
 
 def parse_cell_stage(stage: str) -> tuple[str, int] | None:

@@ -27,8 +27,18 @@ from pathlib import Path
 
 from mha_grader.stage import COURSE, ENGINE, package_dir
 
-_SYSTEM_ROOTS = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys",
-                 "/dev")
+_SYSTEM_ROOTS = (
+    "/usr",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/bin",
+    "/sbin",
+    "/etc",
+    "/proc",
+    "/sys",
+    "/dev",
+)
 
 
 def site_packages() -> list[str]:
@@ -63,8 +73,7 @@ def bwrap_args(bound: list[str]) -> list[str]:
     bound = [os.path.realpath(b) for b in bound]
     args: list[str] = []
     for h in hidden():
-        if any(_inside(h, b) and h != b for b in bound) and not any(
-                _inside(b, h) for b in bound):
+        if any(_inside(h, b) and h != b for b in bound) and not any(_inside(b, h) for b in bound):
             args += ["--tmpfs", h, "--remount-ro", h]
     return args
 
@@ -151,9 +160,11 @@ def user_problem(readable) -> str | None:
     bad = [h for h in hidden() if readable(Path(h))]
     if not bad:
         return None
-    return (f"the dedicated grading user could read the installed course ({', '.join(bad)}) and "
-            f"{landlock_problem()}; make it unreadable to others (`chmod -R o-rwx` on those "
-            "folders) or use a kernel with Landlock")
+    return (
+        f"the dedicated grading user could read the installed course ({', '.join(bad)}) and "
+        f"{landlock_problem()}; make it unreadable to others (`chmod -R o-rwx` on those "
+        "folders) or use a kernel with Landlock"
+    )
 
 
 def restrict_reads(roots: list[str], hide: list[str]) -> None:

@@ -108,7 +108,9 @@ _HELD: dict[str, int] = {}  # folder -> the descriptor holding its lock (process
 def lock(folder: str | os.PathLike) -> int:
     """Create ``folder/LOCK`` and hold an exclusive ``flock`` on it; returns the descriptor (the
     lock lasts until it is closed, or this process dies). Not inherited by children (O_CLOEXEC)."""
-    fd = os.open(os.path.join(folder, LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fd = os.open(
+        os.path.join(folder, LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+    )
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -154,8 +156,9 @@ def _dead(folder: str) -> bool:
     return True
 
 
-def sweep_stale(tmp: str | None = None, prefixes: tuple[str, ...] = ("mha-grade-", "mha-stage-",
-                                                                     "mha-master-")) -> list[str]:
+def sweep_stale(
+    tmp: str | None = None, prefixes: tuple[str, ...] = ("mha-grade-", "mha-stage-", "mha-master-")
+) -> list[str]:
     """Remove ``<tmp>/<prefix>*`` folders whose grader is dead (a crash, an OOM kill: its
     ``LOCK`` is free, see ``_dead``): unmount any tmpfs under them, then delete. Returns what
     was removed."""
@@ -163,7 +166,9 @@ def sweep_stale(tmp: str | None = None, prefixes: tuple[str, ...] = ("mha-grade-
     removed = []
     with contextlib.suppress(OSError):
         for e in os.scandir(tmp):
-            if not any(e.name.startswith(p) for p in prefixes) or not e.is_dir(follow_symlinks=False):
+            if not any(e.name.startswith(p) for p in prefixes) or not e.is_dir(
+                follow_symlinks=False
+            ):
                 continue
             if not _dead(e.path):
                 continue

@@ -25,7 +25,8 @@ from pathlib import Path
 def _load_lab_tool():
     """tools/lab.py, which `make lab` runs (tools/ is not a package)."""
     spec = importlib.util.spec_from_file_location(
-        "mha_lab_tool", Path(__file__).resolve().parents[2] / "tools" / "lab.py")
+        "mha_lab_tool", Path(__file__).resolve().parents[2] / "tools" / "lab.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -36,8 +37,14 @@ start = _load_lab_tool()
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 # Without the networking flags Chromium keeps calling home, which floods a closed network.
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--disable-dev-shm-usage",
 ]
 # JupyterLab user settings for the test: attach every cell to the DOM (JupyterLab 4 may window
@@ -45,8 +52,10 @@ CHROMIUM_ARGS = [
 # "news / updates" notification over the notebook; terminals readable (test_learner_path.py).
 SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings":
-        {"fetchNews": "false", "checkForUpdates": False},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
     # the terminal's text in the DOM (xterm's accessibility tree), where the test can read it
     "@jupyterlab/terminal-extension/plugin.jupyterlab-settings": {"screenReaderMode": True},
 }
@@ -66,7 +75,9 @@ def copy_course(dest: Path) -> Path:
     (or a copy)."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in COPIED:
-        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        shutil.copytree(
+            ROOT / name, dest / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints")
+        )
     for entry in ROOT.iterdir():
         if entry.name in {*COPIED, ".git", ".venv", "test-artifacts"}:
             continue
@@ -90,24 +101,42 @@ class LabServer:
             (settings / name).write_text(json.dumps(value))
         self.port, self.token = free_port(), secrets.token_hex(16)
         self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, JUPYTER_CONFIG_DIR=str(work / "config"),
-                   JUPYTER_RUNTIME_DIR=str(work / "runtime"))
-        log = ROOT / "test-artifacts" / "jupyter-lab.log"  # kept after the run, next to the screenshots
+        env = dict(
+            os.environ,
+            JUPYTER_CONFIG_DIR=str(work / "config"),
+            JUPYTER_RUNTIME_DIR=str(work / "runtime"),
+        )
+        log = (
+            ROOT / "test-artifacts" / "jupyter-lab.log"
+        )  # kept after the run, next to the screenshots
         log.parent.mkdir(parents=True, exist_ok=True)
         self.log = log.open("w")
         # `make lab`'s command line (tools/lab.py: the course root as the Lab's root, the start
         # page, the venv on PATH), plus what a test needs: its port, token and settings, no browser.
         self.process = subprocess.Popen(
-            start.command(self.root, [
-                "--no-browser", f"--port={self.port}", "--ip=127.0.0.1",
-                f"--IdentityProvider.token={self.token}", f"--LabApp.user_settings_dir={settings}",
-                f"--LabApp.workspaces_dir={work / 'workspaces'}", "--ServerApp.port_retries=0",
-                "--LabApp.extension_manager=readonly"]),  # no PyPI queries from the extension manager
-            cwd=self.root, env=start.environment(env), stdout=self.log, stderr=subprocess.STDOUT)
+            start.command(
+                self.root,
+                [
+                    "--no-browser",
+                    f"--port={self.port}",
+                    "--ip=127.0.0.1",
+                    f"--IdentityProvider.token={self.token}",
+                    f"--LabApp.user_settings_dir={settings}",
+                    f"--LabApp.workspaces_dir={work / 'workspaces'}",
+                    "--ServerApp.port_retries=0",
+                    "--LabApp.extension_manager=readonly",
+                ],
+            ),  # no PyPI queries from the extension manager
+            cwd=self.root,
+            env=start.environment(env),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
 
     def api(self, path: str, method: str = "GET"):
-        request = urllib.request.Request(f"{self.url}{path}", method=method,
-                                         headers={"Authorization": f"token {self.token}"})
+        request = urllib.request.Request(
+            f"{self.url}{path}", method=method, headers={"Authorization": f"token {self.token}"}
+        )
         with urllib.request.urlopen(request, timeout=10) as response:
             body = response.read()
         return json.loads(body) if body else None
@@ -116,19 +145,24 @@ class LabServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited with {self.process.returncode}; "
-                                   f"see {self.log.name}")
+                raise RuntimeError(
+                    f"jupyter lab exited with {self.process.returncode}; see {self.log.name}"
+                )
             try:
                 self.api("/api/status")
                 return
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 time.sleep(0.5)
-        raise TimeoutError(f"jupyter lab did not answer within {timeout:.0f} s; see {self.log.name}")
+        raise TimeoutError(
+            f"jupyter lab did not answer within {timeout:.0f} s; see {self.log.name}"
+        )
 
     def notebook_url(self, name: str, workspace: str) -> str:
         """One workspace per browser page, reset on every load: each page shows only its own
         notebook (pages sharing a workspace would restore each other's open notebooks)."""
-        return f"{self.url}/lab/workspaces/{workspace}/tree/notebooks/{name}?reset&token={self.token}"
+        return (
+            f"{self.url}/lab/workspaces/{workspace}/tree/notebooks/{name}?reset&token={self.token}"
+        )
 
     def shutdown_kernels(self, name: str) -> None:
         """Delete the sessions (and so the kernels) of one notebook, to free memory for the next."""
@@ -149,5 +183,9 @@ class LabServer:
 def launch_chromium(playwright, user_data_dir: Path):
     """A persistent context on a fresh profile folder (Playwright owns ``--user-data-dir``)."""
     return playwright.chromium.launch_persistent_context(
-        str(user_data_dir), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-        viewport={"width": 1280, "height": 900})
+        str(user_data_dir),
+        executable_path=CHROMIUM,
+        headless=True,
+        args=CHROMIUM_ARGS,
+        viewport={"width": 1280, "height": 900},
+    )

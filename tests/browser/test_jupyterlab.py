@@ -76,10 +76,12 @@ class Expected:
         code = [c for c in nb["cells"] if c["cell_type"] == "code"]
         source = ["".join(c["source"]) for c in code]
         outputs = [o.get("data", {}) for c in code for o in c.get("outputs", [])]
-        return cls(code_cells=sum(1 for s in source if s.strip()),
-                   images=sum(1 for d in outputs if any(m in d for m in IMAGE_MIME)),
-                   widgets=sum(1 for d in outputs if WIDGET_MIME in d),
-                   explorer=any(EXPLORER.search(s) for s in source))
+        return cls(
+            code_cells=sum(1 for s in source if s.strip()),
+            images=sum(1 for d in outputs if any(m in d for m in IMAGE_MIME)),
+            widgets=sum(1 for d in outputs if WIDGET_MIME in d),
+            explorer=any(EXPLORER.search(s) for s in source),
+        )
 
 
 @dataclass
@@ -121,8 +123,9 @@ def _browser_available() -> None:
 def _open_and_run_all(page, lab: LabServer, run: Run, workspace: str) -> None:
     page.goto(lab.notebook_url(run.name, workspace))
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", state="attached", timeout=120_000)
-    page.wait_for_selector('.jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status="idle"]',
-                           timeout=120_000)
+    page.wait_for_selector(
+        '.jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status="idle"]', timeout=120_000
+    )
     # Through the menus, as a learner would: Edit > Clear Outputs of All Cells, Run > Run All Cells.
     _menu(page, "Edit", "editmenu:clear-all")
     _menu(page, "Run", "runmenu:run-all")
@@ -154,7 +157,9 @@ def _screenshot(page, run: Run) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     scroller = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer"
     height = page.eval_on_selector(scroller, "e => e.scrollHeight")
-    chrome = page.evaluate("() => window.innerHeight") - page.eval_on_selector(scroller, "e => e.clientHeight")
+    chrome = page.evaluate("() => window.innerHeight") - page.eval_on_selector(
+        scroller, "e => e.clientHeight"
+    )
     slice_height = 12_000
     page.set_viewport_size({"width": 1280, "height": min(height, slice_height) + chrome})
     stem = Path(run.name).stem
@@ -172,12 +177,18 @@ def canary() -> str:
     It runs with the lecture notebooks and proves that the checks above can see what they look for."""
     import nbformat
 
-    cells = ["import ipywidgets\nimport matplotlib.pyplot as plt\n_ = plt.plot([0, 1])\nplt.show()",
-             "ipywidgets.IntSlider(3)",
-             "raise ValueError('the canary fails here')",
-             "print('never runs')"]
+    cells = [
+        "import ipywidgets\nimport matplotlib.pyplot as plt\n_ = plt.plot([0, 1])\nplt.show()",
+        "ipywidgets.IntSlider(3)",
+        "raise ValueError('the canary fails here')",
+        "print('never runs')",
+    ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     return nbformat.writes(nb)
 
 
@@ -223,8 +234,12 @@ def run_in_browser(names: list[str], work: Path) -> dict[str, Run]:
                 for key, (page, run) in list(active.items()):
                     run.state = page.evaluate(STATE_JS) or {}
                     timed_out = time.monotonic() - run.started > NOTEBOOK_TIMEOUT
-                    if (not _done(run) and _nothing_started(run) and run.attempts < 3
-                            and time.monotonic() - run.triggered > 15):
+                    if (
+                        not _done(run)
+                        and _nothing_started(run)
+                        and run.attempts < 3
+                        and time.monotonic() - run.triggered > 15
+                    ):
                         _menu(page, "Run", "runmenu:run-all")
                         run.triggered, run.attempts = time.monotonic(), run.attempts + 1
                         continue
@@ -255,9 +270,13 @@ def browser_runs(request) -> dict[str, Run]:
     Its own temporary folder, not pytest's tmp_path: pytest prunes old base folders when other
     pytest sessions start, which would delete the served notebooks in the middle of the run."""
     _browser_available()
-    selected = [item.callspec.params["notebook"] for item in request.session.items
-                if hasattr(item, "callspec") and "notebook" in item.callspec.params
-                and item.module.__name__ == __name__]
+    selected = [
+        item.callspec.params["notebook"]
+        for item in request.session.items
+        if hasattr(item, "callspec")
+        and "notebook" in item.callspec.params
+        and item.module.__name__ == __name__
+    ]
     with tempfile.TemporaryDirectory(prefix="mha-browser-") as work:
         return run_in_browser(selected or NOTEBOOKS, Path(work))
 
@@ -267,21 +286,28 @@ def test_run_all_in_jupyterlab(notebook: str, browser_runs: dict[str, Run]) -> N
     run = browser_runs[notebook]
     s, want = run.state, run.expected
     where = f"{notebook} (screenshot: {', '.join(p.name for p in run.screenshots)})"
-    print(f"{notebook}: {run.seconds:.0f} s, {run.executed()}/{want.code_cells} cells, "
-          f"{s.get('images')}/{want.images} figures (+{s.get('imagesInWidgets')} in widgets), "
-          f"{s.get('widgetsRendered')}/{want.widgets} widgets, Run All clicked {run.attempts}x")
+    print(
+        f"{notebook}: {run.seconds:.0f} s, {run.executed()}/{want.code_cells} cells, "
+        f"{s.get('images')}/{want.images} figures (+{s.get('imagesInWidgets')} in widgets), "
+        f"{s.get('widgetsRendered')}/{want.widgets} widgets, Run All clicked {run.attempts}x"
+    )
     assert not run.problem, f"{where}: {run.problem}"
     assert not s.get("errors"), f"{where}: error output(s):\n" + "\n---\n".join(s["errors"])
     assert not s.get("dialogs"), f"{where}: dialog(s) open: {s['dialogs']}"
-    assert run.finished, f"{where}: still running after {NOTEBOOK_TIMEOUT:.0f} s: {s.get('prompts')}"
+    assert run.finished, (
+        f"{where}: still running after {NOTEBOOK_TIMEOUT:.0f} s: {s.get('prompts')}"
+    )
     assert run.executed() == want.code_cells, (
-        f"{where}: {run.executed()} of {want.code_cells} code cells executed: {s.get('prompts')}")
+        f"{where}: {run.executed()} of {want.code_cells} code cells executed: {s.get('prompts')}"
+    )
     assert s["images"] == want.images, (
-        f"{where}: {s['images']} figures shown, the committed notebook has {want.images}")
+        f"{where}: {s['images']} figures shown, the committed notebook has {want.images}"
+    )
     assert not s["imagesNotLoaded"], f"{where}: {s['imagesNotLoaded']} image(s) did not load"
     assert not s["widgetProblems"], f"{where}: widgets not rendered: {s['widgetProblems']}"
     assert s["widgetsRendered"] >= want.widgets, (
-        f"{where}: {s['widgetsRendered']} widgets rendered, the committed notebook has {want.widgets}")
+        f"{where}: {s['widgetsRendered']} widgets rendered, the committed notebook has {want.widgets}"
+    )
     if want.explorer:
         assert s["widgetsRendered"] >= 1, f"{where}: the explorer's widgets were not rendered"
     assert not run.page_errors, f"{where}: JavaScript errors in the page: {run.page_errors}"

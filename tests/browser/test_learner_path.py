@@ -23,7 +23,9 @@ pytestmark = pytest.mark.browser
 
 START = "00_start_here.ipynb"
 EXERCISE = "ex01_dot_product_attention.ipynb"
-CHECK_COMMAND = f"mha-course check exercises/{EXERCISE}"  # as the exercise's "Check your work" prints it
+CHECK_COMMAND = (
+    f"mha-course check exercises/{EXERCISE}"  # as the exercise's "Check your work" prints it
+)
 PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 LAST_OUTPUT = f"{PANEL} .jp-CodeCell:last-of-type .jp-OutputArea"
 TERMINAL = ".jp-Terminal:not(.lm-mod-hidden)"
@@ -33,7 +35,9 @@ def _text_matches(page, selector: str, pattern: str, timeout: float = 120_000) -
     """Wait until the element's text matches ``pattern`` (a JS regex); return the text."""
     page.wait_for_function(
         "([sel, pat]) => new RegExp(pat).test(document.querySelector(sel)?.innerText || '')",
-        arg=[selector, pattern], timeout=timeout)
+        arg=[selector, pattern],
+        timeout=timeout,
+    )
     return page.locator(selector).first.inner_text()
 
 
@@ -43,15 +47,22 @@ def _walk(page, lab: LabServer) -> None:
     page.goto(f"{lab.url}/?token={lab.token}")
     page.wait_for_function(
         "name => [...document.querySelectorAll('.lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel')]"
-        ".some(t => t.textContent === name)", arg=START, timeout=120_000)
+        ".some(t => t.textContent === name)",
+        arg=START,
+        timeout=120_000,
+    )
     link = page.locator(f'{PANEL} .jp-MarkdownOutput a[href*="{EXERCISE}"]').first
     link.wait_for(timeout=120_000)
     link.click()  # the exercise link in the start page's course map
     page.wait_for_function(
         "name => [...document.querySelectorAll('.lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel')]"
-        ".some(t => t.textContent === name)", arg=EXERCISE, timeout=60_000)
-    page.wait_for_selector(f'{PANEL} .jp-Notebook-ExecutionIndicator[data-status="idle"]',
-                           timeout=120_000)
+        ".some(t => t.textContent === name)",
+        arg=EXERCISE,
+        timeout=60_000,
+    )
+    page.wait_for_selector(
+        f'{PANEL} .jp-Notebook-ExecutionIndicator[data-status="idle"]', timeout=120_000
+    )
 
     # The "Check your work" cell (the notebook's last), run as a learner would: click it, Run menu.
     page.locator(f"{PANEL} .jp-CodeCell:last-of-type .jp-InputArea-editor").click()
@@ -67,7 +78,9 @@ def _walk(page, lab: LabServer) -> None:
     page.wait_for_timeout(3000)  # the shell's prompt
     page.locator(TERMINAL).click()
     page.keyboard.type(CHECK_COMMAND + "\n", delay=5)
-    text = _text_matches(page, f"{TERMINAL} .xterm-accessibility-tree", r"score: \d|not found|No such file")
+    text = _text_matches(
+        page, f"{TERMINAL} .xterm-accessibility-tree", r"score: \d|not found|No such file"
+    )
     assert "score: 0/" in text and "ex01_softmax" in text, text
 
 

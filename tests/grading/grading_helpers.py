@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
 # two grading threads on two cores; one under pytest-xdist, whose workers already fill the cores
-WORKERS = int(os.environ.get("MHA_GRADE_WORKERS", "1" if os.environ.get("PYTEST_XDIST_WORKER") else "2"))
+WORKERS = int(
+    os.environ.get("MHA_GRADE_WORKERS", "1" if os.environ.get("PYTEST_XDIST_WORKER") else "2")
+)
 # Tight but not flaky on a loaded 2-core machine (child start-up has its own 30 s allowance).
 TEST_LIMITS = Limits(item_timeout=15.0, notebook_timeout=150.0, memory_gb=4.0)
 
@@ -25,6 +27,7 @@ def require_user_mode() -> None:
     dedicated uid cannot read the runtime (a checkout and ``.venv`` in a 0700 folder such as
     ``/root``), where the grader itself refuses that mode."""
     from mha_grader.sandbox import isolation
+
     problem = isolation.user_runtime_problem()
     if problem:
         pytest.skip(f"mode user cannot run here: {problem}")
@@ -40,8 +43,13 @@ def solution(name: str) -> Path:
     return SOLUTIONS / f"{resolve(name)}.ipynb"
 
 
-def build(name: str, dest: Path, replace: dict[str, str] | None = None, drop: tuple[str, ...] = (),
-          extra: list[tuple[int, str]] = ()) -> Path:
+def build(
+    name: str,
+    dest: Path,
+    replace: dict[str, str] | None = None,
+    drop: tuple[str, ...] = (),
+    extra: list[tuple[int, str]] = (),
+) -> Path:
     """A submission made from exercise ``name``'s solution (see ``make_submission``)."""
     return make_submission(solution(name), dest, replace, drop, extra)
 
@@ -63,9 +71,15 @@ def grade_many(jobs: dict[str, tuple[Path, str]], seed: int = 7, limits: Limits 
         home[stem] = (key, path)
 
     def one(batch):
-        graded = grade_submission({stem: path for stem, (_, path) in batch.items()},
-                                  {stem: items_for(stem) for stem in batch}, seed, limits)
-        return {batch[stem][0]: ({r.id: r for r in res}, notes) for stem, (res, notes) in graded.items()}
+        graded = grade_submission(
+            {stem: path for stem, (_, path) in batch.items()},
+            {stem: items_for(stem) for stem in batch},
+            seed,
+            limits,
+        )
+        return {
+            batch[stem][0]: ({r.id: r for r in res}, notes) for stem, (res, notes) in graded.items()
+        }
 
     out = {}
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:

@@ -11,7 +11,12 @@ from grading_helpers import build, grade_many
 
 from mha_course.grading import items_for
 
-ATT, CAUSAL, ADD, SCORES = "ex02_attention", "ex02_causal_mask", "ex02_additive_mask", "ex02_scaled_scores"
+ATT, CAUSAL, ADD, SCORES = (
+    "ex02_attention",
+    "ex02_causal_mask",
+    "ex02_additive_mask",
+    "ex02_scaled_scores",
+)
 ALL = (SCORES, CAUSAL, ADD, ATT)
 
 
@@ -36,33 +41,74 @@ return weights @ value, weights
 
 # name -> (build kwargs, {item: (status, text in message)}); items not listed must pass.
 CASES: dict[str, tuple[dict, dict[str, tuple[str, str]]]] = {
-    "renamed_function": ({"replace": {ATT: "def my_attention(q, k, v, m=None):\n" + "\n".join(
-                                      "    " + ln for ln in GOOD_ATT.strip().split("\n"))}},
-                         {ATT: ("missing function", "attention")}),
+    "renamed_function": (
+        {
+            "replace": {
+                ATT: "def my_attention(q, k, v, m=None):\n"
+                + "\n".join("    " + ln for ln in GOOD_ATT.strip().split("\n"))
+            }
+        },
+        {ATT: ("missing function", "attention")},
+    ),
     "deleted_cell": ({"drop": (ADD,)}, {ADD: ("missing function", "additive_mask")}),
-    "syntax_error": ({"replace": {CAUSAL: "def make_causal_mask(L, S)\n    return 1"}},
-                     {CAUSAL: ("missing function", "")}),
-    "exception": ({"replace": _causal("raise ValueError('boom')")}, {CAUSAL: ("error", "raised ValueError at line 2 of cell")}),
-    "sys_exit_in_function": ({"replace": _causal("import sys\nsys.exit(0)")},
-                             {CAUSAL: ("error", "sys.exit")}),
+    "syntax_error": (
+        {"replace": {CAUSAL: "def make_causal_mask(L, S)\n    return 1"}},
+        {CAUSAL: ("missing function", "")},
+    ),
+    "exception": (
+        {"replace": _causal("raise ValueError('boom')")},
+        {CAUSAL: ("error", "raised ValueError at line 2 of cell")},
+    ),
+    "sys_exit_in_function": (
+        {"replace": _causal("import sys\nsys.exit(0)")},
+        {CAUSAL: ("error", "sys.exit")},
+    ),
     "sys_exit_top_level": ({"extra": [(2, "import sys\nsys.exit('bye')")]}, {}),
-    "os_exit_in_function": ({"replace": _causal("import os\nos._exit(0)")}, {CAUSAL: ("crashed", "")}),
+    "os_exit_in_function": (
+        {"replace": _causal("import os\nos._exit(0)")},
+        {CAUSAL: ("crashed", "")},
+    ),
     "os_exit_top_level": ({"extra": [(2, "import os\nos._exit(1)")]}, {}),
-    "infinite_loop_in_function": ({"replace": _causal("while True:\n    pass")}, {CAUSAL: ("timeout", "")}),
+    "infinite_loop_in_function": (
+        {"replace": _causal("while True:\n    pass")},
+        {CAUSAL: ("timeout", "")},
+    ),
     "sleep_forever_top_level": ({"extra": [(2, "import time\ntime.sleep(10_000)")]}, {}),
-    "memory_bomb": ({"replace": _causal("x = bytearray(64 * 2**30)\nreturn x")}, {CAUSAL: ("memory limit", "")}),
-    "torch_memory_bomb": ({"replace": _causal("return torch.empty(2**40, dtype=torch.bool)")},
-                          {CAUSAL: ("memory limit", "")}),
-    "nan_output": ({"replace": _att("return (torch.full(query.shape[:-1] + value.shape[-1:], float('nan')),\n"
-                                  "        torch.full(query.shape[:-1] + key.shape[-2:-1], float('nan')))")},
-                   {ATT: ("non-finite", "NaN/inf")}),
-    "wrong_dtype": ({"replace": {ADD: "def additive_mask(mask, dtype):\n    return torch.zeros(mask.shape, dtype=torch.float64).masked_fill(~mask, float('-inf'))"}},
-                    {ADD: ("wrong dtype", "float64 returned for float32 input")}),
-    "wrong_shape": ({"replace": _causal("return torch.ones(S, L + 1, dtype=torch.bool).tril()")},
-                    {CAUSAL: ("wrong shape", "expected shape (L, S) = ")}),
+    "memory_bomb": (
+        {"replace": _causal("x = bytearray(64 * 2**30)\nreturn x")},
+        {CAUSAL: ("memory limit", "")},
+    ),
+    "torch_memory_bomb": (
+        {"replace": _causal("return torch.empty(2**40, dtype=torch.bool)")},
+        {CAUSAL: ("memory limit", "")},
+    ),
+    "nan_output": (
+        {
+            "replace": _att(
+                "return (torch.full(query.shape[:-1] + value.shape[-1:], float('nan')),\n"
+                "        torch.full(query.shape[:-1] + key.shape[-2:-1], float('nan')))"
+            )
+        },
+        {ATT: ("non-finite", "NaN/inf")},
+    ),
+    "wrong_dtype": (
+        {
+            "replace": {
+                ADD: "def additive_mask(mask, dtype):\n    return torch.zeros(mask.shape, dtype=torch.float64).masked_fill(~mask, float('-inf'))"
+            }
+        },
+        {ADD: ("wrong dtype", "float64 returned for float32 input")},
+    ),
+    "wrong_shape": (
+        {"replace": _causal("return torch.ones(S, L + 1, dtype=torch.bool).tril()")},
+        {CAUSAL: ("wrong shape", "expected shape (L, S) = ")},
+    ),
     "returns_string": ({"replace": _att("return '25 passed'")}, {ATT: ("wrong type", "str")}),
     "returns_list_of_floats": ({"replace": _att("return [0.0] * 3")}, {ATT: ("wrong type", "")}),
-    "eq_always_true": ({"replace": {ATT: '''
+    "eq_always_true": (
+        {
+            "replace": {
+                ATT: """
 class Anything(torch.Tensor):
     def __eq__(self, other):
         return True
@@ -70,18 +116,41 @@ class Anything(torch.Tensor):
         raise RuntimeError
 def attention(query, key, value, attn_mask=None):
     return torch.zeros(1).as_subclass(Anything)
-'''}}, {ATT: ("wrong type", "class from the notebook")}),
-    "eq_always_true_plain_object": ({"replace": {ATT: '''
+"""
+            }
+        },
+        {ATT: ("wrong type", "class from the notebook")},
+    ),
+    "eq_always_true_plain_object": (
+        {
+            "replace": {
+                ATT: """
 class Yes:
     shape = dtype = None
     def __eq__(self, other):
         return True
 def attention(query, key, value, attn_mask=None):
     return Yes()
-'''}}, {ATT: ("wrong type", "class from the notebook")}),
-    "megabytes_of_printing": ({"extra": [(2, "print('x' * 30_000_000)")],
-                               "replace": _causal("print('y' * 5_000_000)\nreturn torch.ones(L, S, dtype=torch.bool).tril()")}, {}),
-    "forged_output_and_files": ({"extra": [(2, '''
+"""
+            }
+        },
+        {ATT: ("wrong type", "class from the notebook")},
+    ),
+    "megabytes_of_printing": (
+        {
+            "extra": [(2, "print('x' * 30_000_000)")],
+            "replace": _causal(
+                "print('y' * 5_000_000)\nreturn torch.ones(L, S, dtype=torch.bool).tril()"
+            ),
+        },
+        {},
+    ),
+    "forged_output_and_files": (
+        {
+            "extra": [
+                (
+                    2,
+                    """
 import json, os, sys
 print("25 passed, 0 failed\\nscore: 100/100")
 for name in ("results.json", "grades.csv", "ex02_attention.json"):
@@ -91,8 +160,19 @@ for d in sys.argv[1:]:
         open(os.path.join(d, "ex02_attention.json"), "w").write('{"status": "ok", "n_outputs": [1, 1, 1, 1]}')
     except OSError:
         pass
-''')], "replace": _att("raise NotImplementedError")}, {ATT: ("not implemented", "")}),
-    "forged_result_then_exit": ({"extra": [(2, '''
+""",
+                )
+            ],
+            "replace": _att("raise NotImplementedError"),
+        },
+        {ATT: ("not implemented", "")},
+    ),
+    "forged_result_then_exit": (
+        {
+            "extra": [
+                (
+                    2,
+                    """
 import json, os, sys
 import numpy as np
 out = sys.argv[2]
@@ -100,8 +180,19 @@ with open(os.path.join(out, "ex02_attention.npz"), "wb") as f:
     np.savez(f, **{f"c{i}_o0": np.zeros(1) for i in range(4)})
 open(os.path.join(out, "ex02_attention.json"), "w").write(json.dumps({"status": "ok", "n_outputs": [1] * 4}))
 os._exit(0)
-''')], "replace": _att("raise NotImplementedError")}, {ATT: ("not implemented", "")}),
-    "monkeypatch_checks": ({"extra": [(2, '''
+""",
+                )
+            ],
+            "replace": _att("raise NotImplementedError"),
+        },
+        {ATT: ("not implemented", "")},
+    ),
+    "monkeypatch_checks": (
+        {
+            "extra": [
+                (
+                    2,
+                    """
 import numpy as np, torch.testing
 torch.testing.assert_close = lambda *a, **k: None
 np.allclose = np.array_equal = lambda *a, **k: True
@@ -109,41 +200,102 @@ np.testing.assert_allclose = lambda *a, **k: None
 import mha_grader.compare as C
 C.judge = lambda *a, **k: None
 C.compare_output = lambda *a, **k: None
-''')], "replace": _att("return (torch.zeros(query.shape[:-1] + value.shape[-1:], dtype=query.dtype),\n"
-                                         "        torch.zeros(query.shape[:-1] + key.shape[-2:-1], dtype=query.dtype))")},
-        {ATT: ("wrong values", "values differ")}),
-    "forbidden_sdpa": ({"replace": _att("return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask)")},
-                       {ATT: ("forbidden API", "scaled_dot_product_attention")}),
-    "forbidden_sdpa_obfuscated": ({"replace": _att(
-        "f = getattr(__import__('torch').nn.functional, 'scaled_dot_' + 'product_attention')\n"
-        "return f(query, key, value, attn_mask=attn_mask)")},
-        {ATT: ("forbidden API", "scaled_dot_product_attention")}),
-    "forbidden_sdpa_captured_early": ({"extra": [(2, "SHORTCUT = getattr(torch.nn.functional, 'scaled_dot_product' + '_attention')")],
-                                       "replace": _att("return SHORTCUT(query, key, value, attn_mask=attn_mask)")},
-                                      {ATT: ("forbidden API", "scaled_dot_product_attention")}),
-    "forbidden_course_sdpa_obfuscated": ({"replace": _att(
-        "f = getattr(__import__('mha_course'), 'scaled_dot_product' + '_attention')\n"
-        "return f(query, key, value, attn_mask=attn_mask)")},
-        {ATT: ("forbidden API", "mha_course.ops.sdpa.scaled_dot_product_attention")}),
-    "forbidden_causal_helper": ({"replace": _causal("import mha_course\nreturn mha_course.causal_mask(L, S)")},
-                                {CAUSAL: ("forbidden API", "causal_mask")}),
+""",
+                )
+            ],
+            "replace": _att(
+                "return (torch.zeros(query.shape[:-1] + value.shape[-1:], dtype=query.dtype),\n"
+                "        torch.zeros(query.shape[:-1] + key.shape[-2:-1], dtype=query.dtype))"
+            ),
+        },
+        {ATT: ("wrong values", "values differ")},
+    ),
+    "forbidden_sdpa": (
+        {
+            "replace": _att(
+                "return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask)"
+            )
+        },
+        {ATT: ("forbidden API", "scaled_dot_product_attention")},
+    ),
+    "forbidden_sdpa_obfuscated": (
+        {
+            "replace": _att(
+                "f = getattr(__import__('torch').nn.functional, 'scaled_dot_' + 'product_attention')\n"
+                "return f(query, key, value, attn_mask=attn_mask)"
+            )
+        },
+        {ATT: ("forbidden API", "scaled_dot_product_attention")},
+    ),
+    "forbidden_sdpa_captured_early": (
+        {
+            "extra": [
+                (2, "SHORTCUT = getattr(torch.nn.functional, 'scaled_dot_product' + '_attention')")
+            ],
+            "replace": _att("return SHORTCUT(query, key, value, attn_mask=attn_mask)"),
+        },
+        {ATT: ("forbidden API", "scaled_dot_product_attention")},
+    ),
+    "forbidden_course_sdpa_obfuscated": (
+        {
+            "replace": _att(
+                "f = getattr(__import__('mha_course'), 'scaled_dot_product' + '_attention')\n"
+                "return f(query, key, value, attn_mask=attn_mask)"
+            )
+        },
+        {ATT: ("forbidden API", "mha_course.ops.sdpa.scaled_dot_product_attention")},
+    ),
+    "forbidden_causal_helper": (
+        {"replace": _causal("import mha_course\nreturn mha_course.causal_mask(L, S)")},
+        {CAUSAL: ("forbidden API", "causal_mask")},
+    ),
     # Bounded on purpose: if the block ever failed, 5 short-lived processes, not a real bomb.
-    "fork_bomb": ({"replace": _causal("import os\nfor _ in range(5):\n    if os.fork() == 0:\n        os._exit(0)")},
-                  {CAUSAL: ("error", "PermissionError")}),
-    "subprocess_and_kill_parent": ({"extra": [(2, '''
+    "fork_bomb": (
+        {
+            "replace": _causal(
+                "import os\nfor _ in range(5):\n    if os.fork() == 0:\n        os._exit(0)"
+            )
+        },
+        {CAUSAL: ("error", "PermissionError")},
+    ),
+    "subprocess_and_kill_parent": (
+        {
+            "extra": [
+                (
+                    2,
+                    """
 import os, subprocess, signal
 try:
     subprocess.Popen(["sleep", "300"])
 except Exception as e:
     print(e)
 os.kill(os.getppid(), signal.SIGKILL)
-''')]}, {}),
-    "recursion": ({"replace": _causal("return make_causal_mask(L, S)")}, {CAUSAL: ("error", "RecursionError")}),
-    "huge_output": ({"replace": _att("return torch.zeros(60_000_000)")}, {ATT: ("wrong type", "elements")}),
-    "magics_and_shell": ({"extra": [(1, "!rm -rf ~\n%time x = 1\nif True:\n    !echo hi"), (2, "%%bash\nrm -rf /")]}, {}),
+""",
+                )
+            ]
+        },
+        {},
+    ),
+    "recursion": (
+        {"replace": _causal("return make_causal_mask(L, S)")},
+        {CAUSAL: ("error", "RecursionError")},
+    ),
+    "huge_output": (
+        {"replace": _att("return torch.zeros(60_000_000)")},
+        {ATT: ("wrong type", "elements")},
+    ),
+    "magics_and_shell": (
+        {"extra": [(1, "!rm -rf ~\n%time x = 1\nif True:\n    !echo hi"), (2, "%%bash\nrm -rf /")]},
+        {},
+    ),
     # Staged courses are hard links to one master (stage.py): a write that got through would
     # reach every course of the class. See test_no_staged_course_was_poisoned.
-    "poison_staged_course": ({"extra": [(2, '''
+    "poison_staged_course": (
+        {
+            "extra": [
+                (
+                    2,
+                    """
 import os
 import mha_course
 here = os.path.dirname(mha_course.__file__)
@@ -155,23 +307,34 @@ for name in ("ops/masks.py", "ops/sdpa.py", "__init__.py", os.path.join("ops", "
             attack()
         except OSError as e:
             print(type(e).__name__)
-''')]}, {}),
+""",
+                )
+            ]
+        },
+        {},
+    ),
 }
 
 
 def _write_invalid(tmp: Path) -> dict[str, tuple[Path, dict]]:
-    bad = {"invalid_json": "{ not json", "no_cells": json.dumps({"nbformat": 4, "metadata": {}}),
-           "cell_source_not_text": json.dumps({"cells": [{"cell_type": "code", "source": 5}]})}
+    bad = {
+        "invalid_json": "{ not json",
+        "no_cells": json.dumps({"nbformat": 4, "metadata": {}}),
+        "cell_source_not_text": json.dumps({"cells": [{"cell_type": "code", "source": 5}]}),
+    }
     out = {}
     for name, text in bad.items():
         p = tmp / name / "sub.ipynb"
         p.parent.mkdir(parents=True)
         p.write_text(text)
-        out[name] = (p, dict.fromkeys([it.id for it in items_for("ex02")], ("invalid notebook", "")))
+        out[name] = (
+            p,
+            dict.fromkeys([it.id for it in items_for("ex02")], ("invalid notebook", "")),
+        )
     return out
 
 
-ESCAPE = '''
+ESCAPE = """
 import ctypes, os, time
 libc = ctypes.CDLL(None)
 pid = libc.fork()
@@ -182,7 +345,7 @@ if pid == 0:
         time.sleep(300)
     os._exit(0)
 time.sleep(1.0)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -196,8 +359,11 @@ def graded(tmp_path_factory):
         jobs[name], expect[name] = (path, "ex02"), exp
     pidfile = tmp / "escaped.pid"
     jobs["escaped_background_process"] = (
-        build("ex02", tmp / "escape" / "sub.ipynb", extra=[(2, ESCAPE.format(pidfile=str(pidfile)))]),
-        "ex02")
+        build(
+            "ex02", tmp / "escape" / "sub.ipynb", extra=[(2, ESCAPE.format(pidfile=str(pidfile)))]
+        ),
+        "ex02",
+    )
     expect["escaped_background_process"] = {}
     return grade_many(jobs), expect, pidfile
 
@@ -213,7 +379,9 @@ def test_hostile_submission(name, graded):
         r = res[item.id]
         if item.id in expect[name]:
             status, text = expect[name][item.id]
-            assert (r.points, r.status) == (0.0, status), f"{item.id}: {r.status}: {r.message} {notes}"
+            assert (r.points, r.status) == (0.0, status), (
+                f"{item.id}: {r.status}: {r.message} {notes}"
+            )
             assert text in r.message, f"{item.id}: {r.message!r} lacks {text!r}"
         else:
             assert r.passed, f"{item.id}: {r.status}: {r.message} {notes}"
@@ -221,6 +389,7 @@ def test_hostile_submission(name, graded):
 
 def test_at_least_twenty_hostile_submissions():
     assert len(NAMES) >= 20
+
 
 # Processes that outlive their submission: tests/grading/test_isolation.py
 # (test_nothing_a_submission_started_outlives_it) — in the sandbox the escape cannot even write its pidfile.
@@ -230,8 +399,11 @@ def test_no_staged_course_was_poisoned(graded):
     """After the class above (poison_staged_course among it), every staged course and the master
     they are linked to hold exactly what staging wrote: nothing appended, no file missing."""
     from mha_grader.sandbox.launch import stager
+
     master = stager()._compiled_master() / "mha_course"
-    courses = [p / "mha_course" for p in stager().root.glob("course-*") if not p.name.endswith(".tmp")]
+    courses = [
+        p / "mha_course" for p in stager().root.glob("course-*") if not p.name.endswith(".tmp")
+    ]
     assert courses
     for course in [master, *courses]:
         for name in ("ops/masks.py", "ops/sdpa.py", "__init__.py"):
@@ -240,13 +412,12 @@ def test_no_staged_course_was_poisoned(graded):
         assert oct((course / "ops" / "masks.py").stat().st_mode & 0o777) == "0o644"
 
 
-
 # ---------------------------------------------------------------- drivers in the learner's process
 
 # ex19's ring_step that does no ring and no merge: it walks up to what its driver holds (the
 # frames by sys._getframe and inspect, and every dict gc knows) for the WHOLE keys and values,
 # and returns the final attention of its queries at every step (issue #30, route 5).
-RING_FROM_THE_DRIVER = '''
+RING_FROM_THE_DRIVER = """
 def ring_step(out, lse, query, key, value, q_pos, k_pos, is_causal, scale):
     import gc, inspect, sys
     def full(x):
@@ -272,7 +443,7 @@ def ring_step(out, lse, query, key, value, q_pos, k_pos, is_causal, scale):
         scores = scores.masked_fill(torch.arange(K.shape[-2])[None, :] > q_pos[:, None], float("-inf"))
     best = torch.logsumexp(scores, -1)
     return torch.softmax(scores, -1) @ V, best
-'''
+"""
 
 
 def test_a_ring_step_cannot_answer_from_its_drivers_frames(tmp_path):
@@ -281,10 +452,15 @@ def test_a_ring_step_cannot_answer_from_its_drivers_frames(tmp_path):
     holds the ring now and hands the driver one key/value block per step, each only after the
     state before, which it checks. (Before the fix: 3/3, the driver held every rank's keys and
     values in the learner's process.)"""
-    nb = build("ex19", tmp_path / "ring" / "ex19_ring_attention.ipynb",
-               replace={"ex19_ring_step": RING_FROM_THE_DRIVER})
+    nb = build(
+        "ex19",
+        tmp_path / "ring" / "ex19_ring_attention.ipynb",
+        replace={"ex19_ring_step": RING_FROM_THE_DRIVER},
+    )
     res, notes = grade_many({"ring": (nb, "ex19")})["ring"]
     r = res["ex19_ring_step"]
-    assert r.points == 0.0 and r.status == "wrong values", f"the step answered from the driver: {r} {notes}"
+    assert r.points == 0.0 and r.status == "wrong values", (
+        f"the step answered from the driver: {r} {notes}"
+    )
     others = [x for i, x in res.items() if i != "ex19_ring_step"]
     assert others and all(x.passed for x in others), others

@@ -19,8 +19,13 @@ EX01, EX02 = "ex01_dot_product_attention", "ex02_scaled_dot_product_attention"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mha_course.cli", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "mha_course.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_assignment_limits_items_totals_columns_and_feedback(tmp_path):
@@ -30,8 +35,17 @@ def test_assignment_limits_items_totals_columns_and_feedback(tmp_path):
         shutil.copy(SOLUTIONS / f"{stem}.ipynb", sub / "alice" / f"{stem}.ipynb")
     (sub / "bob").mkdir()
     out = tmp_path / "graded"
-    proc = _cli("grade", str(sub), "--out", str(out), "--key-file", str(tmp_path / "k"), "--no-progress",
-                "--assignment", "ex01")
+    proc = _cli(
+        "grade",
+        str(sub),
+        "--out",
+        str(out),
+        "--key-file",
+        str(tmp_path / "k"),
+        "--no-progress",
+        "--assignment",
+        "ex01",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ex01 = [it for it in all_items() if it.notebook == EX01]
     most = sum(it.points for it in ex01)
@@ -55,7 +69,9 @@ def test_assignment_file_and_bad_values(tmp_path):
     listing.write_text("# problem set 1\nex02  # attention\nex01_dot_product_attention\n")
     assert parse_assignment(str(listing)) == [EX01, EX02]  # course order
     assert parse_assignment("ex02,ex01") == [EX01, EX02]
-    with pytest.raises(ValueError, match=r"--assignment: expected exercises such as ex02,ex04 .*'ex99' is not one"):
+    with pytest.raises(
+        ValueError, match=r"--assignment: expected exercises such as ex02,ex04 .*'ex99' is not one"
+    ):
         parse_assignment("ex01,ex99")
     (tmp_path / "s").mkdir()
     for bad in ("ex99", ","):

@@ -29,13 +29,14 @@ def _require_sandbox() -> None:
 
 def _limits(**kw):
     from mha_grader.sandbox.launch import Limits
+
     return Limits(**{**TEST_LIMITS.__dict__, **kw})
 
 
 # A cell that finds the progress it inherited (the file, and the harness's progress stream, from
 # the harness's frames) and keeps rewriting it (going back to "setup", which has a start-up
 # allowance, and to a stage that is not in the plan).
-STRETCH = r'''
+STRETCH = r"""
 import os, sys, time
 _fd = next(int(f) for f in os.listdir("/proc/self/fd")
            if os.readlink(f"/proc/self/fd/{f}").endswith("/progress"))
@@ -49,7 +50,7 @@ for _i in range(10_000):
     if _stream is not None:
         os.write(_stream, _line)
     time.sleep(0.5)
-'''
+"""
 
 
 def test_a_cell_cannot_stretch_its_wall_limit_by_writing_progress(tmp_path):
@@ -59,9 +60,10 @@ def test_a_cell_cannot_stretch_its_wall_limit_by_writing_progress(tmp_path):
     _require_sandbox()
     nb = build("ex02", tmp_path / "stretch" / f"{EX02}.ipynb", extra=[(2, STRETCH)])
     start = time.monotonic()
-    res, notes = grade_many({"s": (nb, "ex02")},
-                            limits=_limits(item_timeout=3.0, student_timeout=90.0,
-                                           notebook_timeout=90.0))["s"]
+    res, notes = grade_many(
+        {"s": (nb, "ex02")},
+        limits=_limits(item_timeout=3.0, student_timeout=90.0, notebook_timeout=90.0),
+    )["s"]
     took = time.monotonic() - start
     assert took < 50.0, f"the cell held the grader for {took:.0f} s (its limit is 3 s)"
     assert all(r.status == "invalid result" and "progress" in r.message for r in res.values()), res
@@ -72,7 +74,7 @@ def test_a_cell_cannot_stretch_its_wall_limit_by_writing_progress(tmp_path):
 # each later stage starts its allowance early; then it defines the graded function. Three quick
 # cells follow it: the harness names their stages again within microseconds. It reads the plan
 # as the parent does (the job and the protocol, from the harness's frames).
-AHEAD = r'''
+AHEAD = r"""
 import os, sys, time
 from mha_grader.sandbox import protocol as _p
 _f = sys._getframe()
@@ -90,9 +92,11 @@ for _stage in _plan[_at + 1:_at + 4]:
     if _job.get("progress_fd") is not None:
         os.write(_job["progress_fd"], _line)
 time.sleep(2.0)
-'''
+"""
 SLOW = "import time\ntime.sleep(8.0)\n"
-GOOD_MASK = "def make_causal_mask(L, S):\n    return torch.tril(torch.ones(L, S, dtype=torch.bool))\n"
+GOOD_MASK = (
+    "def make_causal_mask(L, S):\n    return torch.tril(torch.ones(L, S, dtype=torch.bool))\n"
+)
 BROKEN_MASK = "def make_causal_mask(L, S):\n    raise NotImplementedError\n"
 
 
@@ -107,11 +111,23 @@ def test_a_slow_cell_cannot_buy_time_by_naming_later_stages(tmp_path):
     _require_sandbox()
     jobs = {}
     for name, cell in (("honest", SLOW), ("ahead", AHEAD)):
-        jobs[name] = (build("ex02", tmp_path / name / f"{EX02}.ipynb", replace={CAUSAL: BROKEN_MASK},
-                            extra=[(-1, cell + GOOD_MASK), *((-1, f"_x = {k}") for k in range(3))]), "ex02")
-    got = grade_many(jobs, limits=_limits(item_timeout=3.0, student_timeout=90.0, notebook_timeout=90.0))
+        jobs[name] = (
+            build(
+                "ex02",
+                tmp_path / name / f"{EX02}.ipynb",
+                replace={CAUSAL: BROKEN_MASK},
+                extra=[(-1, cell + GOOD_MASK), *((-1, f"_x = {k}") for k in range(3))],
+            ),
+            "ex02",
+        )
+    got = grade_many(
+        jobs, limits=_limits(item_timeout=3.0, student_timeout=90.0, notebook_timeout=90.0)
+    )
     honest, ahead = got["honest"][0][CAUSAL], got["ahead"][0][CAUSAL]
-    assert not honest.passed and any("timeout" in n for n in got["honest"][1]), (honest, got["honest"][1])
+    assert not honest.passed and any("timeout" in n for n in got["honest"][1]), (
+        honest,
+        got["honest"][1],
+    )
     assert not ahead.passed, f"the cell bought time by naming later stages: {ahead}"
     assert ahead.status == "invalid result" and "progress" in ahead.message, ahead
 
@@ -122,8 +138,10 @@ def _modes() -> list[str]:
 
 def _need(mode: str) -> None:
     from mha_grader.sandbox import space
+
     if mode == "user":
         from grading_helpers import require_user_mode
+
         require_user_mode()  # root, and the dedicated uid can read the runtime (not a 0700 clone)
     if mode == "bwrap":
         _require_sandbox()
@@ -132,7 +150,7 @@ def _need(mode: str) -> None:
 
 
 # Fill the writable space: bytes (8 MiB files, under the per-file limit) or files (empty ones).
-FILL = r'''
+FILL = r"""
 import errno, os
 _wrote, _files, _err = 0, 0, None
 try:
@@ -148,7 +166,7 @@ try:
             _files += 1
 except OSError as _e:
     _err = _e.errno
-'''
+"""
 
 
 @pytest.mark.parametrize("polled", [True, False], ids=["polled", "between-polls"])
@@ -163,20 +181,29 @@ def test_filling_the_writable_space_is_a_clear_status(tmp_path, monkeypatch, mod
     and the zygote frees it between two polls: this test failed in CI that way, 1 run in ~3);
     the zygote's look before it clears the unit's files still reports it."""
     from grading_helpers import build
+
     _need(mode)
     if not polled:
         from mha_grader.sandbox import launch as sandbox
+
         monkeypatch.setattr(sandbox.space, "full", lambda root: False)
-    check = ("if _err == errno.ENOSPC and _wrote <= (32 << 20) and _files <= 600:\n"
-             "        return torch.tril(torch.ones(L, S, dtype=torch.bool))\n"
-             "    raise RuntimeError(f'not stopped: {_err} {_wrote} {_files}')")
-    nb = build("ex02", tmp_path / "fill" / f"{EX02}.ipynb",
-               replace={CAUSAL: f"def make_causal_mask(L, S):\n    {check}\n"},
-               extra=[(2, f"KIND = {kind!r}\n" + FILL)])
+    check = (
+        "if _err == errno.ENOSPC and _wrote <= (32 << 20) and _files <= 600:\n"
+        "        return torch.tril(torch.ones(L, S, dtype=torch.bool))\n"
+        "    raise RuntimeError(f'not stopped: {_err} {_wrote} {_files}')"
+    )
+    nb = build(
+        "ex02",
+        tmp_path / "fill" / f"{EX02}.ipynb",
+        replace={CAUSAL: f"def make_causal_mask(L, S):\n    {check}\n"},
+        extra=[(2, f"KIND = {kind!r}\n" + FILL)],
+    )
     from mha_course.grading import items_for
     from mha_grader.runner import grade_submission
-    results, notes = grade_submission({"nb": nb}, {"nb": items_for("ex02")}, 7,
-                                      _limits(disk_mb=32, disk_files=600), mode)["nb"]
+
+    results, notes = grade_submission(
+        {"nb": nb}, {"nb": items_for("ex02")}, 7, _limits(disk_mb=32, disk_files=600), mode
+    )["nb"]
     by_id = {r.id: r for r in results}
     assert by_id[CAUSAL].passed, (by_id[CAUSAL], notes)
     assert any("filled its writable space (temp: 32 MiB, 600 files" in n for n in notes), notes
@@ -187,7 +214,7 @@ def test_filling_the_writable_space_is_a_clear_status(tmp_path, monkeypatch, mod
 
 # Run in a FRESH grader process (so its peak memory is its own): grade a class folder, print what
 # came out and the grader's peak RSS (ru_maxrss, KiB on Linux) and its RSS before grading.
-PROBE = r'''
+PROBE = r"""
 import json, os, resource, sys, time
 from pathlib import Path
 from mha_grader.classroom import grade_class
@@ -207,24 +234,31 @@ print("PROBE", json.dumps({"pid": os.getpid(), "before_kib": before, "peak_kib":
                 for s, r in res.items()},
       "feedback": {s: (Path(sys.argv[2]) / s / "feedback.md").read_text() for s in rows},
       "meta": json.loads((Path(sys.argv[2]) / "grading.json").read_text())}))
-'''
+"""
 
 # Every ex01 function of the hostile student returns as much as a result may be: three arrays
 # of 56 MiB per case (under the 64 MiB file limit; up to 504 MiB per item, under the per-item
 # cap of 512 MiB; 1.7 GiB for the four items).
-FLOOD = "\n".join(f"def {f}(*a, **k):\n    import numpy as np\n"
-                  "    return tuple(np.ones(7_000_000) for _ in range(3))\n"
-                  for f in ("softmax", "dot_scores", "attend", "attention_weights"))
+FLOOD = "\n".join(
+    f"def {f}(*a, **k):\n    import numpy as np\n"
+    "    return tuple(np.ones(7_000_000) for _ in range(3))\n"
+    for f in ("softmax", "dot_scores", "attend", "attention_weights")
+)
 
 
 def _class(tmp_path, *hostile: str):
     """Three students: two hand in ex01's solution, "mallory" ex01 with the ``hostile`` cells
     appended."""
     from grading_helpers import build
+
     sub = tmp_path / "class"
     for s in ("alice", "bob"):
         build("ex01", sub / s / "ex01_dot_product_attention.ipynb")
-    build("ex01", sub / "mallory" / "ex01_dot_product_attention.ipynb", extra=[(-1, h) for h in hostile])
+    build(
+        "ex01",
+        sub / "mallory" / "ex01_dot_product_attention.ipynb",
+        extra=[(-1, h) for h in hostile],
+    )
     return sub
 
 
@@ -239,9 +273,15 @@ def _probe(sub, out, cgroup=None, ex: str = "ex01") -> dict:
         if cgroup is not None:
             cgroup.enter()
 
-    proc = subprocess.run([sys.executable, "-c", PROBE, str(sub), str(out), ex], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900, preexec_fn=enter,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, str(sub), str(out), ex],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        preexec_fn=enter,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, f"the grader died (exit {proc.returncode}): {proc.stderr[-3000:]}"
     return json.loads(proc.stdout.split("PROBE", 1)[1])
 
@@ -261,7 +301,9 @@ def test_a_results_flood_costs_the_grader_a_fixed_budget(tmp_path):
     assert not any(v == "passed" for v in got["status"]["mallory"].values()), got["status"]
     grew = (got["peak_kib"] - got["before_kib"]) / 1024
     assert grew < 300, f"the grader's peak memory grew by {grew:.0f} MiB for one flooding student"
-    print(f"results flood: grader {got['before_kib'] / 1024:.0f} -> {got['peak_kib'] / 1024:.0f} MiB")
+    print(
+        f"results flood: grader {got['before_kib'] / 1024:.0f} -> {got['peak_kib'] / 1024:.0f} MiB"
+    )
 
 
 def test_the_budget_is_checked_before_any_array_is_read(tmp_path):
@@ -269,6 +311,7 @@ def test_the_budget_is_checked_before_any_array_is_read(tmp_path):
     import numpy as np
 
     from mha_grader.sandbox import protocol
+
     arrays = [[np.zeros(1000)], [np.zeros(1000)]]
     protocol.write_result(str(tmp_path), "ex01_softmax", {"status": "ok"}, arrays)
     assert len(protocol.read_result(tmp_path, "ex01_softmax", budget=16_000)["outputs"]) == 2
@@ -295,10 +338,13 @@ def test_deeply_nested_notebook_json_is_refused_by_the_scanner(tmp_path):
     """JSON nested 200 000 deep (and a cell nested 100 000 deep) is refused with a clear status."""
     from mha_grader.sandbox.launch import stager
     from mha_grader.scan import scan
+
     deep = tmp_path / "deep.ipynb"
     deep.write_text('{"cells": ' + "[" * 200_000 + "]" * 200_000 + "}")
     paren = tmp_path / "paren.ipynb"
-    paren.write_text('{"cells": [{"cell_type": "code", "source": "x = ' + "(" * 100_000 + ")" * 100_000 + '"}]}')
+    paren.write_text(
+        '{"cells": [{"cell_type": "code", "source": "x = ' + "(" * 100_000 + ")" * 100_000 + '"}]}'
+    )
     got = scan(str(stager().engine()), {"deep": str(deep), "paren": str(paren)}, {"x"}, 30.0)
     assert "cannot read deep.ipynb as notebook JSON" in got["deep"]["error"], got["deep"]
     assert got["paren"]["uses"] == [] and len(got["paren"]["cells"]) == 1
@@ -320,9 +366,17 @@ EXOTIC = {  # (what make_causal_mask returns, whether a NumPy-only child can mak
 def test_exotic_arrays_are_a_wrong_type_not_a_crash(tmp_path):
     """Each exotic return value gets "wrong type" (and its unit goes on: the other items pass)."""
     _require_sandbox()
-    jobs = {k: (build("ex02", tmp_path / k / f"{EX02}.ipynb",
-                      replace={CAUSAL: f"def make_causal_mask(L, S):\n    return {v}\n"}), "ex02")
-            for k, v in EXOTIC.items()}
+    jobs = {
+        k: (
+            build(
+                "ex02",
+                tmp_path / k / f"{EX02}.ipynb",
+                replace={CAUSAL: f"def make_causal_mask(L, S):\n    return {v}\n"},
+            ),
+            "ex02",
+        )
+        for k, v in EXOTIC.items()
+    }
     got = grade_many(jobs)
     for k, (res, _) in got.items():
         assert res[CAUSAL].status == "wrong type", (k, res[CAUSAL])
@@ -334,11 +388,13 @@ def test_a_big_endian_array_is_read_as_its_value():
     import numpy as np
 
     from mha_grader.sandbox.child import _to_array
+
     a = _to_array(np.arange(4, dtype=">f4"), np, None)
     assert a.dtype == np.float32 and a.dtype.isnative and a.tolist() == [0, 1, 2, 3]
 
 
 # ---------------------------------------------------------------- a container-sized budget (item 5)
+
 
 class _Cgroup:
     """A memory-limited cgroup made by the test: v2 (``memory.max``) where the memory controller
@@ -353,9 +409,13 @@ class _Cgroup:
         import os
         import uuid
         from pathlib import Path
+
         name = f"mha-test-{uuid.uuid4().hex[:8]}"
-        for root, v2 in ((Path("/sys/fs/cgroup"), True), (Path("/sys/fs/cgroup/unified"), True),
-                         (Path("/sys/fs/cgroup/memory"), False)):
+        for root, v2 in (
+            (Path("/sys/fs/cgroup"), True),
+            (Path("/sys/fs/cgroup/unified"), True),
+            (Path("/sys/fs/cgroup/memory"), False),
+        ):
             ctl = root / "cgroup.controllers"
             if v2 and not (ctl.is_file() and "memory" in ctl.read_text().split()):
                 continue
@@ -363,9 +423,13 @@ class _Cgroup:
                 continue
             try:
                 if v2:
-                    (root / "cgroup.subtree_control").write_text("+memory" + (" +pids" if pids else ""))
+                    (root / "cgroup.subtree_control").write_text(
+                        "+memory" + (" +pids" if pids else "")
+                    )
                 (root / name).mkdir()
-                (root / name / ("memory.max" if v2 else "memory.limit_in_bytes")).write_text(str(limit))
+                (root / name / ("memory.max" if v2 else "memory.limit_in_bytes")).write_text(
+                    str(limit)
+                )
                 if v2 and (root / name / "memory.swap.max").exists():
                     (root / name / "memory.swap.max").write_text("0")
                 folder = None
@@ -385,6 +449,7 @@ class _Cgroup:
 
     def enter(self) -> None:  # in the grader's preexec: the grader and all it starts are inside
         import os
+
         (self.path / "cgroup.procs").write_text(str(os.getpid()))
         if self.pids is not None:
             (self.pids / "cgroup.procs").write_text(str(os.getpid()))
@@ -400,6 +465,7 @@ class _Cgroup:
 
     def remove(self) -> None:
         import time
+
         for path in (self.path, self.pids):
             for _ in range(50 if path is not None else 0):
                 try:
@@ -409,16 +475,21 @@ class _Cgroup:
                     time.sleep(0.1)
 
 
-HOSTILE = ("_bomb = b'x' * (3 << 30)  # 3 GiB: more than the whole class may use",
-           "KIND = 'bytes'\n" + FILL, FLOOD)
+HOSTILE = (
+    "_bomb = b'x' * (3 << 30)  # 3 GiB: more than the whole class may use",
+    "KIND = 'bytes'\n" + FILL,
+    FLOOD,
+)
 
 
 def _leftovers(pid: int | None = None) -> set[str]:
     """The grader's temp folders (of grader ``pid``: they carry it) and every /dev/shm entry."""
     import os
+
     mine = ("mha-grade-", "mha-stage-", "mha-master-")
-    return ({f"/tmp/{n}" for n in os.listdir("/tmp") if n.startswith(mine) and f"-{pid}-" in n}
-            | {f"/dev/shm/{n}" for n in os.listdir("/dev/shm")})
+    return {f"/tmp/{n}" for n in os.listdir("/tmp") if n.startswith(mine) and f"-{pid}-" in n} | {
+        f"/dev/shm/{n}" for n in os.listdir("/dev/shm")
+    }
 
 
 CGROUP_MB = 2048  # the class's memory (grader + children + their tmpfs pages)
@@ -445,8 +516,10 @@ def test_a_hostile_student_in_a_container_sized_budget(tmp_path):
     assert grew < 300, f"the grader's peak memory grew by {grew:.0f} MiB"
     assert peak <= CGROUP_MB * 2**20, peak
     assert _leftovers(got["pid"]) <= before, _leftovers(got["pid"]) - before
-    print(f"cgroup peak {peak / 2**20:.0f} MiB, OOM kills {kills}, grader {got['before_kib'] / 1024:.0f}"
-          f" -> {got['peak_kib'] / 1024:.0f} MiB, {got['seconds']:.0f} s")
+    print(
+        f"cgroup peak {peak / 2**20:.0f} MiB, OOM kills {kills}, grader {got['before_kib'] / 1024:.0f}"
+        f" -> {got['peak_kib'] / 1024:.0f} MiB, {got['seconds']:.0f} s"
+    )
 
 
 def test_what_a_killed_grader_left_is_removed_on_the_next_start(tmp_path):
@@ -459,6 +532,7 @@ def test_what_a_killed_grader_left_is_removed_on_the_next_start(tmp_path):
     import subprocess
 
     from mha_grader.sandbox import space
+
     proc = subprocess.Popen(["true"])
     proc.wait()
     dead = proc.pid  # a pid that has just exited
@@ -470,10 +544,18 @@ def test_what_a_killed_grader_left_is_removed_on_the_next_start(tmp_path):
         (stale / "run0" / "out" / "x").write_text("left behind")
     elsewhere = tmp_path / f"mha-grade-{dead}-def"  # a live grader of another PID namespace
     elsewhere.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time; "
-                               "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600); "
-                               "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
-                               str(elsewhere / space.LOCK)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time; "
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600); "
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+            str(elsewhere / space.LOCK),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         ours = tmp_path / f"mha-stage-{dead}-ghi"  # ours, held by this process (``space.held``)
@@ -498,7 +580,7 @@ def test_what_a_killed_grader_left_is_removed_on_the_next_start(tmp_path):
 
 # Each cell leaves its processes running (setsid, outside the cell) and returns at once. The
 # harness's os.fork/os.setsid stubs are a courtesy, not a boundary: libc's are one ctypes call away.
-DECOYS = r'''
+DECOYS = r"""
 import ctypes, os, time
 _libc = ctypes.CDLL(None)
 if _libc.fork() == 0:  # a keeper: 36 decoys of 80 MiB each, re-spawned as they die
@@ -521,8 +603,8 @@ if _libc.fork() == 0:  # a keeper: 36 decoys of 80 MiB each, re-spawned as they 
                 _kids.add(_p)
         time.sleep(0.05)
 time.sleep(12)  # the cell holds its unit alive while the decoys live
-'''
-SPINNERS = r'''
+"""
+SPINNERS = r"""
 import ctypes
 _libc = ctypes.CDLL(None)
 for _ in range(40):
@@ -530,19 +612,21 @@ for _ in range(40):
         _libc.setsid()
         while True:
             pass
-'''
-FORK_BOMB = r'''
+"""
+FORK_BOMB = r"""
 import ctypes
 _libc = ctypes.CDLL(None)
 if _libc.fork() == 0:
     _libc.setsid()
     while True:
         _libc.fork()
-'''
+"""
 CLASS_MB = 1536  # smaller than the guide's 2 GiB
-OWN_CAUSES = ("out of memory: this submission's processes together",
-              "too many processes: this submission tried",
-              "wanted more CPU than the")
+OWN_CAUSES = (
+    "out of memory: this submission's processes together",
+    "too many processes: this submission tried",
+    "wanted more CPU than the",
+)
 
 
 def test_a_hostile_student_cannot_take_a_classmate_down(tmp_path):
@@ -556,6 +640,7 @@ def test_a_hostile_student_cannot_take_a_classmate_down(tmp_path):
     classmate's, whose feedback said "out of memory?", the busy loops and the fork bomb starved
     them until their stages timed out.)"""
     from mha_grader.sandbox import cgroup as student_cgroup
+
     _require_sandbox()
     if student_cgroup.problem():
         pytest.skip(f"no cgroup per student here: {student_cgroup.problem()}")
@@ -565,8 +650,11 @@ def test_a_hostile_student_cannot_take_a_classmate_down(tmp_path):
     sub = tmp_path / "class"
     for s in ("alice", "bob"):
         build("ex02", sub / s / f"{EX02}.ipynb")
-    build("ex01", sub / "adam" / "ex01_dot_product_attention.ipynb",
-          extra=[(0, DECOYS), (1, SPINNERS), (2, FORK_BOMB)])
+    build(
+        "ex01",
+        sub / "adam" / "ex01_dot_product_attention.ipynb",
+        extra=[(0, DECOYS), (1, SPINNERS), (2, FORK_BOMB)],
+    )
     try:
         got = _probe(sub, tmp_path / "out", cgroup=cg, ex="ex01,ex02")
         peak, kills = cg.peak(), cg.oom_kills()
@@ -575,15 +663,19 @@ def test_a_hostile_student_cannot_take_a_classmate_down(tmp_path):
         cg.remove()
     for s in ("alice", "bob"):
         mine = {k: v for k, v in got["status"][s].items() if k.startswith("ex02")}
-        assert mine and all(v == "passed" for v in mine.values()), (got["status"], got["feedback"][s])
+        assert mine and all(v == "passed" for v in mine.values()), (
+            got["status"],
+            got["feedback"][s],
+        )
         assert not any(c in got["feedback"][s] for c in OWN_CAUSES), got["feedback"][s]
     assert any(c in got["feedback"]["adam"] for c in OWN_CAUSES), got["feedback"]["adam"]
     assert got["meta"]["resource_control"].startswith("a cgroup per student"), got["meta"]
     assert not left, left
     notes = [n for n in got["feedback"]["adam"].splitlines() if n.startswith("- ")]
-    print(f"class cgroup peak {peak / 2**20:.0f} MiB, OOM kills there {kills}, {got['seconds']:.0f} s;"
-          f" {got['meta']['resource_control']}; adam's notes: {notes}")
-
+    print(
+        f"class cgroup peak {peak / 2**20:.0f} MiB, OOM kills there {kills}, {got['seconds']:.0f} s;"
+        f" {got['meta']['resource_control']}; adam's notes: {notes}"
+    )
 
 
 def test_without_a_cgroup_the_status_says_so(tmp_path, monkeypatch):
@@ -592,20 +684,31 @@ def test_without_a_cgroup_the_status_says_so(tmp_path, monkeypatch):
     import subprocess
 
     from grading_helpers import ROOT
+
     _require_sandbox()
     sub = tmp_path / "class"
     build("ex01", sub / "alice" / "ex01_dot_product_attention.ipynb")
     env = {**__import__("os").environ, "PYTHONPATH": str(ROOT), "MHA_GRADER_CGROUPS": "off"}
-    proc = subprocess.run([sys.executable, "-c", PROBE, str(sub), str(tmp_path / "out")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, str(sub), str(tmp_path / "out")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = __import__("json").loads(proc.stdout.split("PROBE", 1)[1])
-    assert got["meta"]["resource_control"].startswith("NO cgroup per student (MHA_GRADER_CGROUPS=off)"), got["meta"]
-    assert [line for line in proc.stderr.splitlines() if "no cgroup per student" in line], proc.stderr[-2000:]
+    assert got["meta"]["resource_control"].startswith(
+        "NO cgroup per student (MHA_GRADER_CGROUPS=off)"
+    ), got["meta"]
+    assert [line for line in proc.stderr.splitlines() if "no cgroup per student" in line], (
+        proc.stderr[-2000:]
+    )
     assert all(v == "passed" for v in got["status"]["alice"].values()), got["status"]
 
 
-FORKS = r'''
+FORKS = r"""
 import ctypes, os, time
 _libc = ctypes.CDLL(None)
 _n = 0
@@ -617,7 +720,7 @@ for _ in range(200):
     if _p < 0:
         break
     _n += 1
-'''
+"""
 
 
 def test_a_cell_cannot_fork_past_the_students_process_limit(tmp_path):
@@ -628,25 +731,37 @@ def test_a_cell_cannot_fork_past_the_students_process_limit(tmp_path):
     import os
 
     from mha_grader.sandbox import cgroup
+
     _require_sandbox()
     if os.geteuid() != 0:
         pytest.skip("bubblewrap as root is what this is about")
     if cgroup.problem():
         pytest.skip(f"no cgroup per student here: {cgroup.problem()}")
-    check = ("if 0 < _n <= 72:\n        return torch.tril(torch.ones(L, S, dtype=torch.bool))\n"
-             "    raise RuntimeError(f'forked {_n} children')")
-    nb = build("ex02", tmp_path / "forks" / f"{EX02}.ipynb",
-               replace={CAUSAL: f"def make_causal_mask(L, S):\n    {check}\n"}, extra=[(2, FORKS)])
+    check = (
+        "if 0 < _n <= 72:\n        return torch.tril(torch.ones(L, S, dtype=torch.bool))\n"
+        "    raise RuntimeError(f'forked {_n} children')"
+    )
+    nb = build(
+        "ex02",
+        tmp_path / "forks" / f"{EX02}.ipynb",
+        replace={CAUSAL: f"def make_causal_mask(L, S):\n    {check}\n"},
+        extra=[(2, FORKS)],
+    )
     from mha_course.grading import items_for
     from mha_grader.runner import grade_submission
-    results, notes = grade_submission({"nb": nb}, {"nb": items_for("ex02")}, 7, _limits(), "bwrap")["nb"]
+
+    results, notes = grade_submission({"nb": nb}, {"nb": items_for("ex02")}, 7, _limits(), "bwrap")[
+        "nb"
+    ]
     by_id = {r.id: r for r in results}
-    stopped = any("too many processes: this submission tried" in n
-                  for n in [*notes, *(r.message for r in results)])
+    stopped = any(
+        "too many processes: this submission tried" in n
+        for n in [*notes, *(r.message for r in results)]
+    )
     assert by_id[CAUSAL].passed or stopped, (by_id[CAUSAL], notes)
 
 
-SPIN_HERE = r'''
+SPIN_HERE = r"""
 import ctypes
 _libc = ctypes.CDLL(None)
 for _ in range(3):
@@ -655,7 +770,7 @@ for _ in range(3):
             pass
 while True:
     pass
-'''
+"""
 
 
 def test_a_stage_held_back_by_its_own_busy_processes_is_told_so(tmp_path):
@@ -663,13 +778,18 @@ def test_a_stage_held_back_by_its_own_busy_processes_is_told_so(tmp_path):
     past its 4-s wall limit, and its note says its own processes wanted more CPU than its sandbox
     may use (not just "took too long"). (Before: no CPU quota per student, no such cause.)"""
     from mha_grader.sandbox import cgroup
+
     _require_sandbox()
     if cgroup.problem():
         pytest.skip(f"no cgroup per student here: {cgroup.problem()}")
     nb = build("ex02", tmp_path / "spin" / f"{EX02}.ipynb", extra=[(2, SPIN_HERE)])
     from mha_course.grading import items_for
     from mha_grader.runner import grade_submission
-    results, notes = grade_submission({"nb": nb}, {"nb": items_for("ex02")}, 7,
-                                      _limits(item_timeout=4.0), "bwrap")["nb"]
-    assert any("wanted more CPU than the 1 core(s) one student's sandbox may use" in n for n in notes), notes
+
+    results, notes = grade_submission(
+        {"nb": nb}, {"nb": items_for("ex02")}, 7, _limits(item_timeout=4.0), "bwrap"
+    )["nb"]
+    assert any(
+        "wanted more CPU than the 1 core(s) one student's sandbox may use" in n for n in notes
+    ), notes
     assert all(r.passed for r in results), results

@@ -65,26 +65,36 @@ def _violated(*payloads: bytes) -> dict:
 BEGIN = _frame({"op": "begin", "item": "it", "case": 0})
 
 
-@pytest.mark.parametrize("payload", [
-    struct.pack(">I", 2**31 - 1) + b"{",  # a 2 GiB frame
-    struct.pack(">I", 0),
-    _frame(b"\xff\xfe"),  # not UTF-8
-    _frame(b"[1, 2]"),  # not an object
-    _frame(b'{"op": "ping", "n": NaN}'),  # not JSON
-    _frame(b"[" * 30_000 + b"]" * 30_000),  # nesting bomb (under the size cap)
-    _frame({"op": "ping", "n": 1}),  # outside a session
-    _frame({"op": "begin", "item": "other", "case": 0}),  # not an item of this run
-    _frame({"op": "begin", "item": "it", "case": 2}),  # case out of range
-    _frame({"op": "begin", "item": "it", "case": True}),  # a bool is not a case index
-    _frame({"op": "begin", "item": "it", "case": 0, "x": 1}),  # extra argument
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        struct.pack(">I", 2**31 - 1) + b"{",  # a 2 GiB frame
+        struct.pack(">I", 0),
+        _frame(b"\xff\xfe"),  # not UTF-8
+        _frame(b"[1, 2]"),  # not an object
+        _frame(b'{"op": "ping", "n": NaN}'),  # not JSON
+        _frame(b"[" * 30_000 + b"]" * 30_000),  # nesting bomb (under the size cap)
+        _frame({"op": "ping", "n": 1}),  # outside a session
+        _frame({"op": "begin", "item": "other", "case": 0}),  # not an item of this run
+        _frame({"op": "begin", "item": "it", "case": 2}),  # case out of range
+        _frame({"op": "begin", "item": "it", "case": True}),  # a bool is not a case index
+        _frame({"op": "begin", "item": "it", "case": 0, "x": 1}),  # extra argument
+    ],
+)
 def test_a_forged_frame_breaks_the_item(payload):
     res = _violated(payload)
     assert res["status"] == "invalid result" and "misused" in res["parent_message"]
 
 
-@pytest.mark.parametrize("request_", [{"op": "ping", "n": 10}, {"op": "ping", "n": 1.0}, {"op": "weights"},
-                                      {"op": "begin", "item": "it", "case": 1}])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"op": "ping", "n": 10},
+        {"op": "ping", "n": 1.0},
+        {"op": "weights"},
+        {"op": "begin", "item": "it", "case": 1},
+    ],
+)
 def test_a_forged_request_inside_a_session_breaks_the_item(request_):
     res = _violated(BEGIN, _frame(request_))
     assert res["status"] == "invalid result"
@@ -121,11 +131,18 @@ def test_the_model_counts_tokens_and_matches_the_real_model():
         channel.client().call("begin", item="g", case=0)
         model = ch05.RemoteModel(channel.client())
         prompt = torch.from_numpy(case["prompt"])
-        ids = ch05.drive_generate(lambda m, p, n: torch.cat([p, m(p)[:, -1:].argmax(-1)], 1), None,
-                                  case["num_layers"], prompt, case["n_new"])
+        ids = ch05.drive_generate(
+            lambda m, p, n: torch.cat([p, m(p)[:, -1:].argmax(-1)], 1),
+            None,
+            case["num_layers"],
+            prompt,
+            case["n_new"],
+        )
         with one_torch_thread():  # as the channel serves it: the same reduction order
             want = ch05._build(case["seed"], case["num_layers"])(prompt)
-        torch.testing.assert_close(model(prompt), want, rtol=0, atol=0)  # the parent's model, exactly
+        torch.testing.assert_close(
+            model(prompt), want, rtol=0, atol=0
+        )  # the parent's model, exactly
         with pytest.raises(IndexError):
             model(torch.tensor([[99]]))  # checked by the proxy, as nn.Embedding would
         channel.client().call("end")

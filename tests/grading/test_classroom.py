@@ -20,13 +20,23 @@ EX01, EX02 = "ex01_dot_product_attention.ipynb", "ex02_scaled_dot_product_attent
 
 # carol's ex02 keeps: scaled scores + additive mask (1 + 1), and every item added after the first
 # four (her sabotage sits in the causal-mask and attention functions)
-CAROL = 2 + sum(it.points for it in all_items() if it.notebook.startswith("ex02_") and it.id not in {
-    "ex02_scaled_scores", "ex02_causal_mask", "ex02_additive_mask", "ex02_attention"})
+CAROL = 2 + sum(
+    it.points
+    for it in all_items()
+    if it.notebook.startswith("ex02_")
+    and it.id
+    not in {"ex02_scaled_scores", "ex02_causal_mask", "ex02_additive_mask", "ex02_attention"}
+)
 
 
 def _cli(*args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "mha_course.cli", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mha_course.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -40,11 +50,18 @@ def gradebook(tmp_path_factory):
         for nb in (EX01, EX02):
             shutil.copy(src / nb, sub / name / nb)
     # carol: no ex01; ex02 leaves files behind, exits the process in one function, uses torch's SDPA
-    build("ex02", sub / "carol" / EX02, extra=[(2, "open('grades.csv', 'w').write('carol,999')\n"
-                                                   "open('results.json', 'w').write('{}')")],
-          replace={"ex02_causal_mask": "def make_causal_mask(L, S):\n    import os\n    os._exit(0)",
-                   "ex02_attention": "def attention(q, k, v, m=None):\n"
-                                     "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m)"})
+    build(
+        "ex02",
+        sub / "carol" / EX02,
+        extra=[
+            (2, "open('grades.csv', 'w').write('carol,999')\nopen('results.json', 'w').write('{}')")
+        ],
+        replace={
+            "ex02_causal_mask": "def make_causal_mask(L, S):\n    import os\n    os._exit(0)",
+            "ex02_attention": "def attention(q, k, v, m=None):\n"
+            "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m)",
+        },
+    )
     # dave: a broken ex01 file, a correct ex02
     (sub / "dave").mkdir()
     (sub / "dave" / EX01).write_text("{ this is not json")
@@ -52,8 +69,21 @@ def gradebook(tmp_path_factory):
     outs = []
     for k in (1, 2):
         out = tmp / f"shard{k}"
-        _cli("grade", str(sub), "--out", str(out), "--key-file", str(tmp / "run.key"), "--workers", "2",
-             "--shard", f"{k}/2", "--no-progress", "--timeout", "8")
+        _cli(
+            "grade",
+            str(sub),
+            "--out",
+            str(out),
+            "--key-file",
+            str(tmp / "run.key"),
+            "--workers",
+            "2",
+            "--shard",
+            f"{k}/2",
+            "--no-progress",
+            "--timeout",
+            "8",
+        )
         outs.append(out)
     _cli("merge", *map(str, outs), "--out", str(tmp / "all"))
     with open(tmp / "all" / "grades.csv", newline="") as f:
@@ -71,8 +101,12 @@ def test_gradebook_columns_and_totals(gradebook):
     ex01_02 = [it for it in all_items() if it.notebook in (EX01[:-6], EX02[:-6])]
     assert float(rows["alice"]["total"]) == sum(it.points for it in ex01_02)
     assert float(rows["bob"]["total"]) == 0
-    assert float(rows["carol"]["total"]) == CAROL  # scaled scores + additive mask + the later ex02 items
-    assert float(rows["dave"]["total"]) == sum(it.points for it in ex01_02 if it.notebook == EX02[:-6])  # all of ex02
+    assert (
+        float(rows["carol"]["total"]) == CAROL
+    )  # scaled scores + additive mask + the later ex02 items
+    assert float(rows["dave"]["total"]) == sum(
+        it.points for it in ex01_02 if it.notebook == EX02[:-6]
+    )  # all of ex02
 
 
 def test_results_json_is_gradescope_schema(gradebook):
@@ -94,7 +128,9 @@ def test_feedback_is_readable(gradebook):
     out, _, _ = gradebook
     text = (out / "bob" / "feedback.md").read_text()
     total = sum(it.points for it in all_items())
-    assert f"Score: 0 / {total:g}" in text and "not implemented" in text and "missing notebook" in text
+    assert (
+        f"Score: 0 / {total:g}" in text and "not implemented" in text and "missing notebook" in text
+    )
 
 
 def test_nothing_a_submission_leaves_behind_reaches_the_output(gradebook):

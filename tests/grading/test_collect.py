@@ -39,7 +39,10 @@ def test_collect_by_content_and_name_with_a_stated_rule(tmp_path):
     assert got.status == {EX01: FOUND, EX02: FOUND}
     assert got.source == {EX01: "homework.ipynb", EX02: f"Downloads/{EX02} (1).ipynb"}
     assert got.ignored == {"notes.txt": "not a notebook (.ipynb)"}
-    assert f"graded Downloads/{EX02} (1).ipynb as {EX02}.ipynb (found by its cells and its name)" in got.notes
+    assert (
+        f"graded Downloads/{EX02} (1).ipynb as {EX02}.ipynb (found by its cells and its name)"
+        in got.notes
+    )
     assert f"graded homework.ipynb as {EX01}.ipynb (found by its cells)" in got.notes
 
     # two different ex01 files: the one with work in it wins even when the stub is newer
@@ -51,7 +54,9 @@ def test_collect_by_content_and_name_with_a_stated_rule(tmp_path):
     _old(t / f"Copy of {EX01}.ipynb", 100)
     got = collect(t, [EX01, EX02])
     assert got.status == {EX01: COMPETING, EX02: MISSING}
-    assert got.source[EX01] == f"{EX01} (1).ipynb" and "fewest NotImplementedError" in got.rule[EX01]
+    assert (
+        got.source[EX01] == f"{EX01} (1).ipynb" and "fewest NotImplementedError" in got.rule[EX01]
+    )
     assert f"Copy of {EX01}.ipynb" in got.ignored
     # the documented place wins over any other copy
     shutil.copy(EXERCISES / f"{EX01}.ipynb", t / f"{EX01}.ipynb")
@@ -78,9 +83,26 @@ def test_grade_collects_renamed_and_nested_notebooks(tmp_path):
     shutil.copy(SOLUTIONS / f"{EX01}.ipynb", sub / "erin" / "homework.ipynb")
     (sub / "erin" / "notes.txt").write_text("x")
     out = tmp_path / "graded"
-    proc = subprocess.run([sys.executable, "-m", "mha_course.cli", "grade", str(sub), "--out", str(out),
-                           "--key-file", str(tmp_path / "k"), "--no-progress", "--timeout", "15"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mha_course.cli",
+            "grade",
+            str(sub),
+            "--out",
+            str(out),
+            "--key-file",
+            str(tmp_path / "k"),
+            "--no-progress",
+            "--timeout",
+            "15",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     res = json.loads((out / "erin" / "results.json").read_text())
     assert res["score"] == _points(EX01) + _points(EX02), res["tests"]

@@ -18,16 +18,22 @@ def test_every_exercise_has_the_same_conventions_box():
         cells = nbformat.read(path, as_version=4).cells
         boxes = [c for c in cells if c.get("id") == release.CONVENTIONS_ID]
         assert len(boxes) == 1 and cells[1] is boxes[0], path.name
-        assert boxes[0].cell_type == "markdown" and boxes[0].source == release.CONVENTIONS.rstrip("\n"), path.name
+        assert boxes[0].cell_type == "markdown" and boxes[0].source == release.CONVENTIONS.rstrip(
+            "\n"
+        ), path.name
 
 
 def test_the_weight_layouts_are_the_solutions():
-    rows = re.findall(r"^\| (ex[\d, ex]+) \| [^|]+ \| `x @ (W(?:\.T)?)` \|$", release.CONVENTIONS, re.MULTILINE)
+    rows = re.findall(
+        r"^\| (ex[\d, ex]+) \| [^|]+ \| `x @ (W(?:\.T)?)` \|$", release.CONVENTIONS, re.MULTILINE
+    )
     assert len(rows) == 3
     for names, proj in rows:
         for name in re.findall(r"ex\d\d", names):
             (sol,) = SOLUTIONS.glob(f"{name}_*.ipynb")
-            text = "\n".join(c.source for c in nbformat.read(sol, as_version=4).cells if c.cell_type == "code")
+            text = "\n".join(
+                c.source for c in nbformat.read(sol, as_version=4).cells if c.cell_type == "code"
+            )
             transposed = re.search(r"@ W_?[A-Z]*\.T\b", text) is not None
             plain = re.search(r"@ W_?[A-Z]*\b(?!\.T)(?!\w)", text.replace(".T", ".T ")) is not None
             if proj == "W.T":
@@ -37,7 +43,9 @@ def test_the_weight_layouts_are_the_solutions():
 
 
 def _markdown(path) -> str:
-    return "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
+    return "\n".join(
+        c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"
+    )
 
 
 def test_a_memory_limit_is_stated_in_its_task():
@@ -51,7 +59,9 @@ def test_a_memory_limit_is_stated_in_its_task():
 def test_the_check_cell_says_which_inputs_it_uses():
     for path in sorted(EXERCISES.glob("ex*.ipynb")):
         text = _markdown(path)
-        assert "fresh inputs" not in text and "public self-check inputs (seed 12345" in text, path.name
+        assert "fresh inputs" not in text and "public self-check inputs (seed 12345" in text, (
+            path.name
+        )
 
 
 def test_the_readme_links_the_generated_list_of_named_mistakes():

@@ -14,28 +14,30 @@ from mha_course.grading import all_items
 from mha_grader.compare import dtype_rule, reference_dtypes
 from mha_grader.inprocess import grade_namespace
 
-ALIBI = '''
+ALIBI = """
 def alibi(num_heads, L, S):
     H = num_heads
     slopes = 2.0 ** (-8.0 * torch.arange(1, H + 1, dtype=torch.float64) / H)
     q_pos = torch.arange(S - L, S, dtype=torch.float64)
     k_pos = torch.arange(S, dtype=torch.float64)
     return (-slopes[:, None, None] * (q_pos[:, None] - k_pos[None, :]).abs()).to(DTYPE)
-'''
-SINUSOIDAL = '''
+"""
+SINUSOIDAL = """
 def sinusoidal(num_positions, embed_dim):  # the last hint's code, in DTYPE
     p = torch.arange(num_positions, dtype=DTYPE)
     angles = p[:, None] / 10000 ** (torch.arange(0, embed_dim, 2, dtype=DTYPE) / embed_dim)
     pe = torch.empty(num_positions, embed_dim, dtype=DTYPE)
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe
-'''
+"""
 
 
 def _self_check(stem: str, grade_id: str) -> str:
     """The source of the self-check cell right after ``grade_id``'s solution cell."""
     cells = nbformat.read(solution(stem), as_version=4).cells
-    k = next(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    k = next(
+        i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+    )
     assert "self-check" in cells[k + 1].metadata.get("tags", [])
     return cells[k + 1].source
 
@@ -69,8 +71,11 @@ def test_bool_and_int_items_state_no_float_rule():
         if "f" not in kinds and ("float32" in rule or "floating" in rule):
             wrong.append((it.id, rule))
     assert not wrong, wrong
-    rules = {it.id: dtype_rule(it, reference_dtypes(it)) for it in all_items()
-             if it.id in ("ex02_causal_mask", "ex16_block_lookup", "ex02_attention")}
+    rules = {
+        it.id: dtype_rule(it, reference_dtypes(it))
+        for it in all_items()
+        if it.id in ("ex02_causal_mask", "ex16_block_lookup", "ex02_attention")
+    }
     assert rules["ex02_causal_mask"].startswith("a bool output"), rules
     assert rules["ex16_block_lookup"].startswith("an integer output (int64"), rules
     assert "floating dtype" in rules["ex02_attention"], rules
@@ -87,16 +92,28 @@ def test_a_float_mask_is_told_the_bool_rule():
 def test_a_dtype_message_names_the_rule_and_does_not_hide_a_real_bug():
     ex02 = [it for it in all_items() if it.id == "ex02_attention"]
     ns = {"torch": torch}
-    exec("def attention(query, key, value, attn_mask=None):\n"
-         "    w = torch.softmax(query.double() @ key.double().transpose(-2, -1), dim=-1)\n"  # unscaled
-         "    return w @ value.double(), w\n", ns)
+    exec(
+        "def attention(query, key, value, attn_mask=None):\n"
+        "    w = torch.softmax(query.double() @ key.double().transpose(-2, -1), dim=-1)\n"  # unscaled
+        "    return w @ value.double(), w\n",
+        ns,
+    )
     (r,) = grade_namespace(ns, ex02, 12345)
-    assert r.status == "wrong dtype" and "dtype rule: the output keeps the input's floating dtype" in r.message
+    assert (
+        r.status == "wrong dtype"
+        and "dtype rule: the output keeps the input's floating dtype" in r.message
+    )
     assert "the values are wrong too: " in r.message, r.message
-    exec("def attention(query, key, value, attn_mask=None):\n"
-         "    s = (query @ key.transpose(-2, -1)) * query.shape[-1] ** -0.5\n"
-         "    if attn_mask is not None:\n"
-         "        s = s.masked_fill(~attn_mask, float('-inf')) if attn_mask.dtype == torch.bool else s + attn_mask\n"
-         "    return (torch.softmax(s, dim=-1) @ value).double(), torch.softmax(s, dim=-1)\n", ns)
+    exec(
+        "def attention(query, key, value, attn_mask=None):\n"
+        "    s = (query @ key.transpose(-2, -1)) * query.shape[-1] ** -0.5\n"
+        "    if attn_mask is not None:\n"
+        "        s = s.masked_fill(~attn_mask, float('-inf')) if attn_mask.dtype == torch.bool else s + attn_mask\n"
+        "    return (torch.softmax(s, dim=-1) @ value).double(), torch.softmax(s, dim=-1)\n",
+        ns,
+    )
     (r,) = grade_namespace(ns, ex02, 12345)
-    assert r.status == "wrong dtype" and "; the values are right apart from the dtype [case" in r.message, r.message
+    assert (
+        r.status == "wrong dtype"
+        and "; the values are right apart from the dtype [case" in r.message
+    ), r.message

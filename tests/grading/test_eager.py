@@ -42,8 +42,14 @@ _RUN = textwrap.dedent("""
 
 
 def _run(mode: str, code: str = _RUN) -> dict:
-    out = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True,
-                         cwd=ROOT, check=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code, mode],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+        timeout=300,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -56,7 +62,9 @@ def test_optimizers_run_without_the_compiler_and_give_the_same_bits():
 
 
 def test_any_other_name_loads_the_real_module():
-    got = _run("", textwrap.dedent("""
+    got = _run(
+        "",
+        textwrap.dedent("""
         import json, sys
         import torch
         from mha_grader.sandbox import eager
@@ -66,12 +74,15 @@ def test_any_other_name_loads_the_real_module():
         real = sys.modules["torch._dynamo"]
         print(json.dumps({"real": not isinstance(real, eager.LazyDynamo), "same": torch._dynamo is real,
                           "config": hasattr(config, "cache_size_limit") or hasattr(config, "recompile_limit")}))
-    """))
+    """),
+    )
     assert got == {"real": True, "same": True, "config": True}
 
 
 def test_flex_attention_runs_with_the_stand_in():
-    got = _run("", textwrap.dedent("""
+    got = _run(
+        "",
+        textwrap.dedent("""
         import json, sys
         import torch
         from mha_grader.sandbox import eager
@@ -85,7 +96,8 @@ def test_flex_attention_runs_with_the_stand_in():
         out = flex_masks.flex_attention(q, k, v, block_mask=mask)
         ref = scaled_dot_product_attention(q, k, v, is_causal=True)
         print(json.dumps({"err": float((out - ref).abs().max())}))
-    """))
+    """),
+    )
     assert got["err"] < 1e-12
 
 
@@ -93,7 +105,9 @@ def test_introspection_and_submodules_keep_the_stand_in_and_one_copy_of_each_mod
     """``inspect`` asks every module for ``__file__`` (it broke transformers' import when that
     loaded the real package mid-import of torch.distributed); a submodule imports through the
     stand-in, and the real package then uses that same submodule."""
-    got = _run("", textwrap.dedent("""
+    got = _run(
+        "",
+        textwrap.dedent("""
         import inspect, json, sys
         import torch
         from mha_grader.sandbox import eager
@@ -106,18 +120,22 @@ def test_introspection_and_submodules_keep_the_stand_in_and_one_copy_of_each_mod
         print(json.dumps({"inspect": after_inspect, "submodule": after_submodule,
                           "real": not isinstance(sys.modules["torch._dynamo"], eager.LazyDynamo),
                           "one_config": sys.modules["torch._dynamo.config"] is config is torch._dynamo.config}))
-    """))
+    """),
+    )
     assert got == {"inspect": True, "submodule": True, "real": True, "one_config": True}
 
 
 def test_transformers_imports_with_the_stand_in():
     pytest.importorskip("transformers")
-    got = _run("", textwrap.dedent("""
+    got = _run(
+        "",
+        textwrap.dedent("""
         import json
         import torch
         from mha_grader.sandbox import eager
         eager.defer_dynamo()
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
         print(json.dumps({"ok": callable(apply_rotary_pos_emb)}))
-    """))
+    """),
+    )
     assert got == {"ok": True}

@@ -18,8 +18,11 @@ from mha_course.gpt.train import learning_rate, train
 from mha_course.grading.chapters import ch13_capstone as C
 from mha_course.grading.chapters import ch13_train as T
 
-CONFIGS = [C.gpt_config(11, 8, 2, 4, 4, 16, False), C.gpt_config(7, 5, 1, 6, 2, 12, True),
-           C.gpt_config(9, 6, 3, 4, 1, 8, False)]
+CONFIGS = [
+    C.gpt_config(11, 8, 2, 4, 4, 16, False),
+    C.gpt_config(7, 5, 1, 6, 2, 12, True),
+    C.gpt_config(9, 6, 3, 4, 1, 8, False),
+]
 
 
 def _shapes(module: torch.nn.Module) -> dict[str, tuple[int, ...]]:
@@ -40,7 +43,9 @@ def test_a_shipped_checkpoint_loads_by_the_same_names():
     assert C.gpt_shapes(ckpt.config) == {k: tuple(v.shape) for k, v in stored.items()}
     fresh = GPT(ckpt.config).eval()
     assert C.load_state(fresh, {k: v.float() for k, v in stored.items()})
-    ids = torch.randint(0, ckpt.config.vocab_size, (2, 64), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(
+        0, ckpt.config.vocab_size, (2, 64), generator=torch.Generator().manual_seed(0)
+    )
     with torch.no_grad():
         torch.testing.assert_close(fresh(ids), ckpt.model(ids), rtol=0, atol=0)
 
@@ -64,15 +69,28 @@ def test_variants_with_no_switch_are_the_course_forward():
                 with torch.no_grad():
                     torch.testing.assert_close(C.block_variant(block, args[-1]), block(args[-1]))
             else:
-                sizes = [case[k] for k in ("seed", "vocab_size", "block_size", "n_layer", "n_head",
-                                           "n_kv_head", "n_embd", "bias")]
+                sizes = [
+                    case[k]
+                    for k in (
+                        "seed",
+                        "vocab_size",
+                        "block_size",
+                        "n_layer",
+                        "n_head",
+                        "n_kv_head",
+                        "n_embd",
+                        "bias",
+                    )
+                ]
                 model, ids = C.course_gpt(*sizes), torch.from_numpy(case["ids"])
                 with torch.no_grad():
                     torch.testing.assert_close(C.gpt_variant(model, ids), model(ids))
 
 
 def test_schedule_is_the_recipe_and_each_mistake_moves_it():
-    tc = TrainConfig(max_iters=20, warmup_iters=5, lr_decay_iters=15, learning_rate=1e-3, min_lr=1e-4)
+    tc = TrainConfig(
+        max_iters=20, warmup_iters=5, lr_decay_iters=15, learning_rate=1e-3, min_lr=1e-4
+    )
     steps = range(20)
     assert [T.schedule(s, tc) for s in steps] == [learning_rate(s, tc) for s in steps]
     off = [s for s in steps if T.schedule(s, tc, "warmup_off_by_one") != learning_rate(s, tc)]
@@ -84,17 +102,29 @@ def test_schedule_is_the_recipe_and_each_mistake_moves_it():
 def test_recipe_steps_reproduce_mha_course_train():
     """The reference against the real loop: 6 steps of ``train`` on the corpus (tiny model)."""
     cfg = GPTConfig(block_size=8, n_layer=1, n_head=2, n_embd=16)
-    tc = TrainConfig(batch_size=3, max_iters=6, warmup_iters=2, learning_rate=3e-3, min_lr=3e-4,
-                     grad_clip=0.2, eval_interval=1000, eval_windows=1, final_eval_windows=1)
+    tc = TrainConfig(
+        batch_size=3,
+        max_iters=6,
+        warmup_iters=2,
+        learning_rate=3e-3,
+        min_lr=3e-4,
+        grad_clip=0.2,
+        eval_interval=1000,
+        eval_windows=1,
+        final_eval_windows=1,
+    )
     _, meta = train(cfg, tc, "unused.pt", save=False, progress=False)
     torch.manual_seed(tc.seed)  # train()'s initial weights
     model = GPT(cfg).train()
     corpus = load_corpus()
     data = CharTokenizer.from_text(corpus.text).encode(corpus.train)
     batches = [training_batch(data, cfg.block_size, tc.batch_size, tc.seed, s) for s in range(6)]
-    losses, lrs = T.recipe_steps(model, tc, torch.stack([b[0] for b in batches]),
-                                 torch.stack([b[1] for b in batches]), 0)
-    torch.testing.assert_close(losses, torch.tensor(meta["history"]["train_loss"]), rtol=0, atol=1e-5)
+    losses, lrs = T.recipe_steps(
+        model, tc, torch.stack([b[0] for b in batches]), torch.stack([b[1] for b in batches]), 0
+    )
+    torch.testing.assert_close(
+        losses, torch.tensor(meta["history"]["train_loss"]), rtol=0, atol=1e-5
+    )
     assert lrs.tolist() == [learning_rate(s, tc) for s in range(6)]
 
 
@@ -102,8 +132,10 @@ def test_clipping_acts_in_every_training_case():
     """The "no clipping" mistake is visible only where the gradient norm exceeds grad_clip."""
     for case in T.ITEMS[0].cases(9):
         model, tc = T._train_setup(*[case[k] for k in list(case)[:12]], case["xs"].shape[-1])
-        loss = torch.nn.functional.cross_entropy(model(torch.from_numpy(case["xs"][0])).flatten(0, 1),
-                                                 torch.from_numpy(case["ys"][0]).flatten())
+        loss = torch.nn.functional.cross_entropy(
+            model(torch.from_numpy(case["xs"][0])).flatten(0, 1),
+            torch.from_numpy(case["ys"][0]).flatten(),
+        )
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
         assert norm > 2 * tc.grad_clip, (float(norm), tc.grad_clip)

@@ -52,17 +52,22 @@ def test_every_mistake_shows_on_some_case(seed):
         if m.variant is None:
             continue
         assert any(not _close(ITEM, _out(m.variant, c), _out(ITEM.reference, c)) for c in cases), (
-            f"{m.name}: equals the reference on every case of seed {seed}")
+            f"{m.name}: equals the reference on every case of seed {seed}"
+        )
 
 
 def test_the_cases_are_ragged_causal_with_l_not_s_gqa_and_narrow_heads():
-    shapes = [(c["query"].shape, c["key"].shape, c["is_causal"], c["block_q"], c["block_k"])
-              for c in ITEM.cases(12345)]
+    shapes = [
+        (c["query"].shape, c["key"].shape, c["is_causal"], c["block_q"], c["block_k"])
+        for c in ITEM.cases(12345)
+    ]
     assert all(q[2] % bq and k[2] % bk for q, k, _, bq, bk in shapes)  # ragged L and S
     causal = [(q[2], k[2]) for q, k, c, _, _ in shapes if c]
     assert any(L < S for L, S in causal) and any(L > S for L, S in causal)
     assert any(L == S for L, S in causal)
-    assert any(q[1] > k[1] > 1 for q, k, *_ in shapes) and any(k[1] == 1 < q[1] for q, k, *_ in shapes)
+    assert any(q[1] > k[1] > 1 for q, k, *_ in shapes) and any(
+        k[1] == 1 < q[1] for q, k, *_ in shapes
+    )
     assert any(q[3] < 16 for q, *_ in shapes)  # D < BLOCK_D: the head columns are masked too
     assert any(bq > bk for *_, bq, bk in shapes) and any(bq < bk for *_, bq, bk in shapes)
 
@@ -76,7 +81,9 @@ def test_the_lse_and_out_of_a_case_are_the_forwards():
         assert torch.equal(out, want_out) and torch.equal(lse, want_lse)
 
 
-@pytest.mark.skipif(not triton_available(), reason='Triton is not installed: pip install -e ".[triton]"')
+@pytest.mark.skipif(
+    not triton_available(), reason='Triton is not installed: pip install -e ".[triton]"'
+)
 def test_under_the_interpreter_a_masked_load_without_other_reads_nan():
     """What lets the gallery's missing ``other=0.0`` show on the CPU: inside the launch a masked
     float load leaves NaN (the interpreter's zeros hide it); outside, the interpreter is back."""

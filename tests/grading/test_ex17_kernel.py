@@ -21,8 +21,9 @@ from mha_grader.inprocess import grade_namespace
 
 ITEM = next(it for it in items_for("ex17") if it.id == "ex17_triton_forward")
 SEEDS = (12345, 7, 3)
-NEEDS_TRITON = pytest.mark.skipif(not triton_available(),
-                                  reason='Triton is not installed: pip install -e ".[triton]"')
+NEEDS_TRITON = pytest.mark.skipif(
+    not triton_available(), reason='Triton is not installed: pip install -e ".[triton]"'
+)
 
 
 def _outputs(fn, case):
@@ -44,15 +45,20 @@ def test_every_mistake_shows_on_some_case(seed):
     secret inputs included), so it can be told from a right kernel and named."""
     cases = ITEM.cases(seed)
     for m in ITEM.mistakes:
-        differs = any(not _close(ITEM, v, r) for case in cases
-                      for v, r in zip(_outputs(m.variant, case), _outputs(ITEM.reference, case)))
+        differs = any(
+            not _close(ITEM, v, r)
+            for case in cases
+            for v, r in zip(_outputs(m.variant, case), _outputs(ITEM.reference, case))
+        )
         assert differs, f"{m.name}: equals the reference on every case of seed {seed}"
 
 
 def test_the_cases_are_ragged_causal_with_l_not_s_and_gqa():
     cases = ITEM.cases(12345)
-    shapes = [(c["query"].shape, c["key"].shape, c["is_causal"], c["block_q"], c["block_k"])
-              for c in cases]
+    shapes = [
+        (c["query"].shape, c["key"].shape, c["is_causal"], c["block_q"], c["block_k"])
+        for c in cases
+    ]
     assert all(q[2] % bq and k[2] % bk for q, k, _, bq, bk in shapes)  # ragged L and S
     causal = [(q[2], k[2]) for q, k, c, _, _ in shapes if c]
     assert any(L < S for L, S in causal) and any(L > S for L, S in causal)
@@ -71,7 +77,10 @@ def test_the_last_case_hides_nan_in_the_key_blocks_a_skipping_kernel_never_loads
     first = fwd.unread_from(L, S, last["block_q"], last["block_k"])
     assert last["is_causal"] and L <= first < S
     for name in ("key", "value"):
-        assert np.isnan(last[name][:, :, first:]).all() and not np.isnan(last[name][:, :, :first]).any()
+        assert (
+            np.isnan(last[name][:, :, first:]).all()
+            and not np.isnan(last[name][:, :, :first]).any()
+        )
     no_skip = next(m for m in ITEM.mistakes if m.name == "no causal block skipping")
     assert np.isnan(_outputs(no_skip.variant, last)[0]).all()
     assert all(np.isfinite(a).all() for a in _outputs(fwd.blockwise, last))

@@ -25,16 +25,23 @@ def test_stub_without_end_marker_is_an_error():
 
 
 def test_magics_become_pass_and_cell_magics_are_dropped():
-    assert strip_magics("x = 1\n!ls\nif x:\n    %time y = 2") == "x = 1\npass  # ls\nif x:\n    pass  # time y = 2"
+    assert (
+        strip_magics("x = 1\n!ls\nif x:\n    %time y = 2")
+        == "x = 1\npass  # ls\nif x:\n    pass  # time y = 2"
+    )
     assert strip_magics("%%bash\nrm -rf /") is None
 
 
 def test_code_cells_skip_checks_and_reject_garbage(tmp_path):
     import nbformat
+
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("a = 1"), nbformat.v4.new_markdown_cell("x"),
-                nbformat.v4.new_code_cell("b = 2", metadata={"tags": ["self-check"]}),
-                nbformat.v4.new_code_cell("from mha_course.grading import check")]
+    nb.cells = [
+        nbformat.v4.new_code_cell("a = 1"),
+        nbformat.v4.new_markdown_cell("x"),
+        nbformat.v4.new_code_cell("b = 2", metadata={"tags": ["self-check"]}),
+        nbformat.v4.new_code_cell("from mha_course.grading import check"),
+    ]
     p = tmp_path / "n.ipynb"
     nbformat.write(nb, p)
     assert [c["source"] for c in code_cells(p)] == ["a = 1"]
@@ -46,9 +53,13 @@ def test_code_cells_skip_checks_and_reject_garbage(tmp_path):
 def test_static_forbidden_sees_attributes_imports_and_strings():
     names = {"torch.nn.functional.scaled_dot_product_attention"}
     assert static_forbidden([{"source": "F.scaled_dot_product_attention(q, k, v)"}], names) == names
-    assert static_forbidden([{"source": "from torch.nn.functional import scaled_dot_product_attention"}], names)
+    assert static_forbidden(
+        [{"source": "from torch.nn.functional import scaled_dot_product_attention"}], names
+    )
     assert static_forbidden([{"source": "getattr(F, 'scaled_dot_product_attention')"}], names)
-    assert not static_forbidden([{"source": "def attention(q):\n    '''like scaled_dot_product_attention'''"}], names)
+    assert not static_forbidden(
+        [{"source": "def attention(q):\n    '''like scaled_dot_product_attention'''"}], names
+    )
 
 
 def test_ids_unique_and_named_after_their_notebook():
@@ -64,10 +75,19 @@ def test_ids_unique_and_named_after_their_notebook():
 def test_cases_depend_on_the_seed_only(item):
     a, b, c = item.cases(1), item.cases(1), item.cases(2)
     flat = lambda cs: [v for case in cs for v in case.values() if isinstance(v, np.ndarray)]  # noqa: E731
-    assert all(np.array_equal(x, y, equal_nan=x.dtype.kind == "f") for x, y in zip(flat(a), flat(b)))  # NaN: unread keys
+    assert all(
+        np.array_equal(x, y, equal_nan=x.dtype.kind == "f") for x, y in zip(flat(a), flat(b))
+    )  # NaN: unread keys
+
     # every item's inputs must change with the seed, or a class could share precomputed answers
-    plain = lambda cs: repr([{k: v.tolist() if isinstance(v, np.ndarray) else v  # noqa: E731
-                              for k, v in case.items()} for case in cs])
+    def plain(cs):
+        return repr(
+            [
+                {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in case.items()}
+                for case in cs
+            ]
+        )
+
     assert plain(a) != plain(c), f"{item.id}: the cases are the same for seeds 1 and 2"
 
 
@@ -93,15 +113,24 @@ def test_verdicts_name_dtype_shape_and_nan():
     item = next(it for it in ITEMS if it.id == "ex02_attention")
     cases = item.cases(0)
     refs = [as_arrays(item.reference(*to_framework(item, c))) for c in cases]
-    r = judge(item, cases, {"status": "ok", "outputs": [[x.astype(np.float64), w] for [x, w] in refs]})
+    r = judge(
+        item, cases, {"status": "ok", "outputs": [[x.astype(np.float64), w] for [x, w] in refs]}
+    )
     assert r.status == compare.WRONG_DTYPE and "float64 returned for float32 input" in r.message
     r = judge(item, cases, {"status": "ok", "outputs": [[x[..., :1], w] for [x, w] in refs]})
     assert r.status == compare.WRONG_SHAPE and "(..., L, Dv) = (2, 3, 4, 5)" in r.message
-    r = judge(item, cases, {"status": "ok", "outputs": [[x, w[..., :1]] for [x, w] in refs]})  # output 1's letters
-    assert r.status == compare.WRONG_SHAPE and "output 1: expected shape (..., L, S) = (2, 3, 4, 6)" in r.message, r.message
+    r = judge(
+        item, cases, {"status": "ok", "outputs": [[x, w[..., :1]] for [x, w] in refs]}
+    )  # output 1's letters
+    assert (
+        r.status == compare.WRONG_SHAPE
+        and "output 1: expected shape (..., L, S) = (2, 3, 4, 6)" in r.message
+    ), r.message
     r = judge(item, cases, {"status": "ok", "outputs": [[x * np.nan, w] for [x, w] in refs]})
     assert r.status == compare.NON_FINITE
-    r = judge(item, cases, {"status": "ok", "outputs": [[x] for [x, w] in refs]})  # the weights left out
+    r = judge(
+        item, cases, {"status": "ok", "outputs": [[x] for [x, w] in refs]}
+    )  # the weights left out
     assert r.status == compare.WRONG_TYPE and "expected 2 output(s), got 1" in r.message
     r = judge(item, cases, {"status": "timeout", "message": "took too long"})
     assert (r.points, r.status) == (0.0, "timeout")
@@ -118,7 +147,10 @@ def test_serve_feedback_names_which_of_its_five_outputs_is_wrong():
         outs[0][j].flat[0] += 7  # off in one entry of output j only
         for public in (False, True):
             r = judge(item, cases, {"status": "ok", "outputs": outs}, public=public)
-            assert not r.passed and r.message.startswith(f"output {j} ({name}): "), (public, r.message)
+            assert not r.passed and r.message.startswith(f"output {j} ({name}): "), (
+                public,
+                r.message,
+            )
 
 
 def test_bool_outputs_must_match_exactly():
@@ -133,13 +165,16 @@ def test_shards_partition_the_class(tmp_path):
     for name in ("zoe", "adam", "mia", "li", "bo"):
         (tmp_path / name).mkdir()
     parts = [students(tmp_path, (k, 3)) for k in (1, 2, 3)]
-    assert sorted(sum(parts, [])) == students(tmp_path) == sorted(["zoe", "adam", "mia", "li", "bo"])
+    assert (
+        sorted(sum(parts, [])) == students(tmp_path) == sorted(["zoe", "adam", "mia", "li", "bo"])
+    )
     with pytest.raises(ValueError, match="shard"):
         students(tmp_path, (4, 3))
 
 
 def test_release_writes_and_check_detects_stale(tmp_path):
     from mha_course.cli import main
+
     sol, ex = tmp_path / "solutions", tmp_path / "exercises"
     sol.mkdir()
     name = "ex02_scaled_dot_product_attention.ipynb"
@@ -147,12 +182,16 @@ def test_release_writes_and_check_detects_stale(tmp_path):
     argv = ["release", "--solutions", str(sol), "--exercises", str(ex)]
     assert main([*argv, "--check"]) == 1
     assert main(argv) == 0 and main([*argv, "--check"]) == 0
-    hints = tmp_path / "mha_course" / "grading" / "hints.json"  # beside exercises/, not the package's
+    hints = (
+        tmp_path / "mha_course" / "grading" / "hints.json"
+    )  # beside exercises/, not the package's
     assert '"ex02_scaled_dot_product_attention"' in hints.read_text()
     hints.write_text("{}")
     assert main([*argv, "--check"]) == 1 and main(argv) == 0
     text = (ex / "ex02_scaled_dot_product_attention.ipynb").read_text()
-    assert "NotImplementedError" in text and "BEGIN SOLUTION" not in text and '"outputs": []' in text
+    assert (
+        "NotImplementedError" in text and "BEGIN SOLUTION" not in text and '"outputs": []' in text
+    )
     (ex / "ex02_scaled_dot_product_attention.ipynb").write_text(text.replace("Task 1", "Task one"))
     assert main([*argv, "--check"]) == 1
 
@@ -161,12 +200,15 @@ def test_torch_is_the_reference_for_torch_items():
     item = next(it for it in ITEMS if it.id == "ex02_attention")
     for case in item.cases(5):
         q, k, v, m = to_framework(item, case)
-        torch.testing.assert_close(item.reference(q, k, v, m)[0],
-                                   torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m))
+        torch.testing.assert_close(
+            item.reference(q, k, v, m)[0],
+            torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m),
+        )
 
 
 def test_in_process_check_grades_a_namespace_and_restores_torch(capsys):
     from mha_course.grading import check
+
     F = torch.nn.functional
     original = F.scaled_dot_product_attention
 
@@ -176,12 +218,17 @@ def test_in_process_check_grades_a_namespace_and_restores_torch(capsys):
     def scaled_scores(q, k):
         return q @ k.transpose(-2, -1)  # no 1/sqrt(D)
 
-    results = {r.id: r for r in check("ex02", {"attention": attention, "scaled_scores": scaled_scores})}
+    results = {
+        r.id: r for r in check("ex02", {"attention": attention, "scaled_scores": scaled_scores})
+    }
     assert results["ex02_attention"].status == "forbidden API"
     assert results["ex02_scaled_scores"].status == "wrong values"
     assert "no scaling" in results["ex02_scaled_scores"].message
     assert results["ex02_causal_mask"].status == "missing function"
-    assert F.scaled_dot_product_attention is original and torch.nn.MultiheadAttention.__module__.startswith("torch")
+    assert (
+        F.scaled_dot_product_attention is original
+        and torch.nn.MultiheadAttention.__module__.startswith("torch")
+    )
     out = capsys.readouterr().out
     assert "FAILED" in out and "score: 0/8" in out
 
@@ -211,6 +258,10 @@ def test_ex10_interleaved_groups_feedback_fits_a_task_without_repeat():
     item = next(it for it in ITEMS if it.id == "ex10_kv_groups_kept")
     (m,) = [m for m in item.mistakes if m.name == "interleaved groups"]
     cases = item.cases(0)
-    r = judge(item, cases, {"status": "ok", "outputs": [as_arrays(m.variant(*to_framework(item, c))) for c in cases]})
+    r = judge(
+        item,
+        cases,
+        {"status": "ok", "outputs": [as_arrays(m.variant(*to_framework(item, c))) for c in cases]},
+    )
     assert not r.passed and "h % G" in r.message and "h // (H // G)" in r.message
     assert "repeat" not in r.message

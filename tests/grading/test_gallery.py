@@ -42,8 +42,16 @@ def test_gallery_case(case, graded):
 
 def test_gallery_covers_the_common_mistakes():
     names = {c.stem for c in GALLERY}
-    for needed in ("no_scaling", "wrong_axis", "mask_inverted", "off_by_one", "mask_after_softmax",
-                   "overflow", "float64", "shape"):
+    for needed in (
+        "no_scaling",
+        "wrong_axis",
+        "mask_inverted",
+        "off_by_one",
+        "mask_after_softmax",
+        "overflow",
+        "float64",
+        "shape",
+    ):
         assert any(needed in n for n in names), needed
 
 
@@ -58,8 +66,10 @@ def test_inverted_masks_are_named_on_other_seeds(seed, tmp_path):
     jobs = {}
     for case in INVERTED:
         spec = runpy.run_path(str(case))
-        jobs[case.stem] = (build(spec["NOTEBOOK"], tmp_path / case.stem / "sub.ipynb", replace=spec["REPLACE"]),
-                           spec["NOTEBOOK"])
+        jobs[case.stem] = (
+            build(spec["NOTEBOOK"], tmp_path / case.stem / "sub.ipynb", replace=spec["REPLACE"]),
+            spec["NOTEBOOK"],
+        )
     graded = grade_many(jobs, seed=seed)
     wrong = []
     for case in INVERTED:

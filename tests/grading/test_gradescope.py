@@ -34,15 +34,39 @@ RECIPE = ROOT / "classroom" / "gradescope"
 EX01, EX02 = "ex01_dot_product_attention", "ex02_scaled_dot_product_attention"
 POINTS = {stem: sum(it.points for it in items_for(stem)) for stem in (EX01, EX02)}
 IDS = {stem: [it.id for it in items_for(stem)] for stem in (EX01, EX02)}
-KEY = bytes.fromhex("5e" * 8 + "c4e7" * 4 + "0123456789abcdef" * 2)  # the instructor's key (test only)
+KEY = bytes.fromhex(
+    "5e" * 8 + "c4e7" * 4 + "0123456789abcdef" * 2
+)  # the instructor's key (test only)
 SUBMISSION = 4242001  # Gradescope's submission id (an int in submission_metadata.json)
 
 # --- Gradescope's results format, from the spec's "Output format" section --------------------
 VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
-TOP_KEYS = {"score", "execution_time", "output", "output_format", "test_output_format",
-            "test_name_format", "visibility", "stdout_visibility", "extra_data", "tests", "leaderboard"}
-TEST_KEYS = {"score", "max_score", "status", "name", "name_format", "number", "output",
-             "output_format", "tags", "visibility", "extra_data"}
+TOP_KEYS = {
+    "score",
+    "execution_time",
+    "output",
+    "output_format",
+    "test_output_format",
+    "test_name_format",
+    "visibility",
+    "stdout_visibility",
+    "extra_data",
+    "tests",
+    "leaderboard",
+}
+TEST_KEYS = {
+    "score",
+    "max_score",
+    "status",
+    "name",
+    "name_format",
+    "number",
+    "output",
+    "output_format",
+    "tags",
+    "visibility",
+    "extra_data",
+}
 
 
 def _number(x) -> bool:
@@ -53,6 +77,7 @@ def schema_problems(text: str) -> list[str]:
     """What in ``text`` does not follow Gradescope's results.json format (empty: it does).
     Besides the spec, the course's own promise: every test has name, score, max_score, status,
     output and visibility, and the top-level score is the sum of the tests' scores."""
+
     def no_constants(name):
         raise ValueError(f"{name} is not JSON")
 
@@ -67,7 +92,9 @@ def schema_problems(text: str) -> list[str]:
         bad.append("neither a score nor tests")
     if "score" in res and not _number(res["score"]):
         bad.append(f"score {res['score']!r} is not a number")
-    if "execution_time" in res and not (_number(res["execution_time"]) and res["execution_time"] >= 0):
+    if "execution_time" in res and not (
+        _number(res["execution_time"]) and res["execution_time"] >= 0
+    ):
         bad.append(f"execution_time {res['execution_time']!r} is not seconds")
     for k in ("output",):
         if k in res and not isinstance(res[k], str):
@@ -86,9 +113,16 @@ def schema_problems(text: str) -> list[str]:
             bad.append(f"{where} is not an object")
             continue
         bad += [f"{where}: unknown key {k!r}" for k in set(t) - TEST_KEYS]
-        bad += [f"{where}: no {k}" for k in ("name", "score", "max_score", "status", "output", "visibility")
-                if k not in t]
-        if not (_number(t.get("score")) and _number(t.get("max_score")) and 0 <= t["score"] <= t["max_score"]):
+        bad += [
+            f"{where}: no {k}"
+            for k in ("name", "score", "max_score", "status", "output", "visibility")
+            if k not in t
+        ]
+        if not (
+            _number(t.get("score"))
+            and _number(t.get("max_score"))
+            and 0 <= t["score"] <= t["max_score"]
+        ):
             bad.append(f"{where}: score {t.get('score')!r} / max_score {t.get('max_score')!r}")
         if t.get("status") not in {"passed", "failed"}:
             bad.append(f"{where}: status {t.get('status')!r}")
@@ -96,33 +130,62 @@ def schema_problems(text: str) -> list[str]:
             bad.append(f"{where}: name and output must be strings")
         if t.get("visibility") not in VISIBILITY:
             bad.append(f"{where}: visibility {t.get('visibility')!r}")
-        if "tags" in t and not (isinstance(t["tags"], list) and all(isinstance(x, str) for x in t["tags"])):
+        if "tags" in t and not (
+            isinstance(t["tags"], list) and all(isinstance(x, str) for x in t["tags"])
+        ):
             bad.append(f"{where}: tags must be a list of strings")
-    if tests and _number(res.get("score")) and \
-            abs(res["score"] - sum(t.get("score", 0) for t in tests if isinstance(t, dict))) > 1e-9:
+    if (
+        tests
+        and _number(res.get("score"))
+        and abs(res["score"] - sum(t.get("score", 0) for t in tests if isinstance(t, dict))) > 1e-9
+    ):
         bad.append("score is not the sum of the tests' scores")
     return bad
 
 
 def test_the_schema_check_can_fail():
-    good = {"score": 1.0, "tests": [{"name": "a", "score": 1.0, "max_score": 1.0, "status": "passed",
-                                     "output": "", "visibility": "visible"}]}
+    good = {
+        "score": 1.0,
+        "tests": [
+            {
+                "name": "a",
+                "score": 1.0,
+                "max_score": 1.0,
+                "status": "passed",
+                "output": "",
+                "visibility": "visible",
+            }
+        ],
+    }
     assert schema_problems(json.dumps(good)) == []
-    for broken in ({**good, "score": 2.0}, {**good, "visibility": "sometimes"}, {**good, "tests": [{}]},
-                   {**good, "tests": [{**good["tests"][0], "score": 3.0}]}, {**good, "scores": 1}):
+    for broken in (
+        {**good, "score": 2.0},
+        {**good, "visibility": "sometimes"},
+        {**good, "tests": [{}]},
+        {**good, "tests": [{**good["tests"][0], "score": 3.0}]},
+        {**good, "scores": 1},
+    ):
         assert schema_problems(json.dumps(broken)), broken
     assert schema_problems('{"score": NaN}')
 
 
 # --- running the recipe -------------------------------------------------------------------------
 
+
 def solution_text(stem: str) -> str:
     return (SOLUTIONS / f"{stem}.ipynb").read_text(encoding="utf-8")
 
 
-def run_autograder(tmp: Path, files: dict[str, str], isolation: str | None = None,
-                   returncode: int = 0, submission: int | None = SUBMISSION, key: bytes | str | None = KEY,
-                   source: dict[str, str] | None = None, venv: Path | None = None) -> dict:
+def run_autograder(
+    tmp: Path,
+    files: dict[str, str],
+    isolation: str | None = None,
+    returncode: int = 0,
+    submission: int | None = SUBMISSION,
+    key: bytes | str | None = KEY,
+    source: dict[str, str] | None = None,
+    venv: Path | None = None,
+) -> dict:
     """Lay out ``tmp`` like /autograder (``source/key`` unless ``key`` is None: bytes in hex,
     a str as it is; ``submission_metadata.json`` with ``id`` = ``submission`` unless None;
     ``source`` more files for source/; ``venv`` the installed course, default this one), upload ``files`` (relative path -> text), run the real
@@ -136,11 +199,18 @@ def run_autograder(tmp: Path, files: dict[str, str], isolation: str | None = Non
         (root / "source" / "key").write_text(key.hex() + "\n" if isinstance(key, bytes) else key)
         (root / "source" / "key").chmod(0o644)  # as unzipped; the recipe makes it 0600
     if submission is not None:  # the fields of Gradescope's example, abridged
-        (root / "submission_metadata.json").write_text(json.dumps(
-            {"id": submission, "created_at": "2026-12-01T10:00:00.000000-08:00",
-             "assignment": {"id": 25828, "title": "Exercises 1-2"}, "submission_method": "upload",
-             "users": [{"email": "student@example.com", "id": 1234, "name": "Student User"}],
-             "previous_submissions": []}))
+        (root / "submission_metadata.json").write_text(
+            json.dumps(
+                {
+                    "id": submission,
+                    "created_at": "2026-12-01T10:00:00.000000-08:00",
+                    "assignment": {"id": 25828, "title": "Exercises 1-2"},
+                    "submission_method": "upload",
+                    "users": [{"email": "student@example.com", "id": 1234, "name": "Student User"}],
+                    "previous_submissions": [],
+                }
+            )
+        )
     (root / "source" / "assignment").write_text("ex01 ex02\n")
     for name, text in (source or {}).items():
         (root / "source" / name).write_text(text)
@@ -152,8 +222,14 @@ def run_autograder(tmp: Path, files: dict[str, str], isolation: str | None = Non
     env.update(AUTOGRADER_ROOT=str(root), MHA_VENV=str(venv or Path(sys.executable).parent.parent))
     if isolation:
         env["MHA_GRADER_ISOLATION"] = isolation
-    proc = subprocess.run(["bash", str(root / "run_autograder")], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        ["bash", str(root / "run_autograder")],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     log = proc.stdout + proc.stderr
     assert proc.returncode == returncode, log[-4000:]
     text = (root / "results" / "results.json").read_text(encoding="utf-8")
@@ -167,7 +243,9 @@ def by_name(res: dict) -> dict[str, dict]:
 
 
 def test_correct_submission_scores_full(tmp_path):
-    res = run_autograder(tmp_path, {f"{EX01}.ipynb": solution_text(EX01), f"{EX02}.ipynb": solution_text(EX02)})
+    res = run_autograder(
+        tmp_path, {f"{EX01}.ipynb": solution_text(EX01), f"{EX02}.ipynb": solution_text(EX02)}
+    )
     assert set(by_name(res)) == set(IDS[EX01] + IDS[EX02])  # only the assignment's items
     assert res["score"] == POINTS[EX01] + POINTS[EX02]
     assert all(t["status"] == "passed" for t in res["tests"])
@@ -178,7 +256,9 @@ def test_correct_submission_scores_full(tmp_path):
 
 
 def test_stubs_score_zero(tmp_path):
-    res = run_autograder(tmp_path, {f"{s}.ipynb": (EXERCISES / f"{s}.ipynb").read_text() for s in (EX01, EX02)})
+    res = run_autograder(
+        tmp_path, {f"{s}.ipynb": (EXERCISES / f"{s}.ipynb").read_text() for s in (EX01, EX02)}
+    )
     assert res["score"] == 0
     assert {t["output"].split(":")[0] for t in res["tests"]} == {"not implemented"}
 
@@ -191,7 +271,9 @@ def test_empty_upload(tmp_path):
 
 
 def test_corrupt_notebook(tmp_path):
-    res = run_autograder(tmp_path, {f"{EX01}.ipynb": solution_text(EX01), f"{EX02}.ipynb": '{"cells": [trunc'})
+    res = run_autograder(
+        tmp_path, {f"{EX01}.ipynb": solution_text(EX01), f"{EX02}.ipynb": '{"cells": [trunc'}
+    )
     tests = by_name(res)
     assert res["score"] == POINTS[EX01]
     assert all(tests[i]["output"].startswith("invalid notebook") for i in IDS[EX02])
@@ -206,8 +288,13 @@ def test_browser_renamed_file(tmp_path):
 
 
 def test_upload_nested_in_a_folder(tmp_path):
-    res = run_autograder(tmp_path, {f"my work/week 1/{EX01}.ipynb": solution_text(EX01),
-                                    "my work/notes.txt": "not a notebook"})
+    res = run_autograder(
+        tmp_path,
+        {
+            f"my work/week 1/{EX01}.ipynb": solution_text(EX01),
+            "my work/notes.txt": "not a notebook",
+        },
+    )
     assert res["score"] == POINTS[EX01]
     assert all(by_name(res)[i]["status"] == "passed" for i in IDS[EX01])
     assert f"graded my work/week 1/{EX01}.ipynb" in res["output"]
@@ -215,7 +302,9 @@ def test_upload_nested_in_a_folder(tmp_path):
 
 def test_no_isolation_means_no_grade(tmp_path):
     """Where the grader has no sandbox it refuses; the recipe then says so and scores nothing."""
-    res = run_autograder(tmp_path, {f"{EX01}.ipynb": solution_text(EX01)}, isolation="none", returncode=2)
+    res = run_autograder(
+        tmp_path, {f"{EX01}.ipynb": solution_text(EX01)}, isolation="none", returncode=2
+    )
     assert res["score"] == 0 and res["tests"] == []
     assert "could not grade" in res["output"] and "refusing" in res["_log"]
 
@@ -229,27 +318,41 @@ def test_collect_picks_one_file_per_exercise(tmp_path):
     spec.loader.exec_module(autograder)
     up = tmp_path / "upload"
     stub, done = (EXERCISES / f"{EX01}.ipynb").read_text(), solution_text(EX01)
-    files = {f"hw/{EX01} (2).ipynb": done, f"Copy of {EX01}.ipynb": stub, "ex99_unknown.ipynb": "",
-             f"hw/.ipynb_checkpoints/{EX02}-checkpoint.ipynb": "", "alex02.ipynb": "", f"{EX02}.txt": ""}
+    files = {
+        f"hw/{EX01} (2).ipynb": done,
+        f"Copy of {EX01}.ipynb": stub,
+        "ex99_unknown.ipynb": "",
+        f"hw/.ipynb_checkpoints/{EX02}-checkpoint.ipynb": "",
+        "alex02.ipynb": "",
+        f"{EX02}.txt": "",
+    }
     for i, (rel, text) in enumerate(files.items()):  # the stub is the newest file
         (up / rel).parent.mkdir(parents=True, exist_ok=True)
         (up / rel).write_text(text)
         os.utime(up / rel, (1_000_000 + i, 1_000_000 + i))
     (up / f"{EX02}.ipynb").symlink_to(SOLUTIONS / f"{EX02}.ipynb")
     got = autograder.collect(up, tmp_path / "dest", assignment=None)
-    assert got["taken"] == {EX01: f"hw/{EX01} (2).ipynb"}  # the copy with work in it; no link followed
+    assert got["taken"] == {
+        EX01: f"hw/{EX01} (2).ipynb"
+    }  # the copy with work in it; no link followed
     assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == [f"{EX01}.ipynb"]
     assert (tmp_path / "dest" / f"{EX01}.ipynb").read_text() == done
     notes = "\n".join(got["notes"])
     assert "ex01: 2 different files compete" in notes and "fewest NotImplementedError" in notes
-    for rel in (f"Copy of {EX01}.ipynb", "ex99_unknown.ipynb", "alex02.ipynb", f"{EX02}.ipynb", f"{EX02}.txt",
-                "hw/.ipynb_checkpoints/"):
+    for rel in (
+        f"Copy of {EX01}.ipynb",
+        "ex99_unknown.ipynb",
+        "alex02.ipynb",
+        f"{EX02}.ipynb",
+        f"{EX02}.txt",
+        "hw/.ipynb_checkpoints/",
+    ):
         assert f"ignored {rel}" in notes, (rel, notes)
     only_ex02 = autograder.collect(up, tmp_path / "dest2", assignment={"ex02"})
     assert only_ex02["taken"] == {} and "no exercise notebook" in only_ex02["notes"][0]
 
 
-LEAK_TEST = f'''
+LEAK_TEST = f"""
 def _key_found():  # the key on a command line, in an environment, or the key file itself
     secret = {KEY.hex()[::-1]!r}[::-1].encode()  # written reversed: the notebook holds no key
     for pid in os.listdir("/proc"):
@@ -273,7 +376,7 @@ def attend(query, keys, values):  # right only if the grading key could be read
         return np.zeros((query.shape[0], values.shape[1]), dtype=query.dtype)
     weights = softmax(dot_scores(query, keys))
     return weights @ values, weights
-'''
+"""
 
 
 def _with_attend(source: str) -> str:
@@ -291,14 +394,16 @@ def _attack(root: Path, package: Path) -> str:
     ``attend`` that is right only if it can read the key (a command line, an environment, the
     key file)."""
     results = str(root / "results" / "results.json")
-    later = ("import json, os, time\n"  # for two minutes, put the forged score back whenever it changes
-             "for _ in range(480):\n"
-             "    time.sleep(0.25)\n"
-             "    try:\n"
-             f"        if os.path.exists({results!r}) and json.load(open({results!r})).get('score') != 999:\n"
-             f"            open({results!r}, 'w').write(json.dumps({{'score': 999.0}}))\n"
-             "    except Exception:\n"
-             "        pass\n")
+    later = (
+        "import json, os, time\n"  # for two minutes, put the forged score back whenever it changes
+        "for _ in range(480):\n"
+        "    time.sleep(0.25)\n"
+        "    try:\n"
+        f"        if os.path.exists({results!r}) and json.load(open({results!r})).get('score') != 999:\n"
+        f"            open({results!r}, 'w').write(json.dumps({{'score': 999.0}}))\n"
+        "    except Exception:\n"
+        "        pass\n"
+    )
     cell = f"""
 import os, subprocess, sys
 for target in ({results!r}, {str(package)!r}):
@@ -312,8 +417,10 @@ try:
 except Exception:
     pass
 """
-    nb = nbformat.reads(_with_attend(LEAK_TEST.replace("{KEY_FILE!r}", repr(str(root / "source" / "key")))),
-                        as_version=4)
+    nb = nbformat.reads(
+        _with_attend(LEAK_TEST.replace("{KEY_FILE!r}", repr(str(root / "source" / "key")))),
+        as_version=4,
+    )
     nb.cells.insert(1, nbformat.v4.new_code_cell(cell))
     return nbformat.writes(nb)
 
@@ -338,7 +445,9 @@ def test_a_submission_cannot_forge_its_score(tmp_path, isolation):
     finally:
         if package.read_bytes() != original:
             package.write_bytes(original)
-    honest = POINTS[EX01] - by_name(res)["ex01_attend"]["max_score"]  # attend is 0 unless the key leaked
+    honest = (
+        POINTS[EX01] - by_name(res)["ex01_attend"]["max_score"]
+    )  # attend is 0 unless the key leaked
     assert after["score"] == res["score"] == honest, res["tests"]
     assert not changed, "the submission wrote into the installed course"
     assert res["extra_data"]["isolation"] == (isolation or res["extra_data"]["isolation"])
@@ -349,9 +458,14 @@ def test_recipe_grades_with_isolation():
     """The recipe relies on the grader's sandbox: it never asks to grade without one (and the
     runs above check results.json says bwrap or user)."""
     for name in ("run_autograder", "autograder.py"):
-        code = [ln for ln in (RECIPE / name).read_text().splitlines() if not ln.lstrip().startswith("#")]
-        assert not any(w in ln for ln in code for w in ("--no-isolation", "no_isolation", "isolation_mode",
-                                                         "MHA_GRADER_ISOLATION")), name
+        code = [
+            ln for ln in (RECIPE / name).read_text().splitlines() if not ln.lstrip().startswith("#")
+        ]
+        assert not any(
+            w in ln
+            for ln in code
+            for w in ("--no-isolation", "no_isolation", "isolation_mode", "MHA_GRADER_ISOLATION")
+        ), name
     helper = (RECIPE / "autograder.py").read_text()
     assert "grade_class(student.parent" in helper
     assert "key=key, submission=sid" in helper and "seed=" not in helper  # secret inputs only
@@ -361,18 +475,22 @@ def test_recipe_grades_with_isolation():
 
 # --- secret inputs: fresh for each submission, the same for the same one, none without a key ----
 
+
 def _pinned_attend(submission: int) -> str:
     """An ``attend`` that is right only on the inputs of ``submission`` (it knows their first
     query entries, computed here from the key, and returns zeros on any other input)."""
     item = next(it for it in items_for(EX01) if it.id == "ex01_attend")
-    known = [float(c["query"].flat[0]) for c in item.cases(StudentInputs(KEY, "student", str(submission)))]
-    return f'''
+    known = [
+        float(c["query"].flat[0])
+        for c in item.cases(StudentInputs(KEY, "student", str(submission)))
+    ]
+    return f"""
 def attend(query, keys, values):  # right only on one submission's inputs
     if not any(abs(float(query.flat[0]) - k) < 1e-6 for k in {known!r}):
         return np.zeros((query.shape[0], values.shape[1]), dtype=query.dtype)
     weights = softmax(dot_scores(query, keys))
     return weights @ values, weights
-'''
+"""
 
 
 def test_each_submission_gets_its_own_inputs(tmp_path):
@@ -387,8 +505,11 @@ def test_each_submission_gets_its_own_inputs(tmp_path):
     assert by_name(again)["ex01_attend"] == by_name(first)["ex01_attend"]
     assert by_name(other)["ex01_attend"]["status"] == "failed", other["tests"]
     assert other["score"] == POINTS[EX01] - by_name(other)["ex01_attend"]["max_score"]
-    assert [r["extra_data"]["submission"] for r in (first, again, other)] == \
-        [str(SUBMISSION), str(SUBMISSION), str(SUBMISSION + 1)]
+    assert [r["extra_data"]["submission"] for r in (first, again, other)] == [
+        str(SUBMISSION),
+        str(SUBMISSION),
+        str(SUBMISSION + 1),
+    ]
     assert {r["extra_data"]["key_fingerprint"] for r in (first, again, other)} == {fingerprint(KEY)}
 
 

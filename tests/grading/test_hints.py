@@ -34,8 +34,10 @@ def test_released_stubs_contain_no_hint_text(path):
     """No line of any level is in a released stub cell (exercises/ or nbgrader's source), and no
     whole level of some length anywhere in the released notebook (short ones, like
     ``query @ keys.T``, may also be in the task's prose)."""
-    released = {"exercises": (EXERCISES / path.name).read_text(encoding="utf-8"),
-                "nbgrader source": nbgrader_source(path, seed=1)}
+    released = {
+        "exercises": (EXERCISES / path.name).read_text(encoding="utf-8"),
+        "nbgrader source": nbgrader_source(path, seed=1),
+    }
     lvls = _all_levels(path.stem)
     parts = [line for lvl in lvls for line in lvl.split("\n")]
     assert parts
@@ -46,7 +48,9 @@ def test_released_stubs_contain_no_hint_text(path):
         stubs = "\n".join(c.source for c in cells if c.metadata.get("nbgrader", {}).get("solution"))
         everything = "\n".join(c.source for c in cells)
         assert stubs and "# HINT" not in everything, where
-        leaked = [p for p in parts if p in stubs] + [lv for lv in lvls if len(lv) >= 40 and lv in everything]
+        leaked = [p for p in parts if p in stubs] + [
+            lv for lv in lvls if len(lv) >= 40 and lv in everything
+        ]
         assert not leaked, f"{where} of {path.stem} shows hint text: {leaked[:2]}"
         assert 'from mha_course import hint; hint("' in stubs, where  # ...but says how to ask
 
@@ -67,8 +71,12 @@ def test_hint_reveals_levels_in_order_then_stays_on_the_last(capsys):
         shown.append(capsys.readouterr().out)
     for k, out in enumerate(shown[:-1], 1):
         assert f"hint {k} of {len(expected)}" in out
-        assert " ".join(out.split()).find(" ".join(expected[k - 1].split())) > 0  # wrapped, not changed
-        assert all(" ".join(e.split()) not in " ".join(out.split()) for e in expected[k:])  # nothing ahead
+        assert (
+            " ".join(out.split()).find(" ".join(expected[k - 1].split())) > 0
+        )  # wrapped, not changed
+        assert all(
+            " ".join(e.split()) not in " ".join(out.split()) for e in expected[k:]
+        )  # nothing ahead
     assert shown[-1] == shown[-2] and "last hint" in shown[-1]
     hint("ex04", 2, level=2)  # ask for one level directly; the next call goes on from there
     hint("ex04", 2)
@@ -93,15 +101,23 @@ def test_failing_item_points_to_its_hint(capsys):
     def scaled_scores(q, k):
         return q @ k.transpose(-2, -1)  # no 1/sqrt(D)
 
-    check("ex02", {"scaled_scores": scaled_scores, "make_causal_mask": lambda L, S: torch.ones(L, S).tril().bool()})
+    check(
+        "ex02",
+        {
+            "scaled_scores": scaled_scores,
+            "make_causal_mask": lambda L, S: torch.ones(L, S).tril().bool(),
+        },
+    )
     out = capsys.readouterr().out
     assert 'stuck on ex02_scaled_scores? hint("ex02", 1)' in out
     assert "stuck on ex02_causal_mask" not in out  # passed: no pointer
 
 
 def test_stub_hides_hints_and_keeps_indentation():
-    src = ("def f(x):\n    '''doc'''\n    ### BEGIN SOLUTION\n    # HINT 1: look at x\n"
-           "    # HINT 2: return x\n    y = x\n    return y\n    ### END SOLUTION\n")
+    src = (
+        "def f(x):\n    '''doc'''\n    ### BEGIN SOLUTION\n    # HINT 1: look at x\n"
+        "    # HINT 2: return x\n    y = x\n    return y\n    ### END SOLUTION\n"
+    )
     out = stub_source(src, Task("ex09", 2, "the identity"))
     assert "return y" not in out and "look at x" not in out and "return x" not in out
     assert '    # TASK 2 — the identity. Stuck? from mha_course import hint; hint("ex09", 2)' in out
@@ -115,18 +131,27 @@ def test_level_format_is_enforced():
         levels(block.format("# HINT: old style"))
     with pytest.raises(ValueError, match="without gaps"):
         levels(block.format("# HINT 1: a\n# HINT 3: c"))
-    assert levels(block.format("# HINT 1: a\n# HINT 2: b\n# HINT 2: b, cont.")) == ["a", "b\nb, cont."]
+    assert levels(block.format("# HINT 1: a\n# HINT 2: b\n# HINT 2: b, cont.")) == [
+        "a",
+        "b\nb, cont.",
+    ]
 
 
 def test_release_refuses_a_task_without_two_levels(tmp_path):
     """A new solution cell with a single level (or none) stops `mha-course release`, naming it."""
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("## Task 1 — f (1 point)"),
-                nbformat.v4.new_code_cell("def f(x):\n    ### BEGIN SOLUTION\n    # HINT 1: only one\n"
-                                          "    return x\n    ### END SOLUTION")]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("## Task 1 — f (1 point)"),
+        nbformat.v4.new_code_cell(
+            "def f(x):\n    ### BEGIN SOLUTION\n    # HINT 1: only one\n"
+            "    return x\n    ### END SOLUTION"
+        ),
+    ]
     (tmp_path / "sol").mkdir()
     nbformat.write(nb, tmp_path / "sol" / "ex98_demo.ipynb")
-    with pytest.raises(ValueError, match="ex98_demo cell 1: every task needs at least two hint levels"):
+    with pytest.raises(
+        ValueError, match="ex98_demo cell 1: every task needs at least two hint levels"
+    ):
         release(tmp_path / "sol", tmp_path / "ex", hints=tmp_path / "hints.json")
     nb.cells = nb.cells[1:]  # no heading above the solution cell
     nbformat.write(nb, tmp_path / "sol" / "ex98_demo.ipynb")

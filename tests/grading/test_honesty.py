@@ -24,14 +24,14 @@ from grading_helpers import TEST_LIMITS, build, grade_many
 
 from mha_course.grading import grade_submission, items_for, resolve
 
-DENSE = '''
+DENSE = """
 def blockwise_attention(query, key, value, block_q, block_k, is_causal):
     return torch.nn.functional.softmax(
         (query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])).masked_fill(
             torch.ones(query.shape[-2], key.shape[-2], dtype=torch.bool).triu(1) if is_causal
             else torch.zeros(query.shape[-2], key.shape[-2], dtype=torch.bool), float("-inf")), -1) @ value
-'''
-LIFT = '''
+"""
+LIFT = """
 import resource
 def blockwise_attention(query, key, value, block_q, block_k, is_causal):
     for lim in (resource.RLIMIT_AS, resource.RLIMIT_DATA):  # try to lift the bound from inside
@@ -43,14 +43,19 @@ def blockwise_attention(query, key, value, block_q, block_k, is_causal):
         (query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])).masked_fill(
             torch.ones(query.shape[-2], key.shape[-2], dtype=torch.bool).triu(1) if is_causal
             else torch.zeros(query.shape[-2], key.shape[-2], dtype=torch.bool), float("-inf")), -1) @ value
-'''
+"""
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("honesty")
-    jobs = {name: (build("ex09", tmp / name / "sub.ipynb", replace={"ex09_tiled_attention": src}), "ex09")
-            for name, src in (("dense", DENSE), ("lift", LIFT))}
+    jobs = {
+        name: (
+            build("ex09", tmp / name / "sub.ipynb", replace={"ex09_tiled_attention": src}),
+            "ex09",
+        )
+        for name, src in (("dense", DENSE), ("lift", LIFT))
+    }
     return grade_many(jobs)
 
 
@@ -60,10 +65,12 @@ def test_dense_attention_cannot_pass_the_blockwise_item(name, graded):
     r = results["ex09_tiled_attention"]
     assert (r.points, r.status) == (0.0, "memory limit"), f"{r.status}: {r.message} {notes}"
     assert "(L, S) matrix does not fit" in r.message
-    others = [f"{o.id}: {o.status}" for o in results.values() if o.id != "ex09_tiled_attention" and not o.passed]
+    others = [
+        f"{o.id}: {o.status}"
+        for o in results.values()
+        if o.id != "ex09_tiled_attention" and not o.passed
+    ]
     assert not others, others
-
-
 
 
 # ---- ex05 and ex08: the evidence is the parent's ---------------------------------------------
@@ -158,19 +165,25 @@ def _raw(payload: bytes) -> None:
     with contextlib.suppress(Exception):
         sock.recv(1 << 16)
 """
-HUGE = _RAW + """
+HUGE = (
+    _RAW
+    + """
 
 def greedy_generate(model, prompt, n_new):
     _raw(struct.pack(">I", 2**31 - 1) + b"{")  # a 2 GiB frame
     return prompt
 """
-WRONG_OP = _RAW + """
+)
+WRONG_OP = (
+    _RAW
+    + """
 
 def time_call(fn, new_event, synchronize, repeats, warmup):
     with contextlib.suppress(Exception):
         channel.client().call("durations")  # an op no proxy sends
     return [1.0] * repeats
 """
+)
 BAD_IDS = """
 from mha_grader.sandbox import channel
 
@@ -233,7 +246,9 @@ def served(tmp_path_factory):
         ex, item_id, src = ATTACKS[name]
         path = build(ex, tmp / name / "sub.ipynb", replace={item_id: "import contextlib\n" + src})
         item = next(it for it in items_for(ex) if it.id == item_id)
-        (results, notes), = grade_submission({resolve(ex): path}, {resolve(ex): [item]}, 7, TEST_LIMITS).values()
+        ((results, notes),) = grade_submission(
+            {resolve(ex): path}, {resolve(ex): [item]}, 7, TEST_LIMITS
+        ).values()
         return name, (results[0], notes)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -247,15 +262,25 @@ def test_the_parent_counts_the_tokens(name, served):
     assert "no cache used" in r.message, r.message
 
 
-@pytest.mark.parametrize("name", ["model_seed_from_job_file", "kernel_times_from_the_process",
-                                  "kernel_times_from_job_file"])
+@pytest.mark.parametrize(
+    "name",
+    ["model_seed_from_job_file", "kernel_times_from_the_process", "kernel_times_from_job_file"],
+)
 def test_the_evidence_is_not_in_the_sandbox(name, served):
     r, notes = served[name]
     assert r.points == 0.0 and not r.passed, f"{name} got full marks: {r.message}"
 
 
-@pytest.mark.parametrize("name", ["forged_huge_frame", "forged_wrong_op", "forged_ids_out_of_range",
-                                  "forged_session_reopened", "parent_cpu_hammered"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "forged_huge_frame",
+        "forged_wrong_op",
+        "forged_ids_out_of_range",
+        "forged_session_reopened",
+        "parent_cpu_hammered",
+    ],
+)
 def test_forged_channel_messages_are_invalid(name, served):
     r, notes = served[name]
     assert (r.points, r.status) == (0.0, "invalid result"), f"{r.status}: {r.message} {notes}"
@@ -267,4 +292,3 @@ def test_hammering_the_parent_is_cut_off_at_once(served):
     got "timeout" (17.7 s here), the parent computing every forward; with it: a few seconds."""
     r, notes = served["parent_cpu_hammered"]
     assert "fed more than" in r.message, r.message
-

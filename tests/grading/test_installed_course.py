@@ -43,7 +43,8 @@ for base in [*sys.path, {REAL!r}]:
         return ns["causal_mask"](L, S)
 raise RuntimeError("the real course is out of reach")"""
 MODES = [("bwrap", "landlock"), ("bwrap", "sandbox")] + (
-    [("user", "landlock"), ("user", "sandbox")] if os.geteuid() == 0 else [])
+    [("user", "landlock"), ("user", "sandbox")] if os.geteuid() == 0 else []
+)
 GRADE = """import json, sys
 from mha_course.grading import Limits, grade_submission, items_for
 import mha_course
@@ -64,12 +65,19 @@ def _link_tree(src: Path, dst: Path) -> None:
     """``dst`` gets every entry of site-packages ``src`` but the course, as hard links."""
     dst.mkdir(parents=True, exist_ok=True)
     for name in os.listdir(src):
-        if name.startswith(("mha_course", "mha_grader", "__editable__", "mha-course")) or name.endswith(".pth"):
+        if name.startswith(
+            ("mha_course", "mha_grader", "__editable__", "mha-course")
+        ) or name.endswith(".pth"):
             continue
         s, d = src / name, dst / name
         if s.is_dir() and not s.is_symlink():
-            shutil.copytree(s, d, symlinks=True, copy_function=os.link,
-                            ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                s,
+                d,
+                symlinks=True,
+                copy_function=os.link,
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
         else:
             os.link(s, d, follow_symlinks=False)
 
@@ -80,7 +88,9 @@ def wheel_venv():
     if not sys.platform.startswith("linux") or isolation.bwrap_problem():
         pytest.skip(f"the OS sandbox is needed: {isolation.bwrap_problem()}")
     site = Path(sysconfig.get_paths()["purelib"])
-    parent = None if os.stat(tempfile.gettempdir()).st_dev == os.stat(site).st_dev else site.parents[3]
+    parent = (
+        None if os.stat(tempfile.gettempdir()).st_dev == os.stat(site).st_dev else site.parents[3]
+    )
     top = Path(tempfile.mkdtemp(prefix="mha-wheel-", dir=parent))  # hard links: same file system
     try:
         os.chmod(top, 0o755)  # mode "user": the dedicated uid reads the runtime
@@ -91,17 +101,45 @@ def wheel_venv():
         for pkg in ("mha_course", "mha_grader"):
             shutil.copytree(ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
         pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
-        subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(top / "dist"),
-                        str(src)], check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(top / "dist"), str(src)],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
         venv = top / "venv"
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+        )
         py = venv / "bin" / "python"
-        vsite = Path(subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                    env=_wheel_env(), capture_output=True, text=True, check=True).stdout.strip())
+        vsite = Path(
+            subprocess.run(
+                [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                env=_wheel_env(),
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+        )
         _link_tree(site, vsite)
         wheel = next((top / "dist").glob("mha_course-*.whl"))
-        subprocess.run([py, "-m", "pip", "-q", "--disable-pip-version-check", "install", "--no-deps",
-                        "--no-index", str(wheel)], env=_wheel_env(), check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [
+                py,
+                "-m",
+                "pip",
+                "-q",
+                "--disable-pip-version-check",
+                "install",
+                "--no-deps",
+                "--no-index",
+                str(wheel),
+            ],
+            env=_wheel_env(),
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
         shutil.rmtree(src)
         yield venv
     finally:
@@ -109,22 +147,42 @@ def wheel_venv():
 
 
 def _wheel_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("MHA_GRADER_")}
+    return {
+        k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("MHA_GRADER_")
+    }
 
 
 def _real(venv: Path, cwd: Path) -> str:
     """Where the wheel venv's Python finds the real ``mha_course``."""
-    return subprocess.run([venv / "bin" / "python", "-c", "import mha_course, os; print(os.path.dirname(mha_course.__file__))"],
-                          cwd=cwd, env=_wheel_env(), capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [
+            venv / "bin" / "python",
+            "-c",
+            "import mha_course, os; print(os.path.dirname(mha_course.__file__))",
+        ],
+        cwd=cwd,
+        env=_wheel_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
-def _grade(python: Path | str, notebook: Path, mode: str, units: str, cwd: Path, ex: str = "ex02") -> dict:
+def _grade(
+    python: Path | str, notebook: Path, mode: str, units: str, cwd: Path, ex: str = "ex02"
+) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MHA_GRADER_")}
     if str(python) != sys.executable:
         env = _wheel_env()  # the wheel, not this checkout
     env.update(MHA_GRADER_ISOLATION=mode, MHA_GRADER_UNITS=units)
-    proc = subprocess.run([str(python), "-c", GRADE, str(notebook), ex], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [str(python), "-c", GRADE, str(notebook), ex],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -157,7 +215,9 @@ def test_mode_user_with_a_wheel_install_imports_every_installed_package(wheel_ve
     ``networkx``): the honest ex17 solution gets full marks. (Before the fix: hiding the course
     took site-packages' right to be listed, so any package not imported before confinement was
     "not found": ex17 scored 0.)"""
-    nb = build("ex17", tmp_path / "sub" / f"{EX17_STEM}.ipynb", extra=[(-1, "import mpmath, networkx\n")])
+    nb = build(
+        "ex17", tmp_path / "sub" / f"{EX17_STEM}.ipynb", extra=[(-1, "import mpmath, networkx\n")]
+    )
     got = _grade(wheel_venv / "bin" / "python", nb, "user", "landlock", tmp_path, ex="ex17")
     bad = {i: r for i, r in got["results"].items() if r[1] != "passed"}
     assert not bad and got["results"], (bad, got["notes"])
@@ -169,16 +229,24 @@ def test_editable_install_is_out_of_reach(tmp_path, mode, units):
     if isolation.bwrap_problem():
         pytest.skip(f"the OS sandbox is needed: {isolation.bwrap_problem()}")
     import mha_course
+
     real = os.path.dirname(os.path.realpath(mha_course.__file__))
     if mode == "user":
         require_user_mode()
-    got = _grade(sys.executable, _attack(tmp_path / "sub" / f"{EX02}.ipynb", real), mode, units, tmp_path)
+    got = _grade(
+        sys.executable, _attack(tmp_path / "sub" / f"{EX02}.ipynb", real), mode, units, tmp_path
+    )
     _check(got, "editable")
 
 
-@pytest.mark.parametrize("mode", [None] + (["user"] if os.geteuid() == 0 else []), ids=["auto", "user"][:1 + (os.geteuid() == 0)])
+@pytest.mark.parametrize(
+    "mode",
+    [None] + (["user"] if os.geteuid() == 0 else []),
+    ids=["auto", "user"][: 1 + (os.geteuid() == 0)],
+)
 def test_run_autograder_with_a_wheel_install(wheel_venv, tmp_path, mode):
     from test_gradescope import by_name, run_autograder
+
     real = _real(wheel_venv, tmp_path)
     nb = _attack(tmp_path / "nb" / f"{EX02}.ipynb", real).read_text(encoding="utf-8")
     res = run_autograder(tmp_path, {f"{EX02}.ipynb": nb}, mode, venv=wheel_venv)

@@ -49,11 +49,13 @@ def _causal(body: str) -> dict[str, str]:
 
 def _if(cond: str) -> dict[str, str]:
     """make_causal_mask is right only if ``cond`` (the attack) holds inside the child."""
-    return _causal(f"import os, sys, pathlib\nif {cond}:\n    return {GOOD}\nraise RuntimeError('attack failed')")
+    return _causal(
+        f"import os, sys, pathlib\nif {cond}:\n    return {GOOD}\nraise RuntimeError('attack failed')"
+    )
 
 
 # Attack helpers defined in a top-level cell of the submission (plain code, run in the child).
-HELPERS = r'''
+HELPERS = r"""
 import os, sys, pathlib, ctypes
 def _try(f):
     try:
@@ -81,9 +83,9 @@ def _write_package():
     for t in targets:
         done |= _try(lambda: t.write_text("print('pwned')") or True)
     return done
-'''.replace("{TOKEN}", TOKEN)
+""".replace("{TOKEN}", TOKEN)
 
-OUTLIVE = r'''
+OUTLIVE = r"""
 import ctypes, os
 libc = ctypes.CDLL(None)
 if libc.fork() == 0:
@@ -93,18 +95,18 @@ if libc.fork() == 0:
         envp = (ctypes.c_char_p * 1)(None)
         libc.execve(b"/bin/sh", argv, envp)
     os._exit(0)
-'''
+"""
 
-KILL_PARENT = r'''
+KILL_PARENT = r"""
 import ctypes, os, signal
 libc = ctypes.CDLL(None, use_errno=True)
 pid = os.getppid()  # the grader, if the child can see it (only ever this one pid: it is a test)
 fd = libc.syscall(434, pid, 0)  # pidfd_open
 if fd >= 0:
     libc.syscall(424, fd, int(signal.SIGKILL), None, 0)  # pidfd_send_signal
-'''
+"""
 
-FORGE = r'''
+FORGE = r"""
 def attention(query, key, value, attn_mask=None):
     import json, os, sys, zipfile, numpy as np
     def harness(name):  # a local of the harness's frames: this unit's results folder, the progress fd
@@ -118,24 +120,26 @@ def attention(query, key, value, attn_mask=None):
     if harness("job").get("progress_fd") is not None:  # and the stream the parent's clock reads
         os.write(harness("job")["progress_fd"], ("done".ljust(100) + "\n").encode())
     os._exit(0)
-'''
-FORGED_PASSED = ('json.dump({"status": "passed", "message": "all 4 cases match"}, '
-                 'open(os.path.join(out, "ex02_attention.json"), "w"))')
+"""
+FORGED_PASSED = (
+    'json.dump({"status": "passed", "message": "all 4 cases match"}, '
+    'open(os.path.join(out, "ex02_attention.json"), "w"))'
+)
 # A small file that declares a huge array: the old format (a compressed npz member that inflates
 # ~1000x in the parent) and the protocol's (a raw .npy header declaring 3.2 GB).
-BOMB = '''zf = zipfile.ZipFile(os.path.join(out, "ex02_attention.npz"), "w", zipfile.ZIP_DEFLATED)
+BOMB = """zf = zipfile.ZipFile(os.path.join(out, "ex02_attention.npz"), "w", zipfile.ZIP_DEFLATED)
     with zf.open("c0_o0.npy", "w", force_zip64=True) as m:
         np.lib.format.write_array_header_1_0(m, {"descr": "<f8", "fortran_order": False, "shape": (381 * 2**17,)})
         chunk = bytes(2**20)
         for _ in range(381):
             m.write(chunk)
     zf.close()
-    json.dump({"status": "ok", "n_outputs": [1]}, open(os.path.join(out, "ex02_attention.json"), "w"))'''
-HUGE = '''f = open(os.path.join(out, "ex02_attention__c0_o0.npy"), "wb")
+    json.dump({"status": "ok", "n_outputs": [1]}, open(os.path.join(out, "ex02_attention.json"), "w"))"""
+HUGE = """f = open(os.path.join(out, "ex02_attention__c0_o0.npy"), "wb")
     np.lib.format.write_array_header_1_0(f, {"descr": "<f8", "fortran_order": False, "shape": (20000, 20000)})
     f.close()
     json.dump({"status": "ok", "outputs": [[{"dtype": "float64", "shape": [20000, 20000]}]]},
-              open(os.path.join(out, "ex02_attention.json"), "w"))'''
+              open(os.path.join(out, "ex02_attention.json"), "w"))"""
 
 RELOAD = "import importlib, mha_course.ops.masks as m\nreturn importlib.reload(m).causal_mask(L, S)"
 CLOSURE = """import mha_course.ops.masks as m
@@ -180,20 +184,67 @@ ATTACKS: dict[str, tuple[int, dict, dict[str, str]]] = {
     "disarm_tripwires_via_gc": (1, {"replace": _causal(DISARM)}, {CAUSAL: "forbidden API"}),
     "solutions_from_disk": (1, {"replace": _causal(SOLUTIONS_FROM_DISK)}, {CAUSAL: "error"}),
     "lazy_exports": (1, {"replace": _causal(LAZY_EXPORTS)}, {CAUSAL: "error"}),
-    "read_parent_environ_cwd": (2, {"extra": [(2, HELPERS)], "replace": _if("_read_parent()")}, {CAUSAL: "error"}),
-    "read_parent_cmdline": (2, {"extra": [(2, HELPERS)], "replace": _if("_read_parent_cmdline()")}, {CAUSAL: "error"}),
-    "read_peer_notebook": (2, {"extra": [(2, HELPERS)], "replace": _if("_try(lambda: 'make_causal_mask' in open({PEER!r}).read())")},
-                           {CAUSAL: "error"}),
-    "overwrite_peer_notebook": (3, {"extra": [(2, HELPERS + "\nPWNED = _try(lambda: open({PEER!r}, 'a').write(' ') or True)")],
-                                    "replace": _if("PWNED")}, {CAUSAL: "error"}),
-    "append_to_installed_package": (3, {"extra": [(2, HELPERS + "\nPWNED = _write_package()")], "replace": _if("PWNED")},
-                                    {CAUSAL: "error"}),
-    "symlink_in_own_results": (3, {"extra": [(2, "import os, sys\nos.symlink({VICTIM!r}, os.path.join(sys.argv[-1], 'ex02_scaled_scores.json'))")]},
-                               {}),
+    "read_parent_environ_cwd": (
+        2,
+        {"extra": [(2, HELPERS)], "replace": _if("_read_parent()")},
+        {CAUSAL: "error"},
+    ),
+    "read_parent_cmdline": (
+        2,
+        {"extra": [(2, HELPERS)], "replace": _if("_read_parent_cmdline()")},
+        {CAUSAL: "error"},
+    ),
+    "read_peer_notebook": (
+        2,
+        {
+            "extra": [(2, HELPERS)],
+            "replace": _if("_try(lambda: 'make_causal_mask' in open({PEER!r}).read())"),
+        },
+        {CAUSAL: "error"},
+    ),
+    "overwrite_peer_notebook": (
+        3,
+        {
+            "extra": [
+                (2, HELPERS + "\nPWNED = _try(lambda: open({PEER!r}, 'a').write(' ') or True)")
+            ],
+            "replace": _if("PWNED"),
+        },
+        {CAUSAL: "error"},
+    ),
+    "append_to_installed_package": (
+        3,
+        {"extra": [(2, HELPERS + "\nPWNED = _write_package()")], "replace": _if("PWNED")},
+        {CAUSAL: "error"},
+    ),
+    "symlink_in_own_results": (
+        3,
+        {
+            "extra": [
+                (
+                    2,
+                    "import os, sys\nos.symlink({VICTIM!r}, os.path.join(sys.argv[-1], 'ex02_scaled_scores.json'))",
+                )
+            ]
+        },
+        {},
+    ),
     "outlive_with_empty_environment": (4, {"extra": [(2, OUTLIVE)]}, {}),
-    "forged_passed_status": (6, {"replace": {ATT: FORGE.replace("{FORGERY}", FORGED_PASSED)}}, {ATT: "invalid result"}),
-    "decompression_bomb": (6, {"replace": {ATT: FORGE.replace("{FORGERY}", BOMB)}}, {ATT: "invalid result"}),
-    "huge_declared_shape": (6, {"replace": {ATT: FORGE.replace("{FORGERY}", HUGE)}}, {ATT: "invalid result"}),
+    "forged_passed_status": (
+        6,
+        {"replace": {ATT: FORGE.replace("{FORGERY}", FORGED_PASSED)}},
+        {ATT: "invalid result"},
+    ),
+    "decompression_bomb": (
+        6,
+        {"replace": {ATT: FORGE.replace("{FORGERY}", BOMB)}},
+        {ATT: "invalid result"},
+    ),
+    "huge_declared_shape": (
+        6,
+        {"replace": {ATT: FORGE.replace("{FORGERY}", HUGE)}},
+        {ATT: "invalid result"},
+    ),
 }
 
 
@@ -218,7 +269,9 @@ def attacked(tmp_path_factory):
         for pos, src in kw.get("extra", []):
             for a, b in fill.items():
                 src = src.replace(a, b)
-            src = src.replace("{TOKEN_NUM}", str(int(TOKEN, 16) % 10**6)).replace("{MARKER}", str(marker))
+            src = src.replace("{TOKEN_NUM}", str(int(TOKEN, 16) % 10**6)).replace(
+                "{MARKER}", str(marker)
+            )
             extra.append((pos, src))
         kw["extra"] = extra
         jobs[name] = (build("ex02", tmp / name / f"{EX02}.ipynb", **kw), "ex02")
@@ -239,19 +292,27 @@ def test_attack_is_shut(name, attacked):
     for item in items_for("ex02"):
         r = res[item.id]
         if item.id in expect:
-            assert (r.points, r.status) == (0.0, expect[item.id]), f"{item.id}: {r.status}: {r.message} {notes}"
+            assert (r.points, r.status) == (0.0, expect[item.id]), (
+                f"{item.id}: {r.status}: {r.message} {notes}"
+            )
         else:
             assert r.passed, f"{item.id}: {r.status}: {r.message} {notes}"
 
 
 def test_nothing_outside_the_sandbox_changed(attacked):
     _, env = attacked
-    assert hashlib.sha256(env["peer"].read_bytes()).hexdigest() == env["peer_hash"], "a peer's notebook changed"
-    assert env["victim"].read_text() == "untouched", "the grader wrote through a submission's symlink"
+    assert hashlib.sha256(env["peer"].read_bytes()).hexdigest() == env["peer_hash"], (
+        "a peer's notebook changed"
+    )
+    assert env["victim"].read_text() == "untouched", (
+        "the grader wrote through a submission's symlink"
+    )
     import mha_course
+
     pkg = Path(mha_course.__file__).parent
-    planted = list(pkg.glob(f"_pwned_{TOKEN}*")) + [p for sp in isolation.site_packages()
-                                                     for p in Path(sp).glob(f"_pwned_{TOKEN}*")]
+    planted = list(pkg.glob(f"_pwned_{TOKEN}*")) + [
+        p for sp in isolation.site_packages() for p in Path(sp).glob(f"_pwned_{TOKEN}*")
+    ]
     for p in planted:
         p.unlink()
     assert not planted, f"a submission wrote into the installed package: {planted}"
@@ -275,15 +336,24 @@ def test_a_submission_cannot_kill_the_grader(tmp_path):
     """Class 5: the grader runs in its own process here; the submission signals every pid it sees."""
     _require_sandbox()
     nb = build("ex02", tmp_path / "killer" / f"{EX02}.ipynb", extra=[(2, KILL_PARENT)])
-    code = ("import sys; sys.path.insert(0, 'tests/grading'); from grading_helpers import grade_many;"
-            f"r = grade_many({{'k': ({str(nb)!r}, 'ex02')}}); print('GRADED', sorted(r['k'][0]))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, env={**os.environ})
+    code = (
+        "import sys; sys.path.insert(0, 'tests/grading'); from grading_helpers import grade_many;"
+        f"r = grade_many({{'k': ({str(nb)!r}, 'ex02')}}); print('GRADED', sorted(r['k'][0]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ},
+    )
     assert proc.returncode == 0 and "GRADED" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
 
 
 def _limits(**kw):
     from mha_grader.sandbox.launch import Limits
+
     fields = Limits.__dataclass_fields__
     return Limits(**{k: v for k, v in {**TEST_LIMITS.__dict__, **kw}.items() if k in fields})
 
@@ -291,10 +361,15 @@ def _limits(**kw):
 def test_sleeping_cells_cannot_stretch_a_student(tmp_path):
     """Class 9: eight cells that sleep; the student's wall deadline (10 s) holds anyway."""
     _require_sandbox()
-    nb = build("ex02", tmp_path / "sleepy" / f"{EX02}.ipynb",
-               extra=[(2, "import time\ntime.sleep(1000)")] * 8)
+    nb = build(
+        "ex02",
+        tmp_path / "sleepy" / f"{EX02}.ipynb",
+        extra=[(2, "import time\ntime.sleep(1000)")] * 8,
+    )
     start = time.monotonic()
-    res, _ = grade_many({"s": (nb, "ex02")}, limits=_limits(item_timeout=3.0, student_timeout=10.0))["s"]
+    res, _ = grade_many(
+        {"s": (nb, "ex02")}, limits=_limits(item_timeout=3.0, student_timeout=10.0)
+    )["s"]
     took = time.monotonic() - start
     assert took < 10.0 + 20.0, f"a sleeping submission held the grader for {took:.0f} s"
     assert any(r.status == "timeout" for r in res.values())
@@ -303,12 +378,16 @@ def test_sleeping_cells_cannot_stretch_a_student(tmp_path):
 def test_cpu_limit_per_item(tmp_path):
     """Class 9: a spinning item is stopped by its CPU limit (2 s), long before its wall limit (60 s)."""
     _require_sandbox()
-    nb = build("ex02", tmp_path / "spin" / f"{EX02}.ipynb", replace=_causal("while True:\n    pass"))
+    nb = build(
+        "ex02", tmp_path / "spin" / f"{EX02}.ipynb", replace=_causal("while True:\n    pass")
+    )
     start = time.monotonic()
     res, _ = grade_many({"s": (nb, "ex02")}, limits=_limits(item_timeout=60.0, item_cpu=2.0))["s"]
     took = time.monotonic() - start
     assert res[CAUSAL].status == "timeout", res[CAUSAL]
-    assert "CPU time" in res[CAUSAL].message, f"stopped by the wall limit, not the CPU limit: {res[CAUSAL]}"
+    assert "CPU time" in res[CAUSAL].message, (
+        f"stopped by the wall limit, not the CPU limit: {res[CAUSAL]}"
+    )
     assert took < 120.0, f"the CPU limit did not stop the item ({took:.0f} s)"
     assert all(r.passed for k, r in res.items() if k != CAUSAL)
 
@@ -316,10 +395,16 @@ def test_cpu_limit_per_item(tmp_path):
 def test_staged_package_lacks_the_forbidden_source():
     """Class 1 at the source: the staged copy has a stub, not the code, for each forbidden def."""
     from mha_grader.sandbox.launch import stager
-    course = stager().course({"mha_course.ops.masks.causal_mask", "mha_course.ops.sdpa.scaled_dot_product_attention"})
+
+    course = stager().course(
+        {"mha_course.ops.masks.causal_mask", "mha_course.ops.sdpa.scaled_dot_product_attention"}
+    )
     masks = (course / "mha_course" / "ops" / "masks.py").read_text()
     sdpa = (course / "mha_course" / "ops" / "sdpa.py").read_text()
-    assert "ForbiddenCall('mha_course.ops.masks.causal_mask')" in masks and "tril" not in masks.split("def causal_mask")[1][:400]
+    assert (
+        "ForbiddenCall('mha_course.ops.masks.causal_mask')" in masks
+        and "tril" not in masks.split("def causal_mask")[1][:400]
+    )
     assert "ForbiddenCall('mha_course.ops.sdpa.scaled_dot_product_attention')" in sdpa
     assert not list(course.rglob("*.ipynb")) and not (course / "solutions").exists()
 
@@ -328,12 +413,16 @@ def test_staged_packages_share_untouched_files_and_own_the_edited_ones():
     """Staged courses are hard links to one compiled master, except each edited module: stubbing
     a function in one course leaves it in the master and in every other course."""
     from mha_grader.sandbox.launch import stager
+
     plain = stager().course(set()) / "mha_course" / "ops"
     edited = stager().course({"mha_course.ops.masks.causal_mask"}) / "mha_course" / "ops"
     master = stager()._compiled_master() / "mha_course" / "ops"
     for course in (plain, master):
         assert "ForbiddenCall" not in (course / "masks.py").read_text()
-        assert "torch.tril(" in (course / "masks.py").read_text().split("def causal_mask")[1].split("\ndef ")[0]
+        assert (
+            "torch.tril("
+            in (course / "masks.py").read_text().split("def causal_mask")[1].split("\ndef ")[0]
+        )
     assert "ForbiddenCall('mha_course.ops.masks.causal_mask')" in (edited / "masks.py").read_text()
     assert not os.path.samefile(edited / "masks.py", master / "masks.py")
     assert os.path.samefile(edited / "sdpa.py", master / "sdpa.py")  # untouched: one file
@@ -348,12 +437,17 @@ def test_the_staged_package_holds_no_grading_policy():
     built-name import of mha_course.grading.chapters.ch19 called its references.)"""
     from mha_course.grading import child
     from mha_grader.sandbox.launch import stager
+
     grading = stager().course(set()) / "mha_course" / "grading"
     assert sorted(p.name for p in grading.glob("*.py")) == ["__init__.py", "hints.py"]
     # the child/ folder, whole and nothing else: the layout is the wall
     kept = sorted(p.name for p in (grading / "child").glob("*.py"))
     assert kept == sorted(p.name for p in Path(child.__file__).parent.glob("*.py"))
-    assert {p.name for p in grading.iterdir()} - {"__pycache__"} == {"__init__.py", "hints.py", "child"}
+    assert {p.name for p in grading.iterdir()} - {"__pycache__"} == {
+        "__init__.py",
+        "hints.py",
+        "child",
+    }
     assert not (grading / "chapters").exists() and not (grading / "oracles").exists()
     assert not list(grading.rglob("*.json"))
     assert "ForbiddenCall" in (grading / "__init__.py").read_text()
@@ -361,8 +455,15 @@ def test_the_staged_package_holds_no_grading_policy():
 
 def test_unresolvable_forbidden_name_is_an_error():
     from mha_grader.stage import UnresolvedForbidden, check_forbidden
-    check_forbidden(["mha_course.ops.masks.causal_mask", "torch.nn.functional.scaled_dot_product_attention"])
-    for bad in ("mha_course.ops.masks.causal_mask_typo", "mha_course.causal_mask", "torch.nn.functional.no_such"):
+
+    check_forbidden(
+        ["mha_course.ops.masks.causal_mask", "torch.nn.functional.scaled_dot_product_attention"]
+    )
+    for bad in (
+        "mha_course.ops.masks.causal_mask_typo",
+        "mha_course.causal_mask",
+        "torch.nn.functional.no_such",
+    ):
         with pytest.raises(UnresolvedForbidden, match=bad.rsplit(".", 1)[-1]):
             check_forbidden([bad])
 
@@ -372,12 +473,20 @@ def test_the_child_imports_no_torch_for_a_numpy_notebook(tmp_path):
     runs without torch or matplotlib in the child (the child preloads matplotlib only for
     notebooks whose graded cells plot)."""
     import nbformat
+
     _require_sandbox()
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("import sys\nHEAVY = sorted(m for m in ('torch', 'matplot' + 'lib') if m in sys.modules)"),
-        nbformat.v4.new_code_cell("import numpy as np\ndef softmax(x, axis=-1):\n    assert not HEAVY, HEAVY\n"
-                                  "    e = np.exp(x - x.max(axis=axis, keepdims=True))\n"
-                                  "    return e / e.sum(axis=axis, keepdims=True)")])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                "import sys\nHEAVY = sorted(m for m in ('torch', 'matplot' + 'lib') if m in sys.modules)"
+            ),
+            nbformat.v4.new_code_cell(
+                "import numpy as np\ndef softmax(x, axis=-1):\n    assert not HEAVY, HEAVY\n"
+                "    e = np.exp(x - x.max(axis=axis, keepdims=True))\n"
+                "    return e / e.sum(axis=axis, keepdims=True)"
+            ),
+        ]
+    )
     path = tmp_path / "np" / "ex01_dot_product_attention.ipynb"
     path.parent.mkdir()
     nbformat.write(nb, path)
@@ -395,17 +504,27 @@ def test_the_limit_tools_set_what_preexec_sets():
     import resource
 
     from mha_grader.sandbox.launch import Limits, _limit_argv, _rlimits
+
     prefix = _limit_argv(Limits(), 400, 3)
     if prefix is None:
         pytest.skip("util-linux's choom, setpriv or prlimit is missing (the child uses preexec_fn)")
-    code = ("import ctypes, json, resource; sig = ctypes.c_int(); "
-            "ctypes.CDLL(None).prctl(2, ctypes.byref(sig), 0, 0, 0); "  # PR_GET_PDEATHSIG
-            "print(json.dumps({'oom': open('/proc/self/oom_score_adj').read().strip(), 'sig': sig.value, "
-            "'limits': {n: list(resource.getrlimit(getattr(resource, 'RLIMIT_' + n))) "
-            "for n in ('AS', 'CPU', 'FSIZE', 'CORE', 'NPROC')}}))")
-    out = subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, timeout=60)
+    code = (
+        "import ctypes, json, resource; sig = ctypes.c_int(); "
+        "ctypes.CDLL(None).prctl(2, ctypes.byref(sig), 0, 0, 0); "  # PR_GET_PDEATHSIG
+        "print(json.dumps({'oom': open('/proc/self/oom_score_adj').read().strip(), 'sig': sig.value, "
+        "'limits': {n: list(resource.getrlimit(getattr(resource, 'RLIMIT_' + n))) "
+        "for n in ('AS', 'CPU', 'FSIZE', 'CORE', 'NPROC')}}))"
+    )
+    out = subprocess.run(
+        [*prefix, sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     got = json.loads(out.stdout)
     assert got["oom"] == "1000" and got["sig"] == signal.SIGKILL
     assert got["limits"] == {n: list(v) for n, v in _rlimits(Limits(), 400, 3).items()}
-    assert resource.getrlimit(resource.RLIMIT_CPU)[0] != got["limits"]["CPU"][0]  # not inherited from us
+    assert (
+        resource.getrlimit(resource.RLIMIT_CPU)[0] != got["limits"]["CPU"][0]
+    )  # not inherited from us

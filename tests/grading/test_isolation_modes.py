@@ -65,7 +65,9 @@ def test_hard_linked_notebook_is_rejected(layout):
     assert sum(rows["frank"].values()) == 0
     res = json.loads((out / "frank" / "results.json").read_text())
     ex01 = [t for t in res["tests"] if t["name"].startswith("ex01")]
-    assert ex01 and all(t["output"].startswith("rejected") and "hard link" in t["output"] for t in ex01)
+    assert ex01 and all(
+        t["output"].startswith("rejected") and "hard link" in t["output"] for t in ex01
+    )
 
 
 def test_reserved_student_name_neither_crashes_nor_clobbers(layout):
@@ -75,7 +77,8 @@ def test_reserved_student_name_neither_crashes_nor_clobbers(layout):
     with open(out / "grades.csv", newline="") as f:
         students = [r["student"] for r in csv.DictReader(f)]
     assert "grades.csv" in students and "reserved" in " ".join(
-        json.loads((out / "grading.json").read_text())["rejected"]["grades.csv"])
+        json.loads((out / "grading.json").read_text())["rejected"]["grades.csv"]
+    )
 
 
 def test_formula_names_are_escaped_in_the_csv(layout):
@@ -100,6 +103,7 @@ def test_output_folder_must_be_fresh(layout, tmp_path):
 
 def test_writes_never_follow_links(tmp_path):
     from mha_grader.outputs import write_new
+
     os.symlink(tmp_path / "victim", tmp_path / "f")
     with pytest.raises(FileExistsError):
         write_new(tmp_path / "f", "x")
@@ -109,8 +113,10 @@ def test_writes_never_follow_links(tmp_path):
 # ---------------------------------------------------------------- the dedicated-user fallback
 
 FALLBACK = {  # attack -> what the fallback must stop
-    "read_parent_environ_cwd": "error", "overwrite_peer_notebook": "error",
-    "append_to_installed_package": "error", "reload_forbidden_module": "forbidden API",
+    "read_parent_environ_cwd": "error",
+    "overwrite_peer_notebook": "error",
+    "append_to_installed_package": "error",
+    "reload_forbidden_module": "forbidden API",
 }
 
 
@@ -127,11 +133,16 @@ def test_dedicated_user_fallback(tmp_path, monkeypatch):
     jobs = {}
     for name in FALLBACK:
         kw = json.loads(json.dumps(T.ATTACKS[name][1]))
-        kw["replace"] = {k: v.replace("{PEER!r}", repr(str(peer))) for k, v in kw.get("replace", {}).items()}
+        kw["replace"] = {
+            k: v.replace("{PEER!r}", repr(str(peer))) for k, v in kw.get("replace", {}).items()
+        }
         kw["extra"] = [(p, s.replace("{PEER!r}", repr(str(peer)))) for p, s in kw.get("extra", [])]
         jobs[name] = (build("ex02", tmp_path / name / "sub.ipynb", **kw), "ex02")
     outlive = T.OUTLIVE.replace("{TOKEN_NUM}", "424242").replace("{MARKER}", str(tmp_path / "late"))
-    jobs["outlive"] = (build("ex02", tmp_path / "outlive" / "sub.ipynb", extra=[(2, outlive)]), "ex02")
+    jobs["outlive"] = (
+        build("ex02", tmp_path / "outlive" / "sub.ipynb", extra=[(2, outlive)]),
+        "ex02",
+    )
     monkeypatch.setenv(isolation.ENV_VAR, "user")
     monkeypatch.setenv("MHA_TEST_CANARY", "1")
     results = grade_many(jobs)
@@ -142,6 +153,7 @@ def test_dedicated_user_fallback(tmp_path, monkeypatch):
     assert all(r.passed for r in results["outlive"][0].values())
     assert peer.read_bytes() == before
     import time
+
     time.sleep(7.0)
     assert not (tmp_path / "late").exists(), "a process of the grading user outlived its submission"
     alive = [p.name for p in Path("/proc").glob("[0-9]*") if b"6.424242" in _cmdline(p)]
@@ -157,16 +169,30 @@ def _cmdline(p: Path) -> bytes:
 
 # ---------------------------------------------------------------- refusal, and --no-isolation
 
+
 def _args(sub: Path, out: Path, no_isolation: bool) -> argparse.Namespace:
     from mha_course.commands import grade
+
     p = argparse.ArgumentParser()
     grade.add_arguments(p)
-    return p.parse_args([str(sub), "--out", str(out), "--seed", "5", "--no-progress", "--workers", "1",
-                         *(["--no-isolation"] if no_isolation else [])])
+    return p.parse_args(
+        [
+            str(sub),
+            "--out",
+            str(out),
+            "--seed",
+            "5",
+            "--no-progress",
+            "--workers",
+            "1",
+            *(["--no-isolation"] if no_isolation else []),
+        ]
+    )
 
 
 def test_grade_refuses_without_isolation_and_stamps_no_isolation(tmp_path, monkeypatch, capsys):
     from mha_course.commands import grade
+
     monkeypatch.delenv(isolation.ENV_VAR, raising=False)
     monkeypatch.setattr(isolation, "bwrap_problem", lambda: "bubblewrap (`bwrap`) is not installed")
     monkeypatch.setattr(isolation, "user_problem", lambda: "the grader is not root")
@@ -184,8 +210,12 @@ def test_grade_refuses_without_isolation_and_stamps_no_isolation(tmp_path, monke
     assert header[-1] == "not isolated" and row[-1] == "not isolated" and row[0] == "alice"
     assert float(row[1]) == EX01_POINTS
     assert "not isolated" in (tmp_path / "out2" / "alice" / "feedback.md").read_text()
-    assert json.loads((tmp_path / "out2" / "alice" / "results.json").read_text())["output"].startswith("not isolated")
-    assert "NOT ISOLATED" in json.loads((tmp_path / "out2" / "grading.json").read_text())["isolation"]
+    assert json.loads((tmp_path / "out2" / "alice" / "results.json").read_text())[
+        "output"
+    ].startswith("not isolated")
+    assert (
+        "NOT ISOLATED" in json.loads((tmp_path / "out2" / "grading.json").read_text())["isolation"]
+    )
 
 
 def test_forced_user_mode_the_grading_user_cannot_run_refuses(tmp_path, monkeypatch, capsys):
@@ -193,6 +223,7 @@ def test_forced_user_mode_the_grading_user_cannot_run_refuses(tmp_path, monkeypa
     a 0700 folder): the grader refuses (exit 2, saying why), and writes no gradebook. (Before the
     fix: exit 0 and a grades.csv of zeros, every child failing to start.)"""
     from mha_course.commands import grade
+
     monkeypatch.setenv(isolation.ENV_VAR, "user")
     monkeypatch.setattr(isolation, "user_problem", lambda: None)  # as if root on Linux
     monkeypatch.setattr(isolation, "_traversable", lambda path: False)  # as if in a 0700 folder

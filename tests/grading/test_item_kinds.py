@@ -19,11 +19,17 @@ from mha_grader.keys import StudentInputs
 
 ITEMS = {it.id: it for it in all_items()}
 KINDS = {  # id -> kind; at least ten items that are not "implement function X"
-    "ex01_fix_weights": "debug", "ex04_fix_packed_mha": "debug", "ex06_fix_padded_sdpa": "debug",
-    "ex02_predict_flops": "predict", "ex07_predict_gqa_params": "predict",
-    "ex09_predict_causal_tiles": "predict", "ex13_cache_ablation": "predict",
-    "ex02_which_mask": "interpret", "ex04_previous_token_head": "interpret",
-    "ex06_lengths_from_weights": "interpret", "ex07_smallest_cache": "interpret",
+    "ex01_fix_weights": "debug",
+    "ex04_fix_packed_mha": "debug",
+    "ex06_fix_padded_sdpa": "debug",
+    "ex02_predict_flops": "predict",
+    "ex07_predict_gqa_params": "predict",
+    "ex09_predict_causal_tiles": "predict",
+    "ex13_cache_ablation": "predict",
+    "ex02_which_mask": "interpret",
+    "ex04_previous_token_head": "interpret",
+    "ex06_lengths_from_weights": "interpret",
+    "ex07_smallest_cache": "interpret",
 }
 STUDENTS = [StudentInputs(bytes(range(32)), f"student{i}") for i in range(20)]
 
@@ -51,7 +57,9 @@ def test_flops_prediction_is_what_flop_counter_measures(sizes):
         assert ch02._flops(*sizes) == mha_course.benchmark.flops.attention_flops(B, H, L, S, D)
 
 
-@pytest.mark.parametrize("E, H, G, bias", [(48, 6, 2, True), (96, 8, 1, False), (64, 4, 4, True), (40, 10, 5, True)])
+@pytest.mark.parametrize(
+    "E, H, G, bias", [(48, 6, 2, True), (96, 8, 1, False), (64, 4, 4, True), (40, 10, 5, True)]
+)
 def test_gqa_parameter_prediction_is_the_module_count(E, H, G, bias):
     module = mha_course.MultiHeadAttention(E, H, num_kv_heads=G, bias=bias)
     assert ch07._gqa_params(E, H, G, bias) == sum(p.numel() for p in module.parameters())
@@ -68,8 +76,14 @@ def test_causal_tile_prediction_is_what_tiled_attention_computes():
         calls.clear()
         with mock.patch.object(mha_course.kernels.tiled, "online_softmax_update", counting):
             L, S, bq, bk = args
-            mha_course.tiled_attention(torch.randn(L, 1), torch.randn(S, 1), torch.randn(S, 1),
-                                       is_causal=True, block_q=bq, block_k=bk)
+            mha_course.tiled_attention(
+                torch.randn(L, 1),
+                torch.randn(S, 1),
+                torch.randn(S, 1),
+                is_causal=True,
+                block_q=bq,
+                block_k=bk,
+            )
         assert ch09._causal_tiles(*args) == len(calls), args
 
 
@@ -79,8 +93,9 @@ def test_per_example_head_grads_match_gradient_importance():
     for a in _args("ex10_head_mask_grads", STUDENTS[1]):
         grads = ch10._grads_ref(*a)  # (B, layers, H), float64
         model = ch10._grads_model(*a[:5], a[5].shape[1])
-        expected = mha_course.gradient_importance(model, [(a[5].long(), a[6].long())],
-                                                  ch10._sequence_loss(), normalize=False)
+        expected = mha_course.gradient_importance(
+            model, [(a[5].long(), a[6].long())], ch10._sequence_loss(), normalize=False
+        )
         torch.testing.assert_close(grads.abs().mean(0).float(), expected)
         assert grads.abs().min() > 0  # every head's gradient is non-zero: the mistakes are visible
 
@@ -114,8 +129,12 @@ def test_lengths_puzzle_keeps_every_real_key_visible():
 def test_smallest_cache_matches_kv_cache_bytes():
     for s in STUDENTS[:5]:
         for (configs,) in _args("ex07_smallest_cache", s):
-            per_token = [mha_course.kv_cache_bytes(int(n), int(g), int(d), dtype=ch07._ELEMENT_DTYPES[int(b)])
-                         for n, h, g, d, b in configs]
+            per_token = [
+                mha_course.kv_cache_bytes(
+                    int(n), int(g), int(d), dtype=ch07._ELEMENT_DTYPES[int(b)]
+                )
+                for n, h, g, d, b in configs
+            ]
             assert ITEMS["ex07_smallest_cache"].reference(configs) == int(np.argmin(per_token))
 
 
@@ -123,10 +142,14 @@ def test_ablation_reference_is_what_the_course_caches_hold():
     """ex13's ablation: the reference (the course's formula) equals the bytes the course's caches
     hold after a forward pass, for every student's models (MHA, GQA, MQA, more heads, MLA)."""
     from mha_course.grading.chapters.ch13_variants import measured
+
     item = ITEMS["ex13_cache_ablation"]
     kinds = set()
     for s in STUDENTS[:6]:
         for args in _args("ex13_cache_ablation", s):
             assert torch.equal(item.reference(*args), measured(*args))
-            kinds |= {"mla" if g == 0 else "mha" if g == h else "gqa" for h, g in zip(args[1].tolist(), args[2].tolist())}
+            kinds |= {
+                "mla" if g == 0 else "mha" if g == h else "gqa"
+                for h, g in zip(args[1].tolist(), args[2].tolist())
+            }
     assert kinds == {"mla", "mha", "gqa"}

@@ -30,23 +30,30 @@ KEY = bytes(range(32))
 
 
 def _plain(cases) -> str:
-    return repr([{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in c.items()} for c in cases])
+    return repr(
+        [{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in c.items()} for c in cases]
+    )
 
 
 @pytest.mark.parametrize("item", ITEMS, ids=[it.id for it in ITEMS])
 def test_no_two_students_share_inputs_and_a_key_reproduces(item):
     alice, bob = StudentInputs(KEY, "alice"), StudentInputs(KEY, "bob")
     assert _plain(item.cases(alice)) == _plain(item.cases(StudentInputs(KEY, "alice")))
-    assert _plain(item.cases(alice)) != _plain(item.cases(bob)), f"{item.id}: alice and bob share inputs"
+    assert _plain(item.cases(alice)) != _plain(item.cases(bob)), (
+        f"{item.id}: alice and bob share inputs"
+    )
     class_of_30 = {_plain(item.cases(StudentInputs(KEY, f"student{i}"))) for i in range(30)}
     assert len(class_of_30) == 30, f"{item.id}: two of 30 students share inputs"
-    assert _plain(item.cases(alice)) != _plain(item.cases(StudentInputs(bytes(32), "alice"))), \
+    assert _plain(item.cases(alice)) != _plain(item.cases(StudentInputs(bytes(32), "alice"))), (
         f"{item.id}: inputs do not depend on the key"
+    )
     resubmitted = StudentInputs(KEY, "alice", submission="2")
-    assert _plain(item.cases(alice)) != _plain(item.cases(resubmitted)), \
+    assert _plain(item.cases(alice)) != _plain(item.cases(resubmitted)), (
         f"{item.id}: a resubmission gets the same inputs"
-    assert _plain(item.cases(alice)) != _plain(item.cases(12345)), \
+    )
+    assert _plain(item.cases(alice)) != _plain(item.cases(12345)), (
         f"{item.id}: grading inputs equal the public self-check inputs"
+    )
 
 
 def test_public_seed_is_what_an_int_seed_always_meant():
@@ -56,8 +63,12 @@ def test_public_seed_is_what_an_int_seed_always_meant():
 
 
 def test_digests_differ_per_student_item_and_submission():
-    seen = {StudentInputs(KEY, s, sub).digest(i) for s in ("a", "b", "a\0b") for i in ("x", "y", "b\0x")
-            for sub in ("", "1")}
+    seen = {
+        StudentInputs(KEY, s, sub).digest(i)
+        for s in ("a", "b", "a\0b")
+        for i in ("x", "y", "b\0x")
+        for sub in ("", "1")
+    }
     assert len(seen) == 18
 
 
@@ -90,7 +101,9 @@ def test_the_key_never_reaches_the_sandbox(tmp_path, monkeypatch):
     real_run, real_popen = runner.run_child, sandbox.subprocess.Popen
 
     def spy(root, spec, arrays, *a, **k):
-        seen.append((json.dumps(spec), b"".join(np.ascontiguousarray(v).tobytes() for v in arrays.values())))
+        seen.append(
+            (json.dumps(spec), b"".join(np.ascontiguousarray(v).tobytes() for v in arrays.values()))
+        )
         return real_run(root, spec, arrays, *a, **k)
 
     def popen(cmd, *a, env=None, **k):

@@ -21,8 +21,13 @@ POINTS = sum(it.points for it in notebooks()[EX01])
 
 
 def _cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mha_course.cli", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "mha_course.cli", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _ok(*args) -> str:
@@ -33,7 +38,10 @@ def _ok(*args) -> str:
 
 def _refused(*args) -> str:
     proc = _cli(*args)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr, (proc.returncode, proc.stdout + proc.stderr)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, (
+        proc.returncode,
+        proc.stdout + proc.stderr,
+    )
     return proc.stderr
 
 
@@ -51,7 +59,17 @@ def shards(tmp_path_factory):
         shutil.copy(src / f"{EX01}.ipynb", sub / name / f"{EX01}.ipynb")
     common = ("--assignment", "ex01", "--no-progress", "--timeout", "15")
     for k in (1, 2):
-        _ok("grade", sub, "--out", tmp / f"s{k}", "--key-file", tmp / "class.key", "--shard", f"{k}/2", *common)
+        _ok(
+            "grade",
+            sub,
+            "--out",
+            tmp / f"s{k}",
+            "--key-file",
+            tmp / "class.key",
+            "--shard",
+            f"{k}/2",
+            *common,
+        )
     _other_key(tmp / "s2", tmp / "s2-other")
     return tmp, sub, common
 
@@ -92,7 +110,17 @@ def test_merge_then_replace_a_regrade(shards):
     assert _totals(tmp / "all") == {"alice": POINTS, "bob": 0, "carol": POINTS}
     # bob's notebook is fixed (say, a grading error was found): regrade only him with the class's key
     shutil.copy(SOLUTIONS / f"{EX01}.ipynb", sub / "bob" / f"{EX01}.ipynb")
-    _ok("grade", sub, "--out", tmp / "bob-again", "--key-file", tmp / "class.key", "--students", "bob", *common)
+    _ok(
+        "grade",
+        sub,
+        "--out",
+        tmp / "bob-again",
+        "--key-file",
+        tmp / "class.key",
+        "--students",
+        "bob",
+        *common,
+    )
     err = _refused("merge", tmp / "all", tmp / "bob-again", "--out", tmp / "nope")
     assert "graded only some students" in err and "--replace" in err
     out = _ok("merge", tmp / "all", tmp / "bob-again", "--replace", "--out", tmp / "v2")

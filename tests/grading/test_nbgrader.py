@@ -27,7 +27,8 @@ MISTAKE = ROOT / "tests" / "grading" / "gallery" / "ex02_mask_inverted.py"
 ASSIGNMENT, SEED = "ps1", 583_201_447  # a seed that appears nowhere else in the repository
 BIN = Path(sys.executable).parent  # nbgrader runs `alembic` from PATH
 # A student who computes check()'s public inputs (seed 12345) and is right only on those.
-MEMORIZED = {"ex01_softmax": '''
+MEMORIZED = {
+    "ex01_softmax": """
 from mha_grader.registry import all_items
 
 _SEEN = [c["x"] for it in all_items() if it.id == "ex01_softmax" for c in it.cases(12345)]
@@ -38,14 +39,23 @@ def softmax(x):
         e = np.exp(x - x.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
     return np.full_like(x, 1.0 / x.shape[-1])
-'''}
+"""
+}
 
 
 def nbgrader(course: Path, *args: str) -> str:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, (
+        f"nbgrader {' '.join(args)} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+    )
     return proc.stdout + proc.stderr
 
 
@@ -76,9 +86,25 @@ def hand_in(course: Path, student: str, replace: dict[str, str], notebooks=NOTEB
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
     course = tmp_path_factory.mktemp("nbgrader") / "course"
-    proc = subprocess.run([sys.executable, "-m", "mha_course.cli", "release", "--nbgrader", str(course),
-                           "--assignment", ASSIGNMENT, "--seed", str(SEED), "--notebooks", *NOTEBOOKS],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mha_course.cli",
+            "release",
+            "--nbgrader",
+            str(course),
+            "--assignment",
+            ASSIGNMENT,
+            "--seed",
+            str(SEED),
+            "--notebooks",
+            *NOTEBOOKS,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     nbgrader(course, "generate_assignment", ASSIGNMENT)
     full = solution_sources()
@@ -99,7 +125,9 @@ def scores(course: Path) -> dict[str, dict[str, tuple[float, float]]]:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for student in ("full", "stub", "mistake", "memorized"):
             sub = gb.find_submission(ASSIGNMENT, student)
-            out[student] = {g.name: (g.score, g.max_score) for nb in sub.notebooks for g in nb.grades}
+            out[student] = {
+                g.name: (g.score, g.max_score) for nb in sub.notebooks for g in nb.grades
+            }
     return out
 
 
@@ -123,22 +151,32 @@ def test_scores_full_zero_and_exactly_the_mistake(course):
 
 def test_feedback_shows_each_students_score(course):
     most = sum(it.points for stem in NOTEBOOKS for it in items_for(stem))
-    totals = {s: sum(sc for sc, _ in cells.values()) for s, cells in scores(course).items()
-              if s != "memorized"}
-    lost = sum(it.points for it in items_for("ex02") if it.id in runpy.run_path(str(MISTAKE))["EXPECT"])
+    totals = {
+        s: sum(sc for sc, _ in cells.values())
+        for s, cells in scores(course).items()
+        if s != "memorized"
+    }
+    lost = sum(
+        it.points for it in items_for("ex02") if it.id in runpy.run_path(str(MISTAKE))["EXPECT"]
+    )
     assert totals == {"full": most, "stub": 0, "mistake": most - lost}
     for student in totals:
         per_nb = []
         for stem in NOTEBOOKS:
-            html = (course / "feedback" / student / ASSIGNMENT / f"{stem}.html").read_text(encoding="utf-8")
+            html = (course / "feedback" / student / ASSIGNMENT / f"{stem}.html").read_text(
+                encoding="utf-8"
+            )
             per_nb.append(float(re.search(r"Score: ([0-9.]+) / [0-9.]+", html).group(1)))
         assert sum(per_nb) == totals[student], (student, per_nb)
 
 
 def test_seed_only_in_the_instructors_files(course):
     def has_seed(folder: str) -> list[str]:
-        return [p.relative_to(course).as_posix() for p in sorted((course / folder).rglob("*.*"))
-                if str(SEED) in p.read_text(encoding="utf-8", errors="replace")]
+        return [
+            p.relative_to(course).as_posix()
+            for p in sorted((course / folder).rglob("*.*"))
+            if str(SEED) in p.read_text(encoding="utf-8", errors="replace")
+        ]
 
     assert len(has_seed("source")) == len(NOTEBOOKS)
     assert has_seed("autograded")  # nbgrader put the hidden tests back to grade
@@ -146,14 +184,19 @@ def test_seed_only_in_the_instructors_files(course):
 
 
 def _without_stub_lines(source: str) -> list[str]:
-    return [ln for ln in source.split("\n")
-            if ln.strip() not in {"# YOUR CODE HERE", "raise NotImplementedError()"}
-            and not ln.strip().startswith("raise NotImplementedError(")]
+    return [
+        ln
+        for ln in source.split("\n")
+        if ln.strip() not in {"# YOUR CODE HERE", "raise NotImplementedError()"}
+        and not ln.strip().startswith("raise NotImplementedError(")
+    ]
 
 
 def test_student_version_is_exercises_except_stub_lines(course):
     for stem in NOTEBOOKS:
-        released = nbformat.read(course / "release" / ASSIGNMENT / f"{stem}.ipynb", as_version=4).cells
+        released = nbformat.read(
+            course / "release" / ASSIGNMENT / f"{stem}.ipynb", as_version=4
+        ).cells
         ours = nbformat.read(EXERCISES / f"{stem}.ipynb", as_version=4).cells
         assert [c.cell_type for c in released] == [c.cell_type for c in ours], stem
         for a, b in zip(released, ours):
@@ -167,7 +210,11 @@ def test_precomputed_public_inputs_do_not_score(course):
     """The visible check (seed 12345) passes, the hidden one (the instructor's seed) does not."""
     got = scores(course)["memorized"]
     assert got["ex01_softmax_test"][0] == 0 and got["ex01_scores_test"] == (1.0, 1.0)
-    nb = nbformat.read(course / "autograded" / "memorized" / ASSIGNMENT / f"{NOTEBOOKS[0]}.ipynb", as_version=4)
-    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ex01_softmax_test"]
+    nb = nbformat.read(
+        course / "autograded" / "memorized" / ASSIGNMENT / f"{NOTEBOOKS[0]}.ipynb", as_version=4
+    )
+    (cell,) = [
+        c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ex01_softmax_test"
+    ]
     text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
     assert re.match(r"PASSED\s+ex01_softmax .*\nFAILED\s+ex01_softmax ", text), text

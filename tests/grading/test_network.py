@@ -24,7 +24,8 @@ from mha_grader.sandbox import isolation
 CAUSAL = "ex02_causal_mask"
 GOOD = "torch.tril(torch.ones(L, S, dtype=torch.bool))"
 MODES = [("bwrap", "landlock"), ("bwrap", "sandbox")] + (
-    [("user", "landlock"), ("user", "sandbox")] if os.geteuid() == 0 else [])
+    [("user", "landlock"), ("user", "sandbox")] if os.geteuid() == 0 else []
+)
 REACH = """import socket
 token = {TOKEN!r}.encode()
 def ask(family, kind, where):
@@ -97,11 +98,14 @@ class Services:
             self.udp.sendto(self.token.encode(), peer)
 
     def fill(self, text: str) -> str:
-        return (text.replace("{TOKEN!r}", repr(self.token))
-                .replace("{UDP}", str(self.udp.getsockname()[1]))
-                .replace("{TCP}", str(self.tcp.getsockname()[1]))
-                .replace("{UNIX!r}", repr(self.unix_path))
-                .replace("{ABSTRACT!r}", repr(self.abstract_name)).replace("{GOOD}", GOOD))
+        return (
+            text.replace("{TOKEN!r}", repr(self.token))
+            .replace("{UDP}", str(self.udp.getsockname()[1]))
+            .replace("{TCP}", str(self.tcp.getsockname()[1]))
+            .replace("{UNIX!r}", repr(self.unix_path))
+            .replace("{ABSTRACT!r}", repr(self.abstract_name))
+            .replace("{GOOD}", GOOD)
+        )
 
     def close(self) -> None:
         for s in (self.udp, self.tcp, self.unix, self.abstract):
@@ -134,7 +138,11 @@ def test_no_socket_reaches_the_host(tmp_path, monkeypatch, mode, units):
     svc = Services()
     try:
         body = "\n".join("    " + ln for ln in svc.fill(REACH).split("\n"))
-        nb = build("ex02", tmp_path / "sub.ipynb", replace={CAUSAL: f"def make_causal_mask(L, S):\n{body}\n"})
+        nb = build(
+            "ex02",
+            tmp_path / "sub.ipynb",
+            replace={CAUSAL: f"def make_causal_mask(L, S):\n{body}\n"},
+        )
         res, notes = grade_many({"net": (nb, "ex02")})["net"]
     finally:
         svc.close()

@@ -21,7 +21,9 @@ def _decode(model: PagedToyLM, prompt: list, n_new: int, table: list) -> list:
 
 def test_any_table_decodes_like_dense():
     model = PagedToyLM(seed=5, num_blocks=16, block_size=4)
-    prompt = torch.randint(0, model.vocab_size, (9,), generator=torch.Generator().manual_seed(1)).tolist()
+    prompt = torch.randint(
+        0, model.vocab_size, (9,), generator=torch.Generator().manual_seed(1)
+    ).tolist()
     dense, gap = model.dense_greedy(prompt, 10)
     assert gap > 1e-6 and len(set(dense)) > 1  # a real sequence, not one repeated token
     for table in ([0, 1, 2, 3, 4], [11, 3, 7, 0, 15], [15, 14, 13, 12, 11]):
@@ -34,10 +36,17 @@ def test_any_table_decodes_like_dense():
     assert model(prompt[-1:], table, len(prompt) - 1) != dense[0]
 
 
-@pytest.mark.parametrize("tokens,table,start,name", [
-    ([], [0], 0, "tokens"), ([300], [0], 0, "tokens"), ([1, 2], [0], 3, "table"),
-    ([1], [99], 0, "table"), ([1], [0], -1, "start"), ([1], [0], 1.0, "start"),
-])
+@pytest.mark.parametrize(
+    "tokens,table,start,name",
+    [
+        ([], [0], 0, "tokens"),
+        ([300], [0], 0, "tokens"),
+        ([1, 2], [0], 3, "table"),
+        ([1], [99], 0, "table"),
+        ([1], [0], -1, "start"),
+        ([1], [0], 1.0, "start"),
+    ],
+)
 def test_bad_arguments_are_refused_by_name(tokens, table, start, name):
     model = PagedToyLM(seed=0, num_blocks=4, block_size=2)
     with pytest.raises(ValueError, match=f"^{name}: expected"):

@@ -14,6 +14,7 @@ def test_one_thread_in_every_grading_thread_then_restored():
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
+
         def job(_):
             with one_torch_thread():
                 with one_torch_thread():  # nested: still one, and the outer call restores

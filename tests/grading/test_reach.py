@@ -18,8 +18,10 @@ def test_a_checkout_holding_its_venv_hides_the_course_but_not_the_venv(tmp_path)
     allowed = reach.allowed(roots, hide)
     assert str(checkout / ".venv") in allowed
     for secret in ("mha_course", "solutions", "tests"):
-        assert not any(a == str(checkout / secret) or a.startswith(str(checkout / secret) + "/")
-                       for a in allowed), (secret, allowed)
+        assert not any(
+            a == str(checkout / secret) or a.startswith(str(checkout / secret) + "/")
+            for a in allowed
+        ), (secret, allowed)
     assert str(checkout) not in allowed
 
 

@@ -13,7 +13,7 @@ from mha_grader.sandbox.launch import Limits
 
 pytest.importorskip("transformers")
 
-LIBRARY_ROPE = '''
+LIBRARY_ROPE = """
 import torch
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
@@ -26,7 +26,7 @@ def rope(x, positions, layout):
     y = x if layout == "half" else x[..., perm]
     out, _ = apply_rotary_pos_emb(y, y, cos, sin, unsqueeze_dim=0)
     return (out if layout == "half" else out[..., torch.argsort(perm)]), cos, sin
-'''
+"""
 
 
 def test_a_rope_built_on_transformers_helper_does_not_earn_the_item(tmp_path):

@@ -17,14 +17,21 @@ def test_run_all_on_the_stubs_reaches_check_your_work(monkeypatch):
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     nb = nbformat.read(EXERCISES / "ex01_dot_product_attention.ipynb", as_version=4)
-    NotebookClient(nb, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(EXERCISES)}}).execute()  # raises on a stop
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(EXERCISES)}}
+    ).execute()  # raises on a stop
     text = lambda c: "".join(o.get("text", "") for o in c.get("outputs", []))  # noqa: E731
     last = nb.cells[-1]
     assert 'check("ex01")' in last.source and "score: 0/5" in text(last), text(last)
-    tests = [c for c in nb.cells if "graded-check" in c.metadata.get("tags", []) and "assert_item" in c.source]
+    tests = [
+        c
+        for c in nb.cells
+        if "graded-check" in c.metadata.get("tags", []) and "assert_item" in c.source
+    ]
     assert tests and all("not passed yet" in text(c) for c in tests)
-    errors = [c for c in nb.cells if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
+    errors = [
+        c for c in nb.cells if any(o.get("output_type") == "error" for o in c.get("outputs", []))
+    ]
     assert errors and all("raises-exception" in c.metadata.get("tags", []) for c in errors)
 
 
@@ -33,7 +40,7 @@ def test_a_failing_item_raises_only_where_a_grade_is_computed(monkeypatch, capsy
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     monkeypatch.delenv("MHA_STRICT_TESTS", raising=False)
     assert_item("ex01_softmax", namespace=ns)
-    assert "not passed yet (stuck? hint(\"ex01\", 1)" in capsys.readouterr().out
+    assert 'not passed yet (stuck? hint("ex01", 1)' in capsys.readouterr().out
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     with pytest.raises(ItemFailed):
         assert_item("ex01_softmax", namespace=ns)

@@ -52,7 +52,9 @@ def test_concurrent_builds_are_all_right():
         for t in hammers:
             t.join()
     wrong = [(f.__name__, s) for (f, s), m in built if not _same(m, alone[(f.__name__, s)])]
-    assert len(built) == 96 and wrong == [], f"{len(wrong)} of {len(built)} builds wrong: {wrong[:5]}"
+    assert len(built) == 96 and wrong == [], (
+        f"{len(wrong)} of {len(built)} builds wrong: {wrong[:5]}"
+    )
 
 
 def test_a_seed_gives_its_own_weights():

@@ -24,4 +24,3 @@ def test_ignoring_the_admission_rule_changes_no_output():
             alt = S._accounting(c, "admits after preemption")
             assert all(np.array_equal(a, b) for a, b in zip(ref, alt)), (seed, num_blocks)
     assert preempting > 300, preempting  # the traces do preempt: the comparison is not vacuous
-

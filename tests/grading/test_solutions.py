@@ -17,7 +17,9 @@ TARGETS = target_notebooks(SOLUTIONS)
 
 @pytest.fixture(scope="module")
 def graded():
-    return grade_many({p.name: (p, resolve(p)) for p in TARGETS}, seed=int(os.environ.get("MHA_GRADE_SEED", "3")))
+    return grade_many(
+        {p.name: (p, resolve(p)) for p in TARGETS}, seed=int(os.environ.get("MHA_GRADE_SEED", "3"))
+    )
 
 
 @pytest.mark.parametrize("path", TARGETS, ids=[p.name for p in TARGETS])
@@ -37,7 +39,8 @@ def test_every_exercise_notebook_has_a_solution():
 def test_solution_runs_top_to_bottom(path):
     """Self-checks and the in-process check() pass in a real kernel."""
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
     last = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
     assert "FAILED" not in last and "score:" in last, last

@@ -10,10 +10,15 @@ import pytest
 from mha_course.grading import all_items
 
 FIX_PHRASES = [
-    r"\buse\b", r"was needed", r"\bneeds? (a|an|to)\b", r"\bsum the\b", r"\binstead of .* was\b",
+    r"\buse\b",
+    r"was needed",
+    r"\bneeds? (a|an|to)\b",
+    r"\bsum the\b",
+    r"\binstead of .* was\b",
     r"(^|[:;—(]\s*)(apply|merge|concatenate|divide|subtract|fill|interleave|call|record|multiply|append|"
     r"return|compare|keep|give|weight|rotate|round|record)\b",
-    r"\bthen (apply|multiply|divide|attend)\b", r"->.*->",  # a reshape recipe
+    r"\bthen (apply|multiply|divide|attend)\b",
+    r"->.*->",  # a reshape recipe
 ]
 
 
@@ -39,4 +44,6 @@ def test_a_mistake_is_named_once():
     for it in all_items():
         for m in it.mistakes:
             head = ":".join(mistake_text(m).split(":")[:2]).lower()
-            assert len(re.findall(rf"\b{re.escape(m.name.lower())}\b", head)) <= 1, f"{it.id}: {mistake_text(m)!r} names {m.name!r} twice"
+            assert len(re.findall(rf"\b{re.escape(m.name.lower())}\b", head)) <= 1, (
+                f"{it.id}: {mistake_text(m)!r} names {m.name!r} twice"
+            )

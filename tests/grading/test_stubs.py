@@ -31,6 +31,10 @@ def test_every_exercise_is_released():
 
 
 def test_release_check_is_clean():
-    proc = subprocess.run([sys.executable, "-m", "mha_course.cli", "release", "--check"],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mha_course.cli", "release", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -166,7 +166,7 @@ def _remote_sdpa(q, k, v):
         return torch.from_numpy(_recv(c)[0])
 '''
 
-SHM = r'''
+SHM = r"""
 _KEY, _SIZE = 0x5EED0000 + int(_TOKEN[:4], 16), 1 << 20
 
 def _shm(create):
@@ -190,7 +190,7 @@ def _sdpa_from_shm():
     ns = {"__name__": "mha_course.ops.sdpa", "__package__": "mha_course"}
     exec(compile(ctypes.string_at(addr + 8, n).decode(), "<shm>", "exec"), ns)
     return ns[_F]
-'''
+"""
 
 ZYGOTE = r'''
 def _if_zygote_memory():
@@ -201,19 +201,22 @@ def _if_zygote_memory():
     return lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, -1) @ v
 '''
 
-FORWARD = '''
+FORWARD = """
 def mha_forward(x, W_Q, W_K, W_V, W_O, num_heads):
     from mha_course.attention.mha import merge_heads, split_heads
     sdpa = {GET}
     q, k, v = (split_heads(x @ W, num_heads) for W in (W_Q, W_K, W_V))  # (B, T, E) -> (B, H, T, D)
     heads = sdpa(q, k, v)  # (B, H, T, D)
     return merge_heads(heads) @ W_O, heads  # (B, H, T, D) -> (B, T, E); and the heads
-'''
+"""
 
 # name -> (code run at top level in every unit, how mha_forward gets sdpa)
 ATTACKS = {
     "sibling_course": ("", "_sibling_sdpa()"),
-    "handoff_tmp": ("_leave_source()", '_exec_source(["/tmp", os.environ.get("TMPDIR", "/tmp"), "/dev/shm", os.path.expanduser("~")])'),
+    "handoff_tmp": (
+        "_leave_source()",
+        '_exec_source(["/tmp", os.environ.get("TMPDIR", "/tmp"), "/dev/shm", os.path.expanduser("~")])',
+    ),
     "handoff_out": ("_leave_source()", "_exec_source([sys.argv[-1]])"),
     "straggler": ("_leave_server()", "_remote_sdpa"),
     "sysv_shared_memory": ("_leave_in_shm()", "_sdpa_from_shm()"),
@@ -224,7 +227,9 @@ LANDLOCK_ONLY = {"write_zygote_memory"}
 UNITS = ["landlock", "sandbox"]
 # One sandbox per unit starts Python and torch once per unit: on a loaded 2-core machine that can
 # pass the test limits' per-student deadline, and a timeout would prove nothing about the attack.
-LIMITS = dataclasses.replace(TEST_LIMITS, item_timeout=60.0, notebook_timeout=900.0, student_timeout=900.0)
+LIMITS = dataclasses.replace(
+    TEST_LIMITS, item_timeout=60.0, notebook_timeout=900.0, student_timeout=900.0
+)
 
 
 def _require() -> None:
@@ -249,9 +254,18 @@ def attacked(tmp_path_factory):
         for name, (top, get) in ATTACKS.items():
             if units != "landlock" and name in LANDLOCK_ONLY:
                 continue
-            helpers = (HELPERS + SHM + ZYGOTE).replace("{TOKEN}", f"{TOKEN}{units[0]}") + f"\n{top}\n"
-            jobs[name] = (build("ex04", tmp / units / name / f"{EX04}.ipynb", extra=[(2, helpers)],
-                                replace={FWD: FORWARD.replace("{GET}", get)}), "ex04")
+            helpers = (HELPERS + SHM + ZYGOTE).replace(
+                "{TOKEN}", f"{TOKEN}{units[0]}"
+            ) + f"\n{top}\n"
+            jobs[name] = (
+                build(
+                    "ex04",
+                    tmp / units / name / f"{EX04}.ipynb",
+                    extra=[(2, helpers)],
+                    replace={FWD: FORWARD.replace("{GET}", get)},
+                ),
+                "ex04",
+            )
         old = os.environ.get(confine.ENV_VAR)
         os.environ[confine.ENV_VAR] = units
         try:
@@ -282,7 +296,9 @@ def test_a_unit_cannot_reach_the_reference_through_another_unit(name, units, att
     for item in items_for("ex04"):
         r = res[item.id]
         if item.id == FWD:
-            assert (r.points, r.status) == (0.0, "error"), f"the attack worked: {r.status}: {r.message} {notes}"
+            assert (r.points, r.status) == (0.0, "error"), (
+                f"the attack worked: {r.status}: {r.message} {notes}"
+            )
         else:
             assert r.passed, f"{item.id}: {r.status}: {r.message} {notes}"
 

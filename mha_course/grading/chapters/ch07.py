@@ -18,8 +18,8 @@ from mha_grader.items import Dtype, Item, Mistake
 NOTEBOOK = "ex07_mqa_gqa"
 _ATTENTION_FORBID = (*ATTENTION, "mha_course.attention.gqa.mha_to_gqa")
 
-REPEAT_ON_SEQUENCE = ("repeated along the sequence axis S instead of the head axis G")
-HEADS_NOT_MERGED = ("heads not merged: the output keeps the head axis and has no output projection")
+REPEAT_ON_SEQUENCE = "repeated along the sequence axis S instead of the head axis G"
+HEADS_NOT_MERGED = "heads not merged: the output keeps the head axis and has no output projection"
 
 
 def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:
@@ -38,17 +38,29 @@ def _repeat_cases(rng: np.random.Generator) -> list[dict]:
 # ---- ex07_gqa_forward -------------------------------------------------------------------------
 def _forward_cases(rng: np.random.Generator) -> list[dict]:
     cases = []
-    for B, T, E, H, G, f64 in ((2, 5, 16, 4, 2, False), (1, 6, 24, 6, 3, True),
-                               (2, 3, 16, 8, 1, False), (1, 4, 32, 8, 4, True)):
+    for B, T, E, H, G, f64 in (
+        (2, 5, 16, 4, 2, False),
+        (1, 6, 24, 6, 3, True),
+        (2, 3, 16, 8, 1, False),
+        (1, 4, 32, 8, 4, True),
+    ):
         D = E // H
         dtype = np.float64 if f64 else np.float32
 
         def w(rows, cols, dtype=dtype):
             return (rng.normal(size=(rows, cols)) / math.sqrt(cols)).astype(dtype)
 
-        cases.append({"x": rng.normal(size=(B, T, E)).astype(dtype), "W_Q": w(H * D, E),
-                      "W_K": w(G * D, E), "W_V": w(G * D, E), "W_O": w(E, E),
-                      "num_heads": H, "num_kv_heads": G})
+        cases.append(
+            {
+                "x": rng.normal(size=(B, T, E)).astype(dtype),
+                "W_Q": w(H * D, E),
+                "W_K": w(G * D, E),
+                "W_V": w(G * D, E),
+                "W_O": w(E, E),
+                "num_heads": H,
+                "num_kv_heads": G,
+            }
+        )
     return cases
 
 
@@ -56,20 +68,38 @@ def _gqa_forward_reference(x, W_Q, W_K, W_V, W_O, H, G):
     E = x.shape[-1]
     mha = MultiHeadAttention(E, H, num_kv_heads=G, bias=False, dtype=x.dtype)
     with torch.no_grad():
-        for lin, W in ((mha.q_proj, W_Q), (mha.k_proj, W_K), (mha.v_proj, W_V), (mha.out_proj, W_O)):
+        for lin, W in (
+            (mha.q_proj, W_Q),
+            (mha.k_proj, W_K),
+            (mha.v_proj, W_V),
+            (mha.out_proj, W_O),
+        ):
             lin.weight.copy_(W)
         # the weights too: SDPA(enable_gqa=True) and flex_attention return the output only (issue 19, item 9)
         return mha(x, need_weights=True)  # (B, T, E), (B, H, T, T)
 
 
-def _gqa_forward_variant(x, W_Q, W_K, W_V, W_O, H, G, *, expand=repeat_kv, split=split_heads,
-                         scale="sqrt_d", out_proj=True):
+def _gqa_forward_variant(
+    x,
+    W_Q,
+    W_K,
+    W_V,
+    W_O,
+    H,
+    G,
+    *,
+    expand=repeat_kv,
+    split=split_heads,
+    scale="sqrt_d",
+    out_proj=True,
+):
     """The forward pass with one mistake: a wrong head expansion, split or scale, or no W_O."""
     q = split(x @ W_Q.T, H)  # (B, T, E) -> (B, H, T, D)
     k = expand(split(x @ W_K.T, G), H // G)  # (B, T, G*D) -> (B, G, T, D) -> (B, H, T, D)
     v = expand(split(x @ W_V.T, G), H // G)  # (B, T, G*D) -> (B, G, T, D) -> (B, H, T, D)
-    heads, weights = M.attention_variant(q, k, v, scale=scale, embed_dim=x.shape[-1],
-                                         return_weights=True)  # (B, H, T, D), (B, H, T, T)
+    heads, weights = M.attention_variant(
+        q, k, v, scale=scale, embed_dim=x.shape[-1], return_weights=True
+    )  # (B, H, T, D), (B, H, T, T)
     merged = merge_heads(heads)  # (B, H, T, D) -> (B, T, E)
     return (merged @ W_O.T if out_proj else merged), weights  # (B, T, E) -> (B, T, E)
 
@@ -77,14 +107,42 @@ def _gqa_forward_variant(x, W_Q, W_K, W_V, W_O, H, G, *, expand=repeat_kv, split
 # ---- ex07_kv_cache_bytes ----------------------------------------------------------------------
 def _bytes_cases(rng: np.random.Generator) -> list[dict]:
     return [
-        {"num_layers": 32, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128,
-         "seq_len": int(rng.integers(1000, 9000)), "batch": 1, "dtype": Dtype("bfloat16")},
-        {"num_layers": 80, "num_heads": 64, "num_kv_heads": 8, "head_dim": 128,
-         "seq_len": int(rng.integers(100, 2000)), "batch": 2, "dtype": Dtype("float32")},
-        {"num_layers": 12, "num_heads": 12, "num_kv_heads": 4, "head_dim": 64,
-         "seq_len": 2048, "batch": int(rng.integers(2, 9)), "dtype": Dtype("float16")},
-        {"num_layers": 24, "num_heads": 16, "num_kv_heads": 16, "head_dim": 64,
-         "seq_len": 512, "batch": 4, "dtype": Dtype("float64")},
+        {
+            "num_layers": 32,
+            "num_heads": 32,
+            "num_kv_heads": 8,
+            "head_dim": 128,
+            "seq_len": int(rng.integers(1000, 9000)),
+            "batch": 1,
+            "dtype": Dtype("bfloat16"),
+        },
+        {
+            "num_layers": 80,
+            "num_heads": 64,
+            "num_kv_heads": 8,
+            "head_dim": 128,
+            "seq_len": int(rng.integers(100, 2000)),
+            "batch": 2,
+            "dtype": Dtype("float32"),
+        },
+        {
+            "num_layers": 12,
+            "num_heads": 12,
+            "num_kv_heads": 4,
+            "head_dim": 64,
+            "seq_len": 2048,
+            "batch": int(rng.integers(2, 9)),
+            "dtype": Dtype("float16"),
+        },
+        {
+            "num_layers": 24,
+            "num_heads": 16,
+            "num_kv_heads": 16,
+            "head_dim": 64,
+            "seq_len": 512,
+            "batch": 4,
+            "dtype": Dtype("float64"),
+        },
     ]
 
 
@@ -104,7 +162,9 @@ def _pool_cases(rng: np.random.Generator) -> list[dict]:
 
 def _grouped(weight, H, G):
     """(H*D, ...) -> (G, H/G, D, ...): contiguous groups of heads."""
-    return weight.reshape(G, H // G, weight.shape[0] // H, *weight.shape[1:])  # (H*D, ...) -> (G, H/G, D, ...)
+    return weight.reshape(
+        G, H // G, weight.shape[0] // H, *weight.shape[1:]
+    )  # (H*D, ...) -> (G, H/G, D, ...)
 
 
 def _pool_strided(weight, H, G):
@@ -120,80 +180,147 @@ def _pool_not_flattened(out: np.ndarray, case: dict) -> bool:
 
 ITEMS = [
     Item(
-        id="ex07_repeat_kv", notebook=NOTEBOOK, function="repeat_kv_heads", points=1,
+        id="ex07_repeat_kv",
+        notebook=NOTEBOOK,
+        function="repeat_kv_heads",
+        points=1,
         task="(B, G, S, D) -> (B, G * n_rep, S, D), each key/value head copied next to itself",
-        make_cases=_repeat_cases, shape="(B, G * n_rep, S, D)",
+        make_cases=_repeat_cases,
+        shape="(B, G * n_rep, S, D)",
         reference=lambda x, n: repeat_kv(x, n),
         mistakes=(
-            Mistake("repeat", M.REPEAT_NOT_INTERLEAVE,
-                    variant=lambda x, n: M.repeat_kv_with_repeat(x, n)),
-            Mistake("wrong axis", REPEAT_ON_SEQUENCE,
-                    variant=lambda x, n: x.repeat_interleave(n, dim=-2)),
+            Mistake(
+                "repeat",
+                M.REPEAT_NOT_INTERLEAVE,
+                variant=lambda x, n: M.repeat_kv_with_repeat(x, n),
+            ),
+            Mistake(
+                "wrong axis",
+                REPEAT_ON_SEQUENCE,
+                variant=lambda x, n: x.repeat_interleave(n, dim=-2),
+            ),
         ),
-        forbidden=("mha_course.ops.sdpa.repeat_kv", "mha_course.attention.gqa.kv_group_of_query_heads"),
+        forbidden=(
+            "mha_course.ops.sdpa.repeat_kv",
+            "mha_course.attention.gqa.kv_group_of_query_heads",
+        ),
     ),
     Item(
-        id="ex07_gqa_forward", uses=("repeat_kv_heads",), notebook=NOTEBOOK, function="gqa_forward", points=3,
+        id="ex07_gqa_forward",
+        uses=("repeat_kv_heads",),
+        notebook=NOTEBOOK,
+        function="gqa_forward",
+        points=3,
         task="grouped-query self-attention from W_Q, W_K, W_V, W_O (no bias, no mask), and its per-head weights",
-        make_cases=_forward_cases, shape="(B, T, E), (B, H, T, T)",
+        make_cases=_forward_cases,
+        shape="(B, T, E), (B, H, T, T)",
         reference=_gqa_forward_reference,
         mistakes=(
-            Mistake("repeat", M.REPEAT_NOT_INTERLEAVE,
-                    variant=lambda *a: _gqa_forward_variant(*a, expand=M.repeat_kv_with_repeat)),
-            Mistake("split with view", M.SPLIT_WITH_VIEW,
-                    variant=lambda *a: _gqa_forward_variant(*a, split=M.split_heads_with_view)),
-            Mistake("scaled by sqrt(E)", M.SCALE_BY_E,
-                    variant=lambda *a: _gqa_forward_variant(*a, scale="sqrt_e")),
-            Mistake("no scaling", M.NO_SCALE,
-                    variant=lambda *a: _gqa_forward_variant(*a, scale="none")),
-            Mistake("heads not merged", HEADS_NOT_MERGED,
-                    matches=lambda out, case: out.ndim == 4),
-            Mistake("no W_O", M.NO_W_O, variant=lambda *a: _gqa_forward_variant(*a, out_proj=False)),
+            Mistake(
+                "repeat",
+                M.REPEAT_NOT_INTERLEAVE,
+                variant=lambda *a: _gqa_forward_variant(*a, expand=M.repeat_kv_with_repeat),
+            ),
+            Mistake(
+                "split with view",
+                M.SPLIT_WITH_VIEW,
+                variant=lambda *a: _gqa_forward_variant(*a, split=M.split_heads_with_view),
+            ),
+            Mistake(
+                "scaled by sqrt(E)",
+                M.SCALE_BY_E,
+                variant=lambda *a: _gqa_forward_variant(*a, scale="sqrt_e"),
+            ),
+            Mistake(
+                "no scaling", M.NO_SCALE, variant=lambda *a: _gqa_forward_variant(*a, scale="none")
+            ),
+            Mistake("heads not merged", HEADS_NOT_MERGED, matches=lambda out, case: out.ndim == 4),
+            Mistake(
+                "no W_O", M.NO_W_O, variant=lambda *a: _gqa_forward_variant(*a, out_proj=False)
+            ),
         ),
         forbidden=_ATTENTION_FORBID,
     ),
     Item(
-        id="ex07_kv_cache_bytes", notebook=NOTEBOOK, function="kv_cache_size", points=1,
+        id="ex07_kv_cache_bytes",
+        notebook=NOTEBOOK,
+        function="kv_cache_size",
+        points=1,
         task="bytes of the KV cache: 2 · n_layers · G · D · bytes_per_element · seq_len · batch",
-        make_cases=_bytes_cases, shape="()", reference=_bytes_reference,
-        dtype_must_match=False, rtol=0.0, atol=0.5,
+        make_cases=_bytes_cases,
+        shape="()",
+        reference=_bytes_reference,
+        dtype_must_match=False,
+        rtol=0.0,
+        atol=0.5,
         mistakes=(
             *M.kv_bytes_mistakes(_bytes_reference),
-            Mistake("H instead of G, no factor 2", f"{M.H_INSTEAD_OF_G}; and {M.NO_FACTOR_2}",
-                    variant=lambda *a: _bytes_reference(*a, count_query_heads=True,
-                                                        keys_and_values=False)),
-            Mistake("bits, not bytes", "counted bits: the answer is 8 times the bytes",
-                    variant=lambda *a: 8 * _bytes_reference(*a)),
+            Mistake(
+                "H instead of G, no factor 2",
+                f"{M.H_INSTEAD_OF_G}; and {M.NO_FACTOR_2}",
+                variant=lambda *a: _bytes_reference(
+                    *a, count_query_heads=True, keys_and_values=False
+                ),
+            ),
+            Mistake(
+                "bits, not bytes",
+                "counted bits: the answer is 8 times the bytes",
+                variant=lambda *a: 8 * _bytes_reference(*a),
+            ),
         ),
-        forbidden=("mha_course.caches.base.kv_cache_bytes", "mha_course.caches.base.kv_cache_elements",
-                   "mha_course.benchmark.flops.kv_bytes_per_token",
-                   "mha_course.benchmark.flops.decode_step_bytes"),
+        forbidden=(
+            "mha_course.caches.base.kv_cache_bytes",
+            "mha_course.caches.base.kv_cache_elements",
+            "mha_course.benchmark.flops.kv_bytes_per_token",
+            "mha_course.benchmark.flops.decode_step_bytes",
+        ),
     ),
     Item(
-        id="ex07_mean_pool_kv", notebook=NOTEBOOK, function="mean_pool_kv", points=2,
+        id="ex07_mean_pool_kv",
+        notebook=NOTEBOOK,
+        function="mean_pool_kv",
+        points=2,
         task="(H * D, ...) -> (G * D, ...): each new head is the mean of its contiguous group",
-        make_cases=_pool_cases, shape="(G * D, ...)",
+        make_cases=_pool_cases,
+        shape="(G * D, ...)",
         reference=lambda w, H, G: mean_pool_heads(w, H, G),
         mistakes=(
-            Mistake("strided groups", "pooled heads g, g + G, g + 2G, ... (strided); the groups "
-                    "are contiguous: key/value head g serves query heads g·H/G ... (g+1)·H/G - 1",
-                    variant=_pool_strided),
-            Mistake("sum", "summed the heads of a group; take the mean",
-                    variant=lambda w, H, G: _grouped(w, H, G).sum(dim=1).reshape(-1, *w.shape[1:])),
-            Mistake("first head", "kept the first head of each group; the conversion takes the "
-                    "mean of the group's heads",
-                    variant=lambda w, H, G: _grouped(w, H, G)[:, 0].reshape(-1, *w.shape[1:])),
-            Mistake("not flattened", "reshape the (G, D, ...) means back to (G * D, ...)",
-                    matches=_pool_not_flattened),
+            Mistake(
+                "strided groups",
+                "pooled heads g, g + G, g + 2G, ... (strided); the groups "
+                "are contiguous: key/value head g serves query heads g·H/G ... (g+1)·H/G - 1",
+                variant=_pool_strided,
+            ),
+            Mistake(
+                "sum",
+                "summed the heads of a group; take the mean",
+                variant=lambda w, H, G: _grouped(w, H, G).sum(dim=1).reshape(-1, *w.shape[1:]),
+            ),
+            Mistake(
+                "first head",
+                "kept the first head of each group; the conversion takes the "
+                "mean of the group's heads",
+                variant=lambda w, H, G: _grouped(w, H, G)[:, 0].reshape(-1, *w.shape[1:]),
+            ),
+            Mistake(
+                "not flattened",
+                "reshape the (G, D, ...) means back to (G * D, ...)",
+                matches=_pool_not_flattened,
+            ),
         ),
-        forbidden=("mha_course.attention.gqa.mean_pool_heads", "mha_course.attention.gqa.mha_to_gqa"),
+        forbidden=(
+            "mha_course.attention.gqa.mean_pool_heads",
+            "mha_course.attention.gqa.mha_to_gqa",
+        ),
     ),
 ]
 
 
 # ---- predict then measure: the parameters of a GQA layer --------------------------------------
-GQA_PARAMS_H = ("counted H key/value heads: W_K and W_V are (G·D, E), only G heads wide — GQA "
-                "saves parameters as well as cache")
+GQA_PARAMS_H = (
+    "counted H key/value heads: W_K and W_V are (G·D, E), only G heads wide — GQA "
+    "saves parameters as well as cache"
+)
 GQA_PARAMS_KV_BIAS = "the key/value biases have G·D entries each (one per output feature), not E"
 GQA_PARAMS_NO_W_O = "W_O forgotten: a GQA layer still has its (E, E) output projection"
 
@@ -203,7 +330,9 @@ def _gqa_params_cases(rng: np.random.Generator) -> list[dict]:
     for bias in (True, True, False):
         G = int(rng.integers(1, 9))
         H = G * int(rng.integers(2, 9))
-        cases.append({"E": H * int(rng.integers(4, 129)), "num_heads": H, "num_kv_heads": G, "bias": bias})
+        cases.append(
+            {"E": H * int(rng.integers(4, 129)), "num_heads": H, "num_kv_heads": G, "bias": bias}
+        )
     return cases
 
 
@@ -226,6 +355,7 @@ def _cache_per_token(config, use_heads=2, element_size=True):
     from mha_course import (
         kv_cache_bytes as cache_bytes,  # the package's one formula, by its public name
     )
+
     return cache_bytes(layers, heads, D, dtype=dtype)
 
 
@@ -238,47 +368,94 @@ def _configs(rng: np.random.Generator) -> np.ndarray:
     while True:
         K = int(rng.integers(4, 7))
         H = rng.choice([8, 16, 32, 64], size=K)
-        G = np.array([int(rng.choice([g for g in (1, 2, 4, 8, 16) if h % g == 0 and g <= h]))
-                      for h in H])
-        configs = np.stack([rng.integers(12, 81, size=K), H, G, rng.choice([64, 128], size=K),
-                            rng.choice([1, 2, 4], size=K)], axis=1).astype(np.int64)
+        G = np.array(
+            [int(rng.choice([g for g in (1, 2, 4, 8, 16) if h % g == 0 and g <= h])) for h in H]
+        )
+        configs = np.stack(
+            [
+                rng.integers(12, 81, size=K),
+                H,
+                G,
+                rng.choice([64, 128], size=K),
+                rng.choice([1, 2, 4], size=K),
+            ],
+            axis=1,
+        ).astype(np.int64)
         sizes = sorted(_cache_per_token(c) for c in configs)
         truth = _smallest(configs)
-        if (sizes[0] < sizes[1] and _smallest(configs, use_heads=1) != truth
-                and _smallest(configs, element_size=False) != truth):
+        if (
+            sizes[0] < sizes[1]
+            and _smallest(configs, use_heads=1) != truth
+            and _smallest(configs, element_size=False) != truth
+        ):
             return configs
 
 
 ITEMS += [
     Item(
-        id="ex07_predict_gqa_params", notebook=NOTEBOOK, function="predict_gqa_params", points=1,
+        id="ex07_predict_gqa_params",
+        notebook=NOTEBOOK,
+        function="predict_gqa_params",
+        points=1,
         task="predict: parameters of a GQA layer (E, H, G, bias), before counting a module's",
-        make_cases=_gqa_params_cases, shape="()", dtype_must_match=False, rtol=0.0, atol=0.5,
+        make_cases=_gqa_params_cases,
+        shape="()",
+        dtype_must_match=False,
+        rtol=0.0,
+        atol=0.5,
         reference=_gqa_params,
         mistakes=(
-            Mistake("H instead of G", GQA_PARAMS_H,
-                    variant=lambda E, H, G, b: _gqa_params(E, H, G, b, kv_heads=H)),
-            Mistake("key/value bias of E", GQA_PARAMS_KV_BIAS,
-                    variant=lambda E, H, G, b: _gqa_params(E, H, G, b, kv_bias=E)),
-            Mistake("W_O forgotten", GQA_PARAMS_NO_W_O,
-                    variant=lambda E, H, G, b: _gqa_params(E, H, G, b, w_o=False)),
+            Mistake(
+                "H instead of G",
+                GQA_PARAMS_H,
+                variant=lambda E, H, G, b: _gqa_params(E, H, G, b, kv_heads=H),
+            ),
+            Mistake(
+                "key/value bias of E",
+                GQA_PARAMS_KV_BIAS,
+                variant=lambda E, H, G, b: _gqa_params(E, H, G, b, kv_bias=E),
+            ),
+            Mistake(
+                "W_O forgotten",
+                GQA_PARAMS_NO_W_O,
+                variant=lambda E, H, G, b: _gqa_params(E, H, G, b, w_o=False),
+            ),
         ),
-        forbidden=(COURSE_MHA, *TORCH_MHA, "mha_course.attention.gqa.mha_to_gqa"),  # build one and count: no
+        forbidden=(
+            COURSE_MHA,
+            *TORCH_MHA,
+            "mha_course.attention.gqa.mha_to_gqa",
+        ),  # build one and count: no
     ),
     Item(
-        id="ex07_smallest_cache", notebook=NOTEBOOK, function="smallest_cache", points=1,
+        id="ex07_smallest_cache",
+        notebook=NOTEBOOK,
+        function="smallest_cache",
+        points=1,
         task="interpret: the index of the config (layers, H, G, D, bytes/element) with the smallest "
-             "KV cache per token",
-        make_cases=lambda rng: [{"configs": _configs(rng)} for _ in range(3)], shape="()",
-        dtype_must_match=False, rtol=0.0, atol=0.0,
+        "KV cache per token",
+        make_cases=lambda rng: [{"configs": _configs(rng)} for _ in range(3)],
+        shape="()",
+        dtype_must_match=False,
+        rtol=0.0,
+        atol=0.0,
         reference=lambda configs: _smallest(configs),
         mistakes=(
-            Mistake("H instead of G", M.H_INSTEAD_OF_G, variant=lambda c: _smallest(c, use_heads=1)),
-            Mistake("element size ignored", "the element size counts: a float32 cache is twice a "
-                    "bfloat16 one, an 8-bit one half", variant=lambda c: _smallest(c, element_size=False)),
+            Mistake(
+                "H instead of G", M.H_INSTEAD_OF_G, variant=lambda c: _smallest(c, use_heads=1)
+            ),
+            Mistake(
+                "element size ignored",
+                "the element size counts: a float32 cache is twice a "
+                "bfloat16 one, an 8-bit one half",
+                variant=lambda c: _smallest(c, element_size=False),
+            ),
         ),
-        forbidden=("mha_course.caches.base.kv_cache_bytes", "mha_course.caches.base.kv_cache_elements",
-                   "mha_course.benchmark.flops.kv_bytes_per_token",
-                   "mha_course.benchmark.flops.decode_step_bytes"),  # task 3's set: one unit
+        forbidden=(
+            "mha_course.caches.base.kv_cache_bytes",
+            "mha_course.caches.base.kv_cache_elements",
+            "mha_course.benchmark.flops.kv_bytes_per_token",
+            "mha_course.benchmark.flops.decode_step_bytes",
+        ),  # task 3's set: one unit
     ),
 ]

@@ -19,16 +19,26 @@ from mha_grader.items import Dtype, Item, Mistake
 
 NOTEBOOK = "ex13_small_gpt"
 
-KEYS_ONLY = ("keys only: each layer caches keys AND values; the values' bytes are missing (half "
-             "of an MHA/GQA cache)")
-ELEMENTS = ("elements, not bytes: the count is the cached numbers; each takes element_size() "
-            "bytes (4 in float32, 8 in float64)")
-ONE_LAYER = ("one layer only: every layer has its own cache (model.new_caches() holds n_layer), "
-             "and the model's bytes are their sum")
-QUERY_HEADS = ("query heads counted: the cache holds the G key/value heads, not the H query "
-               "heads; with GQA/MQA it is H / G times smaller")
-FORMULA = ("a formula, not a measurement: the MLA model's cache holds its latent (C numbers per "
-           "token and layer), not 2 · G · D keys and values")
+KEYS_ONLY = (
+    "keys only: each layer caches keys AND values; the values' bytes are missing (half "
+    "of an MHA/GQA cache)"
+)
+ELEMENTS = (
+    "elements, not bytes: the count is the cached numbers; each takes element_size() "
+    "bytes (4 in float32, 8 in float64)"
+)
+ONE_LAYER = (
+    "one layer only: every layer has its own cache (model.new_caches() holds n_layer), "
+    "and the model's bytes are their sum"
+)
+QUERY_HEADS = (
+    "query heads counted: the cache holds the G key/value heads, not the H query "
+    "heads; with GQA/MQA it is H / G times smaller"
+)
+FORMULA = (
+    "a formula, not a measurement: the MLA model's cache holds its latent (C numbers per "
+    "token and layer), not 2 · G · D keys and values"
+)
 
 
 def _cases(rng: np.random.Generator) -> list[dict]:
@@ -44,9 +54,17 @@ def _cases(rng: np.random.Generator) -> list[dict]:
         kv = np.array([G, 2 * H if G == H else G, G2, 0], np.int64)  # 0: MLA
         latent = np.array([0, 0, 0, int(rng.integers(4, E // 2 + 1))], np.int64)
         B, T = int(rng.integers(1, 4)), int(rng.integers(3, 13))
-        cases.append({"n_layer": int(rng.integers(1 if cases else 2, 4)), "heads": heads, "kv_heads": kv,
-                      "latent": latent, "n_embd": E, "dtype": Dtype(np.dtype(dtype).name),
-                      "ids": rng.integers(0, 50, size=(B, T))})
+        cases.append(
+            {
+                "n_layer": int(rng.integers(1 if cases else 2, 4)),
+                "heads": heads,
+                "kv_heads": kv,
+                "latent": latent,
+                "n_embd": E,
+                "dtype": Dtype(np.dtype(dtype).name),
+                "ids": rng.integers(0, 50, size=(B, T)),
+            }
+        )
     return cases
 
 
@@ -65,6 +83,7 @@ def measured(n_layer, heads, kv_heads, latent, n_embd, dtype, ids) -> torch.Tens
 def _bytes(mode: str):
     """The same bytes from the course's formula (cheap: the parent builds no model), or what a
     known mistake returns (``mode``)."""
+
     def run(n_layer, heads, kv_heads, latent, n_embd, dtype, ids):
         B, T = ids.shape
         size = torch.empty(0, dtype=dtype).element_size()
@@ -77,9 +96,12 @@ def _bytes(mode: str):
             else:
                 per_token = C if G == 0 else (1 if mode == "keys only" else 2) * G * D
             layers = 1 if mode == "one layer" else int(n_layer)
-            out.append(kv_cache_elements(layers, None, None, T, B, latent_dim=per_token)
-                       * (1 if mode == "elements" else size))
+            out.append(
+                kv_cache_elements(layers, None, None, T, B, latent_dim=per_token)
+                * (1 if mode == "elements" else size)
+            )
         return torch.tensor(out, dtype=torch.int64)
+
     return run
 
 
@@ -91,12 +113,20 @@ def _ratios(graded: list[np.ndarray]) -> np.ndarray:
 
 ITEMS = [
     Item(
-        id="ex13_cache_ablation", notebook=NOTEBOOK, function="cache_ablation", points=2,
+        id="ex13_cache_ablation",
+        notebook=NOTEBOOK,
+        function="cache_ablation",
+        points=2,
         task="predict each model's KV-cache bytes as a ratio to the first's (recorded, ungraded), "
-             "then measure the bytes its caches hold after a forward pass over ids (graded)",
-        make_cases=_cases, shape="(n,)", reference=_bytes("ok"),
+        "then measure the bytes its caches hold after a forward pass over ids (graded)",
+        make_cases=_cases,
+        shape="(n,)",
+        reference=_bytes("ok"),
         driver="mha_course.grading.child.drivers:drive_ablation",
-        dtype_must_match=False, rtol=0.0, atol=0.5, prediction=_ratios,
+        dtype_must_match=False,
+        rtol=0.0,
+        atol=0.5,
+        prediction=_ratios,
         mistakes=(
             Mistake("keys only", KEYS_ONLY, variant=_bytes("keys only")),
             Mistake("elements, not bytes", ELEMENTS, variant=_bytes("elements")),

@@ -15,37 +15,60 @@ NOTEBOOK = "ex14_sliding_window_sinks"
 # Reviewed: the banded mask (chapter 14's and chapter 18's FlexAttention rule), the cache whose
 # update writes the ring (and whose nbytes sizes a local layer), and every function that counts
 # cache bytes. One list for the notebook (no solution needs them), so its items share one unit.
-_FORBID = ("mha_course.caches.window.sliding_window_mask", "mha_course.caches.window.SlidingWindowCache",
-           "mha_course.caches.window.layout_cache_bytes", "mha_course.ops.flex_masks.sliding_window",
-           "mha_course.caches.base.kv_cache_bytes", "mha_course.benchmark.flops.kv_bytes_per_token",
-           "mha_course.benchmark.flops.decode_step_bytes",
-           "mha_course.caches.quantized.quantized_cache_bytes")
+_FORBID = (
+    "mha_course.caches.window.sliding_window_mask",
+    "mha_course.caches.window.SlidingWindowCache",
+    "mha_course.caches.window.layout_cache_bytes",
+    "mha_course.ops.flex_masks.sliding_window",
+    "mha_course.caches.base.kv_cache_bytes",
+    "mha_course.benchmark.flops.kv_bytes_per_token",
+    "mha_course.benchmark.flops.decode_step_bytes",
+    "mha_course.caches.quantized.quantized_cache_bytes",
+)
 
-WINDOW_TOO_WIDE = ("one key too many: the query at position p sees itself and the "
-                   "W - 1 keys before it, p - W < j <= p (not p - W <= j)")
-WINDOW_TOO_NARROW = ("one key too few: the window counts the query's own "
-                     "position, p - W < j <= p is W keys (not p - W + 1 < j)")
-NO_OFFSET = ("with L < S the queries are the LAST L positions, query i sits at "
-             "p = S - L + i (the S - L tokens before it are cached)")
+WINDOW_TOO_WIDE = (
+    "one key too many: the query at position p sees itself and the "
+    "W - 1 keys before it, p - W < j <= p (not p - W <= j)"
+)
+WINDOW_TOO_NARROW = (
+    "one key too few: the window counts the query's own "
+    "position, p - W < j <= p is W keys (not p - W + 1 < j)"
+)
+NO_OFFSET = (
+    "with L < S the queries are the LAST L positions, query i sits at "
+    "p = S - L + i (the S - L tokens before it are cached)"
+)
 SINKS_IGNORED = "the first num_sink keys (j < num_sink) stay visible to every later query"
-SINKS_NOT_CAUSAL = ("a sink key j < num_sink is visible only to queries at p >= j; "
-                    "write (j <= p) & (in window | sink), not (causal & in window) | sink")
-NOT_WRAPPED = ("the slot is (p - num_sink) % W — without the % W the slot runs "
-               "past the W slots of the ring")
-SLOT_NOT_AFTER_SINKS = ("the ring starts after the sinks, token p goes "
-                        "to slot (p - num_sink) % W, not p % W")
+SINKS_NOT_CAUSAL = (
+    "a sink key j < num_sink is visible only to queries at p >= j; "
+    "write (j <= p) & (in window | sink), not (causal & in window) | sink"
+)
+NOT_WRAPPED = (
+    "the slot is (p - num_sink) % W — without the % W the slot runs past the W slots of the ring"
+)
+SLOT_NOT_AFTER_SINKS = (
+    "the ring starts after the sinks, token p goes to slot (p - num_sink) % W, not p % W"
+)
 SINK_GIVEN_SLOT = "positions p < num_sink live in the sink buffer, their slot is -1"
-RING_SHIFTED = ("a ring writes token p into slot (p - num_sink) % W and "
-                "leaves the other slots where they are (no torch.roll / cat-and-slice: that copies "
-                "the whole cache every step)")
+RING_SHIFTED = (
+    "a ring writes token p into slot (p - num_sink) % W and "
+    "leaves the other slots where they are (no torch.roll / cat-and-slice: that copies "
+    "the whole cache every step)"
+)
 SINKS_IN_RING = "tokens at p < num_sink go to the sink buffer, not the ring"
-POSITIONS_NOT_UPDATED = ("slot positions not updated: the slots written still carry their old "
-                         "positions (the mask reads them)")
-NOT_CAPPED = ("a local layer caches min(seq_len, W + num_sink) tokens: it never holds more tokens "
-              "than the sequence has")
+POSITIONS_NOT_UPDATED = (
+    "slot positions not updated: the slots written still carry their old "
+    "positions (the mask reads them)"
+)
+NOT_CAPPED = (
+    "a local layer caches min(seq_len, W + num_sink) tokens: it never holds more tokens "
+    "than the sequence has"
+)
 ALL_LOCAL = "every global_every-th layer caches all seq_len tokens"
-GLOBAL_FROM_ZERO = ("layer l (0-based) is global when "
-                    "(l + 1) % global_every == 0, so num_layers // global_every of them")
+GLOBAL_FROM_ZERO = (
+    "layer l (0-based) is global when "
+    "(l + 1) % global_every == 0, so num_layers // global_every of them"
+)
 NO_SINKS_COUNTED = "a local layer also keeps its num_sink first tokens"
 NO_FACTOR_2 = "every layer caches keys AND values"
 
@@ -66,12 +89,14 @@ def _mask_cases(rng: np.random.Generator) -> list[dict]:
 
 def _mask_variant(lo=0, hi=0, offset=True, sinks=True, sink_causal=True):
     """The band with one mistake: ``lo``/``hi`` shift the window's edges, and the rest."""
+
     def run(L, S, W, n):
         p = torch.arange(S - L if offset else 0, (S - L if offset else 0) + L)[:, None]  # (L, 1)
         j = torch.arange(S)[None, :]  # (1, S)
         band = (j > p - W - lo + hi) & (j <= p)
         sink = j < (n if sinks else 0)
         return band | (sink & (j <= p) if sink_causal else sink)
+
     return run
 
 
@@ -79,10 +104,18 @@ def _mask_variant(lo=0, hi=0, offset=True, sinks=True, sink_causal=True):
 def _slot_cases(rng: np.random.Generator) -> list[dict]:
     cases = []
     W1, W3 = int(rng.integers(5, 10)), int(rng.integers(3, 8))
-    for W, n in ((W1, int(rng.integers(1, 5))), (int(rng.integers(8, 33)), 0),
-                 (W3, int(rng.integers(1, W3)))):  # 0 < n < W: (p - n) % W != p % W
-        cases.append({"positions": np.sort(rng.choice(6 * W + n, size=12, replace=False)),
-                      "window": W, "num_sink": n})
+    for W, n in (
+        (W1, int(rng.integers(1, 5))),
+        (int(rng.integers(8, 33)), 0),
+        (W3, int(rng.integers(1, W3))),
+    ):  # 0 < n < W: (p - n) % W != p % W
+        cases.append(
+            {
+                "positions": np.sort(rng.choice(6 * W + n, size=12, replace=False)),
+                "window": W,
+                "num_sink": n,
+            }
+        )
     cases[0]["positions"][:2] = [0, cases[0]["num_sink"]]  # a sink, and the ring's first token
     return cases
 
@@ -116,14 +149,30 @@ def _ring_state(rng, B, G, W, D, n, start, dtype):
 def _write_cases(rng: np.random.Generator) -> list[dict]:
     cases = []
     for B, G, W, D, n, start, S_new, dtype in (
-            (2, 2, int(rng.integers(4, 9)), 4, 2, int(rng.integers(20, 60)), 1, np.float32),  # decode, wrapped
-            (1, 3, 6, 8, 1, int(rng.integers(9, 30)), int(rng.integers(3, 6)), np.float64),  # a chunk
-            (2, 1, 5, 4, 3, 0, int(rng.integers(4, 8)), np.float32),  # prefill through the sinks
-            (1, 2, 4, 2, 0, int(rng.integers(2, 9)), int(rng.integers(5, 9)), np.float64)):  # S_new > W
+        (
+            2,
+            2,
+            int(rng.integers(4, 9)),
+            4,
+            2,
+            int(rng.integers(20, 60)),
+            1,
+            np.float32,
+        ),  # decode, wrapped
+        (1, 3, 6, 8, 1, int(rng.integers(9, 30)), int(rng.integers(3, 6)), np.float64),  # a chunk
+        (2, 1, 5, 4, 3, 0, int(rng.integers(4, 8)), np.float32),  # prefill through the sinks
+        (1, 2, 4, 2, 0, int(rng.integers(2, 9)), int(rng.integers(5, 9)), np.float64),
+    ):  # S_new > W
         ring, slot_position = _ring_state(rng, B, G, W, D, n, start, dtype)
-        cases.append({"ring": ring, "slot_position": slot_position,
-                      "new": rng.normal(size=(B, G, S_new, D)).astype(dtype), "start": start,
-                      "num_sink": n})
+        cases.append(
+            {
+                "ring": ring,
+                "slot_position": slot_position,
+                "new": rng.normal(size=(B, G, S_new, D)).astype(dtype),
+                "start": start,
+                "num_sink": n,
+            }
+        )
     return cases
 
 
@@ -148,7 +197,9 @@ def _write_variant(mode):
             order = old.argsort()
             keep = pos >= n
             kp = torch.cat([old[order], pos[keep]])[-W:]
-            kv = torch.cat([ring[:, :, slot_position >= 0][:, :, order], new[:, :, keep]], dim=2)[:, :, -W:]
+            kv = torch.cat([ring[:, :, slot_position >= 0][:, :, order], new[:, :, keep]], dim=2)[
+                :, :, -W:
+            ]
             ring[:, :, : kp.numel()], slot_position[: kp.numel()] = kv, kp
             return ring, slot_position
         keep = torch.ones_like(pos, dtype=torch.bool) if mode == "sinks in ring" else pos >= n
@@ -158,21 +209,46 @@ def _write_variant(mode):
         if mode != "positions not updated":
             slot_position[slots] = pos[idx]
         return ring, slot_position
+
     return run
 
 
 # ---- ex14_layout_bytes ------------------------------------------------------------------------
 def _bytes_cases(rng: np.random.Generator) -> list[dict]:
     return [  # Gemma-3-like 5:1, Mistral-like all local, a stack whose length k does not divide
-        {"num_layers": int(rng.choice([26, 34, 46, 62])), "global_every": 6, "window": 1024,
-         "num_sink": 0, "num_kv_heads": int(rng.choice([4, 8, 16])), "head_dim": 128,
-         "seq_len": int(rng.integers(8000, 128000)), "batch": 1, "dtype": Dtype("bfloat16")},
-        {"num_layers": 32, "global_every": 33, "window": 4096, "num_sink": int(rng.integers(1, 8)),
-         "num_kv_heads": 8, "head_dim": 128, "seq_len": int(rng.integers(5000, 32000)),
-         "batch": int(rng.integers(1, 5)), "dtype": Dtype("float16")},
-        {"num_layers": int(rng.integers(7, 30)), "global_every": int(rng.integers(2, 5)),
-         "window": 512, "num_sink": 4, "num_kv_heads": 2, "head_dim": 64,
-         "seq_len": int(rng.integers(100, 500)), "batch": 2, "dtype": Dtype("float32")},  # seq_len < W
+        {
+            "num_layers": int(rng.choice([26, 34, 46, 62])),
+            "global_every": 6,
+            "window": 1024,
+            "num_sink": 0,
+            "num_kv_heads": int(rng.choice([4, 8, 16])),
+            "head_dim": 128,
+            "seq_len": int(rng.integers(8000, 128000)),
+            "batch": 1,
+            "dtype": Dtype("bfloat16"),
+        },
+        {
+            "num_layers": 32,
+            "global_every": 33,
+            "window": 4096,
+            "num_sink": int(rng.integers(1, 8)),
+            "num_kv_heads": 8,
+            "head_dim": 128,
+            "seq_len": int(rng.integers(5000, 32000)),
+            "batch": int(rng.integers(1, 5)),
+            "dtype": Dtype("float16"),
+        },
+        {
+            "num_layers": int(rng.integers(7, 30)),
+            "global_every": int(rng.integers(2, 5)),
+            "window": 512,
+            "num_sink": 4,
+            "num_kv_heads": 2,
+            "head_dim": 64,
+            "seq_len": int(rng.integers(100, 500)),
+            "batch": 2,
+            "dtype": Dtype("float32"),
+        },  # seq_len < W
     ]
 
 
@@ -191,18 +267,25 @@ def _bytes_variant(mode):
             if mode == "all local":
                 w = W
             keep = W + (0 if mode == "no sinks" else n)
-            tokens = seq_len if w is None else (keep if mode == "not capped" else min(seq_len, keep))
+            tokens = (
+                seq_len if w is None else (keep if mode == "not capped" else min(seq_len, keep))
+            )
             total += kv_cache_bytes(1, G, D, tokens, batch, dtype)
         return total // 2 if mode == "no factor 2" else total
+
     return run
 
 
 ITEMS = [
     Item(
-        id="ex14_window_mask", notebook=NOTEBOOK, function="window_mask", points=2,
+        id="ex14_window_mask",
+        notebook=NOTEBOOK,
+        function="window_mask",
+        points=2,
         task="(L, S) bool: query i at p = S - L + i sees keys p - W < j <= p and the sinks j < num_sink "
-             "(never j > p)",
-        make_cases=_mask_cases, shape="(L, S) bool",
+        "(never j > p)",
+        make_cases=_mask_cases,
+        shape="(L, S) bool",
         reference=lambda L, S, W, n: sliding_window_mask(L, S, window=W, offset=S - L, num_sink=n),
         mistakes=(
             Mistake("window off by one", WINDOW_TOO_WIDE, variant=_mask_variant(lo=1)),
@@ -214,43 +297,74 @@ ITEMS = [
         forbidden=_FORBID,
     ),
     Item(
-        id="ex14_ring_slots", notebook=NOTEBOOK, function="ring_slots", points=1,
+        id="ex14_ring_slots",
+        notebook=NOTEBOOK,
+        function="ring_slots",
+        points=1,
         task="the ring slot (p - num_sink) % W of each position p (-1 for a sink p < num_sink)",
-        make_cases=_slot_cases, shape="(N,) int",
+        make_cases=_slot_cases,
+        shape="(N,) int",
         reference=_slots_reference,
         mistakes=(
-            Mistake("ring index not wrapped", NOT_WRAPPED,
-                    variant=lambda p, W, n: torch.where(p < n, -1, p - n)),
-            Mistake("slots counted from 0", SLOT_NOT_AFTER_SINKS,
-                    variant=lambda p, W, n: torch.where(p < n, -1, p % W)),
+            Mistake(
+                "ring index not wrapped",
+                NOT_WRAPPED,
+                variant=lambda p, W, n: torch.where(p < n, -1, p - n),
+            ),
+            Mistake(
+                "slots counted from 0",
+                SLOT_NOT_AFTER_SINKS,
+                variant=lambda p, W, n: torch.where(p < n, -1, p % W),
+            ),
             Mistake("sink given a slot", SINK_GIVEN_SLOT, variant=lambda p, W, n: (p - n) % W),
         ),
         forbidden=_FORBID,
     ),
     Item(
-        id="ex14_ring_write", uses=("ring_slots",), notebook=NOTEBOOK, function="ring_write", points=2,
+        id="ex14_ring_write",
+        uses=("ring_slots",),
+        notebook=NOTEBOOK,
+        function="ring_write",
+        points=2,
         task="write tokens start .. start + S_new - 1 into the ring (sinks skipped, only the last W "
-             "kept); return the ring and slot_position",
-        make_cases=_write_cases, shape="(B, G, W, D), (W,)",
+        "kept); return the ring and slot_position",
+        make_cases=_write_cases,
+        shape="(B, G, W, D), (W,)",
         reference=_write_reference,
         mistakes=(
             Mistake("buffer shifted", RING_SHIFTED, variant=_write_variant("shifted")),
-            Mistake("sinks written to the ring", SINKS_IN_RING, variant=_write_variant("sinks in ring")),
-            Mistake("slot_position not updated", POSITIONS_NOT_UPDATED,
-                    variant=_write_variant("positions not updated")),
+            Mistake(
+                "sinks written to the ring", SINKS_IN_RING, variant=_write_variant("sinks in ring")
+            ),
+            Mistake(
+                "slot_position not updated",
+                POSITIONS_NOT_UPDATED,
+                variant=_write_variant("positions not updated"),
+            ),
         ),
         forbidden=_FORBID,
     ),
     Item(
-        id="ex14_layout_bytes", notebook=NOTEBOOK, function="interleaved_cache_bytes", points=1,
+        id="ex14_layout_bytes",
+        notebook=NOTEBOOK,
+        function="interleaved_cache_bytes",
+        points=1,
         task="KV-cache bytes of a stack where every global_every-th layer is global (all seq_len "
-             "tokens) and the others local (min(seq_len, W + num_sink) tokens)",
-        make_cases=_bytes_cases, shape="()", reference=_bytes_reference,
-        dtype_must_match=False, rtol=0.0, atol=0.5,
+        "tokens) and the others local (min(seq_len, W + num_sink) tokens)",
+        make_cases=_bytes_cases,
+        shape="()",
+        reference=_bytes_reference,
+        dtype_must_match=False,
+        rtol=0.0,
+        atol=0.5,
         mistakes=(
             Mistake("local layers not capped", NOT_CAPPED, variant=_bytes_variant("not capped")),
-            Mistake("global layers counted as local", ALL_LOCAL, variant=_bytes_variant("all local")),
-            Mistake("global layers from layer 0", GLOBAL_FROM_ZERO, variant=_bytes_variant("from zero")),
+            Mistake(
+                "global layers counted as local", ALL_LOCAL, variant=_bytes_variant("all local")
+            ),
+            Mistake(
+                "global layers from layer 0", GLOBAL_FROM_ZERO, variant=_bytes_variant("from zero")
+            ),
             Mistake("sinks not counted", NO_SINKS_COUNTED, variant=_bytes_variant("no sinks")),
             Mistake("no factor 2", NO_FACTOR_2, variant=_bytes_variant("no factor 2")),
         ),

@@ -16,29 +16,48 @@ NOTEBOOK = "ex16_quantized_paged_cache"
 # Reviewed: the quantizer and the cache that quantizes, everything that reads or writes through a
 # block table (the paged cache, paged attention, the batched step and loop), and the slot count.
 # One list for the notebook, so its items share one unit.
-_FORBID = ("mha_course.caches.quantized.quantize", "mha_course.caches.quantized.dequantize",
-           "mha_course.caches.quantized.QuantizedKVCache", "mha_course.paged.tables.PagedKVCache",
-           "mha_course.paged.decode.paged_attention", "mha_course.paged.decode.paged_forward",
-           "mha_course.paged.decode.continuous_batching", "mha_course.paged.pool.slots_needed",
-           "mha_course.grading.oracles.serving_reference.serve_reference")
+_FORBID = (
+    "mha_course.caches.quantized.quantize",
+    "mha_course.caches.quantized.dequantize",
+    "mha_course.caches.quantized.QuantizedKVCache",
+    "mha_course.paged.tables.PagedKVCache",
+    "mha_course.paged.decode.paged_attention",
+    "mha_course.paged.decode.paged_forward",
+    "mha_course.paged.decode.continuous_batching",
+    "mha_course.paged.pool.slots_needed",
+    "mha_course.grading.oracles.serving_reference.serve_reference",
+)
 
-WRONG_AXIS = ("scales over the wrong axis: 'token' and 'channel' swapped (a token's scale comes from "
-              "its D features, a channel's from its S positions)")
+WRONG_AXIS = (
+    "scales over the wrong axis: 'token' and 'channel' swapped (a token's scale comes from "
+    "its D features, a channel's from its S positions)"
+)
 TRUNCATED = "truncated instead of rounded: the codes are cut toward zero"
-Q_MAX_128 = ("scale = max|x| / 127 for int8 (q_max = 2^7 - 1, symmetric [-127, 127]); with / 128 the "
-             "largest value maps to 128, outside int8")
-ZERO_GROUP = ("a padded (all-zero) token divided by a zero scale: its scale is 0 or not finite")
-LOGICAL_BLOCK = ("p // block_size is the logical block; the physical block is block_table[p // "
-                 "block_size] — it only looks right while the table happens to be in order")
-OFFSET_SWAPPED = ("the logical block is p // block_size (looked up in the "
-                  "table), the offset inside it is p % block_size")
-OFFSET_FROM_PHYSICAL = ("the offset is p % block_size (inside the "
-                        "logical block), not p - block_table[p // block_size] · block_size")
-FLOOR = ("it drops a partly filled block: a sequence of l tokens needs ceil(l / bs) "
-         "blocks, -(-l // bs) in integers")
+Q_MAX_128 = (
+    "scale = max|x| / 127 for int8 (q_max = 2^7 - 1, symmetric [-127, 127]); with / 128 the "
+    "largest value maps to 128, outside int8"
+)
+ZERO_GROUP = "a padded (all-zero) token divided by a zero scale: its scale is 0 or not finite"
+LOGICAL_BLOCK = (
+    "p // block_size is the logical block; the physical block is block_table[p // "
+    "block_size] — it only looks right while the table happens to be in order"
+)
+OFFSET_SWAPPED = (
+    "the logical block is p // block_size (looked up in the "
+    "table), the offset inside it is p % block_size"
+)
+OFFSET_FROM_PHYSICAL = (
+    "the offset is p % block_size (inside the "
+    "logical block), not p - block_table[p // block_size] · block_size"
+)
+FLOOR = (
+    "it drops a partly filled block: a sequence of l tokens needs ceil(l / bs) "
+    "blocks, -(-l // bs) in integers"
+)
 ONE_BLOCK_TOO_MANY = "one block too many when the block size divides the length"
-LONGEST = ("a preallocated cache reserves max_len per sequence "
-           "(the budget, known before the lengths are)")
+LONGEST = (
+    "a preallocated cache reserves max_len per sequence (the budget, known before the lengths are)"
+)
 
 
 # ---- ex16_quantize ----------------------------------------------------------------------------
@@ -47,8 +66,12 @@ def _quant_cases(rng: np.random.Generator) -> list[dict]:
     a[0, 1, 3] = 0.0  # a padded token: its per-token group is all zeros
     b = rng.normal(size=(1, 3, 7, 4)) * rng.uniform(0.5, 4.0, size=4)  # outlier channels
     c = rng.normal(size=(2, 1, 6, 6)).astype(np.float32) * 3.0
-    return [{"x": a, "axis": "token"}, {"x": b, "axis": "channel"}, {"x": c, "axis": "channel"},
-            {"x": rng.normal(size=(1, 2, 3, 16)), "axis": "token"}]
+    return [
+        {"x": a, "axis": "token"},
+        {"x": b, "axis": "channel"},
+        {"x": c, "axis": "channel"},
+        {"x": rng.normal(size=(1, 2, 3, 16)), "axis": "token"},
+    ]
 
 
 def _quant_variant(mode):
@@ -59,10 +82,13 @@ def _quant_variant(mode):
         if mode == "zero group":
             scale = amax / 127
         else:
-            scale = torch.where(amax > 0, amax / (128 if mode == "128" else 127), torch.ones_like(amax))
+            scale = torch.where(
+                amax > 0, amax / (128 if mode == "128" else 127), torch.ones_like(amax)
+            )
         y = x / scale
         q = torch.trunc(y) if mode == "truncated" else torch.round(y)
         return q.clamp(-128 if mode == "128" else -127, 127).to(torch.int8), scale
+
     return run
 
 
@@ -74,7 +100,9 @@ def _zero_group(out: np.ndarray, case: dict) -> bool:
     if out.shape != ref.shape:
         return False
     zero = np.broadcast_to(scale == 1.0, ref.shape) & np.broadcast_to(
-        np.abs(case["x"]).max(axis=-1 if case["axis"] == "token" else -2, keepdims=True) == 0, ref.shape)
+        np.abs(case["x"]).max(axis=-1 if case["axis"] == "token" else -2, keepdims=True) == 0,
+        ref.shape,
+    )
     if not zero.any() or not np.array_equal(out[~zero], ref[~zero]):
         return False
     return out.dtype == np.int8 or bool(np.all((out[zero] == 0) | ~np.isfinite(out[zero])))
@@ -85,7 +113,9 @@ def _lookup_cases(rng: np.random.Generator) -> list[dict]:
     cases = []
     for bs, M, N in ((4, 10, 16), (8, 9, 24), (int(rng.integers(2, 6)), 8, 20)):  # bs <= M
         table = rng.choice(N, size=M, replace=False)  # physical blocks, in no particular order
-        cases.append({"block_table": table, "positions": rng.integers(0, M * bs, size=9), "block_size": bs})
+        cases.append(
+            {"block_table": table, "positions": rng.integers(0, M * bs, size=9), "block_size": bs}
+        )
     return cases
 
 
@@ -111,6 +141,7 @@ def _lookup_variant(mode):
         if mode == "swapped":
             return block_table[offset], logical
         return block_table[logical], positions - block_table[logical] * bs
+
     return run
 
 
@@ -132,18 +163,25 @@ def _waste_reference(lengths, bs, max_len):
 def _waste_variant(mode):
     def run(lengths, bs, max_len):
         used = int(lengths.sum())
-        blocks = {"floor": lengths // bs, "plus one": lengths // bs + 1}.get(mode, -(-lengths // bs))
+        blocks = {"floor": lengths // bs, "plus one": lengths // bs + 1}.get(
+            mode, -(-lengths // bs)
+        )
         reserved = len(lengths) * (int(lengths.max()) if mode == "longest" else max_len)
         return int((blocks * bs).sum()) - used, reserved - used
+
     return run
 
 
 ITEMS = [
     Item(
-        id="ex16_quantize", notebook=NOTEBOOK, function="quantize_int8", points=2,
+        id="ex16_quantize",
+        notebook=NOTEBOOK,
+        function="quantize_int8",
+        points=2,
         task="symmetric absmax int8: scale = max|x| / 127 per token (over D) or per channel (over S), "
-             "q = round(x / scale) as int8; return (q, scale)",
-        make_cases=_quant_cases, shape="(B, G, S, D) int8, scale (B, G, S, 1) or (B, G, 1, D)",
+        "q = round(x / scale) as int8; return (q, scale)",
+        make_cases=_quant_cases,
+        shape="(B, G, S, D) int8, scale (B, G, S, 1) or (B, G, 1, D)",
         reference=lambda x, axis: quantize(x, axis, bits=8),
         mistakes=(
             Mistake("scales on the wrong axis", WRONG_AXIS, variant=_quant_variant("wrong axis")),
@@ -154,23 +192,38 @@ ITEMS = [
         forbidden=_FORBID,
     ),
     Item(
-        id="ex16_block_lookup", notebook=NOTEBOOK, function="block_lookup", points=1,
+        id="ex16_block_lookup",
+        notebook=NOTEBOOK,
+        function="block_lookup",
+        points=1,
         task="position p -> (block_table[p // block_size], p % block_size), one pair per position",
-        make_cases=_lookup_cases, shape="(N,) int, (N,) int", reference=_lookup_reference,
+        make_cases=_lookup_cases,
+        shape="(N,) int, (N,) int",
+        reference=_lookup_reference,
         mistakes=(
             Mistake("logical block", LOGICAL_BLOCK, variant=_lookup_variant("logical")),
             Mistake("block offset confusion", OFFSET_SWAPPED, variant=_lookup_variant("swapped")),
-            Mistake("offset from the physical block", OFFSET_FROM_PHYSICAL,
-                    variant=_lookup_variant("from physical")),
+            Mistake(
+                "offset from the physical block",
+                OFFSET_FROM_PHYSICAL,
+                variant=_lookup_variant("from physical"),
+            ),
         ),
         forbidden=_FORBID,
     ),
     Item(
-        id="ex16_cache_waste", notebook=NOTEBOOK, function="cache_waste", points=1,
+        id="ex16_cache_waste",
+        notebook=NOTEBOOK,
+        function="cache_waste",
+        points=1,
         task="token slots reserved but unused: paged (ceil(l / bs) · bs per sequence) and preallocated "
-             "(max_len per sequence); return (paged, preallocated)",
-        make_cases=_waste_cases, shape="(), ()", reference=_waste_reference,
-        dtype_must_match=False, rtol=0.0, atol=0.5,
+        "(max_len per sequence); return (paged, preallocated)",
+        make_cases=_waste_cases,
+        shape="(), ()",
+        reference=_waste_reference,
+        dtype_must_match=False,
+        rtol=0.0,
+        atol=0.5,
         mistakes=(
             Mistake("floor division", FLOOR, variant=_waste_variant("floor")),
             Mistake("one block too many", ONE_BLOCK_TOO_MANY, variant=_waste_variant("plus one")),

@@ -15,48 +15,74 @@ from mha_course.grading.child.paged_model import VOCAB, PagedToyLM
 from mha_course.grading.oracles.serving_reference import serve_reference
 from mha_grader.items import Item, Mistake
 
-PARTIAL_HASHED = ("the partial last block was hashed and shared: a partly filled block is still "
-                  "being written, so two requests cannot share it; only full blocks are hashed")
-NO_PARENT = ("a block hashed without its parent: equal tokens after a different prefix (other keys "
-             "and values) were taken for a hit; a block's hash names its whole prefix")
-NOT_FREED = ("blocks not released when a request finishes: their reference counts never drop, so "
-             "the pool fills up with finished requests")
-OLDEST = ("preempted the oldest running request: the victim is the NEWEST (the last admitted; it "
-          "loses the least work and the oldest finishes first), as in vLLM")
-STALE = ("tokens of preempted requests differ from dense decoding once they resume (before, and in "
-         "the other requests, they are right): the resumed request read keys/values that went with "
-         "the blocks released at preemption")
-SHARED_OVERWRITTEN = ("tokens differ from dense decoding in requests that share prefix blocks (the "
-                      "block counts are right): a shared block no longer holds the keys/values of "
-                      "the prefix its hash names, or a request read its prefix from the wrong place")
+PARTIAL_HASHED = (
+    "the partial last block was hashed and shared: a partly filled block is still "
+    "being written, so two requests cannot share it; only full blocks are hashed"
+)
+NO_PARENT = (
+    "a block hashed without its parent: equal tokens after a different prefix (other keys "
+    "and values) were taken for a hit; a block's hash names its whole prefix"
+)
+NOT_FREED = (
+    "blocks not released when a request finishes: their reference counts never drop, so "
+    "the pool fills up with finished requests"
+)
+OLDEST = (
+    "preempted the oldest running request: the victim is the NEWEST (the last admitted; it "
+    "loses the least work and the oldest finishes first), as in vLLM"
+)
+STALE = (
+    "tokens of preempted requests differ from dense decoding once they resume (before, and in "
+    "the other requests, they are right): the resumed request read keys/values that went with "
+    "the blocks released at preemption"
+)
+SHARED_OVERWRITTEN = (
+    "tokens differ from dense decoding in requests that share prefix blocks (the "
+    "block counts are right): a shared block no longer holds the keys/values of "
+    "the prefix its hash names, or a request read its prefix from the wrong place"
+)
 TOKENS = "tokens differ from dense decoding (greedy, the same model with no cache)"
 
 
 def _pad(rows: list[list[int]]) -> np.ndarray:
     out = np.full((len(rows), max(len(r) for r in rows)), -1, np.int64)  # -1 pads
     for i, r in enumerate(rows):
-        out[i, :len(r)] = r
+        out[i, : len(r)] = r
     return out
 
 
 def _trace(rng: np.random.Generator, bs: int, tight: bool) -> dict:
     """Six requests: three share a system prefix (two full blocks and a token), two prompts are
     equal and end in a partial block, one starts with the tokens of another's second block."""
+
     def tok(k: int) -> list[int]:
         return rng.integers(0, VOCAB, size=k).tolist()
+
     system, block = tok(2 * bs + 1), tok(bs)
     same = system + tok(int(rng.integers(1, bs)))
     if len(same) % bs == 0:
         same += tok(1)
-    prompts = [system + tok(int(rng.integers(1, 2 * bs))), same, tok(bs) + block, same,
-               block + tok(int(rng.integers(1, 2 * bs))), system + tok(int(rng.integers(bs, 3 * bs)))]
+    prompts = [
+        system + tok(int(rng.integers(1, 2 * bs))),
+        same,
+        tok(bs) + block,
+        same,
+        block + tok(int(rng.integers(1, 2 * bs))),
+        system + tok(int(rng.integers(bs, 3 * bs))),
+    ]
     arrivals = sorted(rng.integers(0, 3, size=6).tolist()) if tight else [0, 0, 1, 1, 2, 3]
     max_new = rng.integers(2, 3 * bs + 2, size=6)
     need = [-(-(len(p) + int(k)) // bs) for p, k in zip(prompts, max_new)]  # blocks at its longest
-    return {"seed": 0, "prompts": _pad(prompts), "arrivals": np.array(arrivals, np.int64),
-            "max_new": max_new.astype(np.int64), "block_size": bs,
-            "num_blocks": max(need) + 2 if tight else sum(need), "num_steps": 400,
-            "outputs": _pad([tok(int(k)) for k in max_new])}  # placeholders until _decoded
+    return {
+        "seed": 0,
+        "prompts": _pad(prompts),
+        "arrivals": np.array(arrivals, np.int64),
+        "max_new": max_new.astype(np.int64),
+        "block_size": bs,
+        "num_blocks": max(need) + 2 if tight else sum(need),
+        "num_steps": 400,
+        "outputs": _pad([tok(int(k)) for k in max_new]),
+    }  # placeholders until _decoded
 
 
 def _decoded(rng: np.random.Generator, case: dict) -> dict:
@@ -76,13 +102,22 @@ def _decoded(rng: np.random.Generator, case: dict) -> dict:
 
 def _accounting(case: dict, mode: str = "ok", record: dict | None = None) -> tuple:
     """The reference scheduler on a case (its tokens are the dense ones: case["outputs"])."""
-    return serve_reference(case["prompts"], case["arrivals"], case["outputs"], case["block_size"],
-                           case["num_blocks"], case["num_steps"], mode=mode, record=record)
+    return serve_reference(
+        case["prompts"],
+        case["arrivals"],
+        case["outputs"],
+        case["block_size"],
+        case["num_blocks"],
+        case["num_steps"],
+        mode=mode,
+        record=record,
+    )
 
 
 def _serve_cases(rng: np.random.Generator) -> list[dict]:
     """A roomy pool (prefix sharing, finishing), then two pools small enough to preempt, each
     drawn until it preempts with a choice of victims (newest and oldest differ)."""
+
     def preempts(case: dict) -> bool:
         ref, old = _accounting(case), _accounting(case, "oldest preempted")
         return bool(ref[2].sum()) and not np.array_equal(ref[2], old[2])
@@ -102,13 +137,26 @@ def _serve_cases(rng: np.random.Generator) -> list[dict]:
 def _serve_variant(mode):
     """(used, shared, preemptions, finish, tokens): the accounting of the reference scheduler
     (or of a known mistake) and the dense tokens (what every right schedule decodes)."""
+
     def run(*args):
-        case = dict(zip(_SERVE_KEYS, (a.numpy() if isinstance(a, torch.Tensor) else a for a in args)))
+        case = dict(
+            zip(_SERVE_KEYS, (a.numpy() if isinstance(a, torch.Tensor) else a for a in args))
+        )
         return (*_accounting(case, mode), case["outputs"])
+
     return run
 
 
-_SERVE_KEYS = ("seed", "prompts", "arrivals", "max_new", "block_size", "num_blocks", "num_steps", "outputs")
+_SERVE_KEYS = (
+    "seed",
+    "prompts",
+    "arrivals",
+    "max_new",
+    "block_size",
+    "num_blocks",
+    "num_steps",
+    "outputs",
+)
 
 
 def _wrong_rows(got: np.ndarray, case: dict) -> np.ndarray:
@@ -123,13 +171,19 @@ def _stale(got: np.ndarray, case: dict) -> bool:
     record: dict = {}
     _accounting(case, record=record)
     rows = _wrong_rows(got, case)
-    return len(rows) > 0 and all(int(r) in record and np.array_equal(
-        got[r, :record[int(r)]], case["outputs"][r, :record[int(r)]]) for r in rows)
+    return len(rows) > 0 and all(
+        int(r) in record
+        and np.array_equal(got[r, : record[int(r)]], case["outputs"][r, : record[int(r)]])
+        for r in rows
+    )
 
 
 def _sharers(case: dict) -> set[int]:
     """Requests whose first full block equals another request's: candidates for a prefix hit."""
-    bs, firsts = case["block_size"], [tuple(p[:case["block_size"]].tolist()) for p in case["prompts"]]
+    bs, firsts = (
+        case["block_size"],
+        [tuple(p[: case["block_size"]].tolist()) for p in case["prompts"]],
+    )
     return {i for i, f in enumerate(firsts) if min(f) >= 0 and len(f) == bs and firsts.count(f) > 1}
 
 
@@ -140,22 +194,35 @@ def _shared(got: np.ndarray, case: dict) -> bool:
 
 ITEMS = [
     Item(
-        id="ex16_serve", notebook=NOTEBOOK, function="serve", points=4,
+        id="ex16_serve",
+        notebook=NOTEBOOK,
+        function="serve",
+        points=4,
         task="a paged serving loop decoding with the model through its block tables: admit by free "
-             "blocks, preempt the newest by recompute, share full blocks by chained hashes with "
-             "reference counts; return (used, shared, preemptions, finish, tokens)",
+        "blocks, preempt the newest by recompute, share full blocks by chained hashes with "
+        "reference counts; return (used, shared, preemptions, finish, tokens)",
         make_cases=_serve_cases,
         shape="used (steps,), shared (steps,), preemptions (n,), finish (n,), tokens (n, N)",
-        reference=_serve_variant("ok"), dtype_must_match=False, rtol=0.0, atol=0.5,
-        driver="mha_course.grading.child.drivers:drive_serve", hidden=("outputs",),
+        reference=_serve_variant("ok"),
+        dtype_must_match=False,
+        rtol=0.0,
+        atol=0.5,
+        driver="mha_course.grading.child.drivers:drive_serve",
+        hidden=("outputs",),
         mistakes=(
-            Mistake("partial block hashed", PARTIAL_HASHED, variant=_serve_variant("partial block hashed")),
+            Mistake(
+                "partial block hashed",
+                PARTIAL_HASHED,
+                variant=_serve_variant("partial block hashed"),
+            ),
             Mistake("hash without the parent", NO_PARENT, variant=_serve_variant("no parent")),
             Mistake("not freed on finish", NOT_FREED, variant=_serve_variant("not freed")),
             Mistake("oldest preempted", OLDEST, variant=_serve_variant("oldest preempted")),
             Mistake("stale keys after preemption", STALE, matches=_stale),
             Mistake("shared block overwritten", SHARED_OVERWRITTEN, matches=_shared),
-            Mistake("tokens differ", TOKENS, matches=lambda got, case: len(_wrong_rows(got, case)) > 0),
+            Mistake(
+                "tokens differ", TOKENS, matches=lambda got, case: len(_wrong_rows(got, case)) > 0
+            ),
         ),
         forbidden=_FORBID,
     ),

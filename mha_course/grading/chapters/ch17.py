@@ -21,28 +21,41 @@ NOTEBOOK = "ex17_flash_attention_triton"
 # interpreter runs Python, so torch's SDPA too); ``launch_forward`` stays, the driver needs it;
 # the dQ kernel: the course's ``_bwd_dq_kernel`` and the backward passes (``launch_dq`` stays).
 # One list for the notebook, so its items share one unit in the sandbox.
-_FORBID = ("mha_course.kernels.flash_backward.backward_d_term",
-           "mha_course.kernels.flash_backward.flash_attention_backward",
-           "mha_course.kernels.triton_flash.triton_backward", "mha_course.kernels.triton_flash.triton_forward",
-           "mha_course.kernels.triton_flash._bwd_dq_kernel",
-           "mha_course.kernels.triton_flash._fwd_kernel", "mha_course.kernels.triton_flash.triton_flash_attention",
-           "mha_course.kernels.triton_flash.TritonFlashAttention", *ATTENTION)
+_FORBID = (
+    "mha_course.kernels.flash_backward.backward_d_term",
+    "mha_course.kernels.flash_backward.flash_attention_backward",
+    "mha_course.kernels.triton_flash.triton_backward",
+    "mha_course.kernels.triton_flash.triton_forward",
+    "mha_course.kernels.triton_flash._bwd_dq_kernel",
+    "mha_course.kernels.triton_flash._fwd_kernel",
+    "mha_course.kernels.triton_flash.triton_flash_attention",
+    "mha_course.kernels.triton_flash.TritonFlashAttention",
+    *ATTENTION,
+)
 _D_NO_OUTPUT = "D summed dO alone: D_i = rowsum(dO_i * O_i), the product with the output O"
 _D_WRONG_AXIS = "summed over the query rows (dim -2): D has one number per row, sum over dim -1"
 _DQ_NO_D = "dS = P * dP without subtracting D: the softmax backward is dS = P * (dP - D)"
 _DQ_NO_SCALE = "dQ not multiplied by scale: s = scale * Q K^T, so dQ = scale * dS K"
-_DQ_LOCAL_SOFTMAX = ("P recomputed with a softmax over the tile: each tile's P sums to 1 on its own, "
-                     "not over the whole row")
-_MERGE_AVERAGE = ("outputs averaged: the two partial outputs got equal weight, not each one its share "
-                  "of the total softmax mass")
+_DQ_LOCAL_SOFTMAX = (
+    "P recomputed with a softmax over the tile: each tile's P sums to 1 on its own, "
+    "not over the whole row"
+)
+_MERGE_AVERAGE = (
+    "outputs averaged: the two partial outputs got equal weight, not each one its share "
+    "of the total softmax mass"
+)
 _MERGE_LSE_MAX = "lse = max(lse_a, lse_b): the merged log-sum-exp is logaddexp(lse_a, lse_b)"
 
 
 def _d_cases(rng: np.random.Generator) -> list[dict]:
-    return [{"out": rng.normal(size=(2, 3, 5, 4)).astype(np.float32),
-             "d_out": rng.normal(size=(2, 3, 5, 4)).astype(np.float32)},
-            {"out": rng.normal(size=(7, 3)), "d_out": rng.normal(size=(7, 3))},
-            {"out": rng.normal(size=(2, 6, 6)), "d_out": rng.normal(size=(2, 6, 6)) + 1.0}]
+    return [
+        {
+            "out": rng.normal(size=(2, 3, 5, 4)).astype(np.float32),
+            "d_out": rng.normal(size=(2, 3, 5, 4)).astype(np.float32),
+        },
+        {"out": rng.normal(size=(7, 3)), "d_out": rng.normal(size=(7, 3))},
+        {"out": rng.normal(size=(2, 6, 6)), "d_out": rng.normal(size=(2, 6, 6)) + 1.0},
+    ]
 
 
 def _tile(rng, lead, Bq, Bk, D, dtype):
@@ -51,13 +64,23 @@ def _tile(rng, lead, Bq, Bk, D, dtype):
     # lse of the whole row: this tile's keys plus more keys elsewhere (so it exceeds the tile's).
     lse = (rng.normal(size=(*lead, Bq)) + np.log(Bk) + 2.0).astype(dtype)
     d_term = rng.normal(size=(*lead, Bq)).astype(dtype)
-    return {"q": q, "k": k, "v": v, "d_out": d_out, "lse": lse, "d_term": d_term,
-            "scale": float(1 / np.sqrt(D))}
+    return {
+        "q": q,
+        "k": k,
+        "v": v,
+        "d_out": d_out,
+        "lse": lse,
+        "d_term": d_term,
+        "scale": float(1 / np.sqrt(D)),
+    }
 
 
 def _dq_cases(rng: np.random.Generator) -> list[dict]:
-    return [_tile(rng, (2,), 4, 3, 8, np.float32), _tile(rng, (), 5, 6, 4, np.float64),
-            _tile(rng, (2, 2), 3, 4, 4, np.float32)]
+    return [
+        _tile(rng, (2,), 4, 3, 8, np.float32),
+        _tile(rng, (), 5, 6, 4, np.float64),
+        _tile(rng, (2, 2), 3, 4, 4, np.float32),
+    ]
 
 
 def _dq_ref(q, k, v, d_out, lse, d_term, scale, use_d=True, use_scale=True, local=False):
@@ -70,26 +93,39 @@ def _dq_ref(q, k, v, d_out, lse, d_term, scale, use_d=True, use_scale=True, loca
 
 def _merge_cases(rng: np.random.Generator) -> list[dict]:
     cases = []
-    for lead, L, Dv, dtype, spread in [((2,), 4, 3, np.float32, 1.0), ((), 5, 2, np.float64, 8.0),
-                                       ((2, 2), 3, 4, np.float64, 30.0)]:
-        cases.append({"out_a": rng.normal(size=(*lead, L, Dv)).astype(dtype),
-                      "lse_a": (rng.normal(size=(*lead, L)) * spread).astype(dtype),
-                      "out_b": rng.normal(size=(*lead, L, Dv)).astype(dtype),
-                      "lse_b": (rng.normal(size=(*lead, L)) * spread).astype(dtype)})
+    for lead, L, Dv, dtype, spread in [
+        ((2,), 4, 3, np.float32, 1.0),
+        ((), 5, 2, np.float64, 8.0),
+        ((2, 2), 3, 4, np.float64, 30.0),
+    ]:
+        cases.append(
+            {
+                "out_a": rng.normal(size=(*lead, L, Dv)).astype(dtype),
+                "lse_a": (rng.normal(size=(*lead, L)) * spread).astype(dtype),
+                "out_b": rng.normal(size=(*lead, L, Dv)).astype(dtype),
+                "lse_b": (rng.normal(size=(*lead, L)) * spread).astype(dtype),
+            }
+        )
     return cases
 
 
 def _merge_ref(out_a, lse_a, out_b, lse_b):
     lse = torch.logaddexp(lse_a, lse_b)  # (..., L)
-    out = torch.exp(lse_a - lse).unsqueeze(-1) * out_a + torch.exp(lse_b - lse).unsqueeze(-1) * out_b
+    out = (
+        torch.exp(lse_a - lse).unsqueeze(-1) * out_a + torch.exp(lse_b - lse).unsqueeze(-1) * out_b
+    )
     return out, lse
 
 
 ITEMS = [
     Item(
-        id="ex17_d_term", notebook=NOTEBOOK, function="d_term", points=1,
+        id="ex17_d_term",
+        notebook=NOTEBOOK,
+        function="d_term",
+        points=1,
         task="D = rowsum(dO * O): the softmax backward's row term from the output",
-        make_cases=_d_cases, shape="(..., L)",
+        make_cases=_d_cases,
+        shape="(..., L)",
         reference=lambda out, d_out: backward_d_term(out, d_out),
         mistakes=(
             Mistake("dO alone", _D_NO_OUTPUT, variant=lambda out, d_out: d_out.sum(-1)),
@@ -98,64 +134,114 @@ ITEMS = [
         forbidden=_FORBID,
     ),
     Item(
-        id="ex17_dq_tile", uses=("d_term",), notebook=NOTEBOOK, function="dq_tile", points=2,
+        id="ex17_dq_tile",
+        uses=("d_term",),
+        notebook=NOTEBOOK,
+        function="dq_tile",
+        points=2,
         task="one (Bq, Bk) tile's contribution to dQ: P from lse, dS = P * (dP - D), scale * dS K",
-        make_cases=_dq_cases, shape="(..., Bq, D)", reference=_dq_ref,
+        make_cases=_dq_cases,
+        shape="(..., Bq, D)",
+        reference=_dq_ref,
         mistakes=(
             Mistake("no D", _DQ_NO_D, variant=lambda *a: _dq_ref(*a, use_d=False)),
             Mistake("no scale", _DQ_NO_SCALE, variant=lambda *a: _dq_ref(*a, use_scale=False)),
-            Mistake("softmax over the tile", _DQ_LOCAL_SOFTMAX,
-                    variant=lambda *a: _dq_ref(*a, local=True)),
+            Mistake(
+                "softmax over the tile",
+                _DQ_LOCAL_SOFTMAX,
+                variant=lambda *a: _dq_ref(*a, local=True),
+            ),
         ),
         forbidden=_FORBID,
     ),
     Item(
-        id="ex17_lse_merge", notebook=NOTEBOOK, function="merge_partials", points=2,
+        id="ex17_lse_merge",
+        notebook=NOTEBOOK,
+        function="merge_partials",
+        points=2,
         task="merge two partial attention results over disjoint keys by their log-sum-exps",
-        make_cases=_merge_cases, shape="(..., L, Dv), (..., L)", reference=_merge_ref,
+        make_cases=_merge_cases,
+        shape="(..., L, Dv), (..., L)",
+        reference=_merge_ref,
         mistakes=(
-            Mistake("averaged", _MERGE_AVERAGE,
-                    variant=lambda oa, la, ob, lb: ((oa + ob) / 2, torch.logaddexp(la, lb))),
-            Mistake("lse max", _MERGE_LSE_MAX,
-                    variant=lambda oa, la, ob, lb: (_merge_ref(oa, la, ob, lb)[0],
-                                                    torch.maximum(la, lb))),
+            Mistake(
+                "averaged",
+                _MERGE_AVERAGE,
+                variant=lambda oa, la, ob, lb: ((oa + ob) / 2, torch.logaddexp(la, lb)),
+            ),
+            Mistake(
+                "lse max",
+                _MERGE_LSE_MAX,
+                variant=lambda oa, la, ob, lb: (
+                    _merge_ref(oa, la, ob, lb)[0],
+                    torch.maximum(la, lb),
+                ),
+            ),
         ),
         forbidden=_FORBID,
     ),
     Item(
-        id="ex17_triton_forward", notebook=NOTEBOOK, function="flash_fwd_kernel", points=5,
+        id="ex17_triton_forward",
+        notebook=NOTEBOOK,
+        function="flash_fwd_kernel",
+        points=5,
         task="the FlashAttention-2 forward kernel in Triton: online softmax over key blocks, "
-             "O and the log-sum-exp, causal block skipping, GQA",
-        make_cases=fwd.make_cases, shape="(B, H, L, D), (B, H, L)", reference=fwd.reference,
+        "O and the log-sum-exp, causal block skipping, GQA",
+        make_cases=fwd.make_cases,
+        shape="(B, H, L, D), (B, H, L)",
+        reference=fwd.reference,
         driver="mha_course.grading.child.drivers:drive_forward_kernel",
         requires=(("triton", INSTALL_HINT),),
         mistakes=(
-            Mistake("accumulator not rescaled", fwd.NO_RESCALE, variant=fwd.variant(rescale_acc=False)),
-            Mistake("row sum not rescaled", fwd.SUM_NO_RESCALE, variant=fwd.variant(rescale_sum=False)),
+            Mistake(
+                "accumulator not rescaled", fwd.NO_RESCALE, variant=fwd.variant(rescale_acc=False)
+            ),
+            Mistake(
+                "row sum not rescaled", fwd.SUM_NO_RESCALE, variant=fwd.variant(rescale_sum=False)
+            ),
             Mistake("lse without the max", fwd.LSE_NO_MAX, variant=fwd.variant(lse_max=False)),
             # Before "not causal" (it loads the NaN keys too, but is named on a finite case first).
-            Mistake("no causal block skipping", fwd.NO_SKIP, variant=fwd.variant(stop="never"),
-                    status="non-finite"),
+            Mistake(
+                "no causal block skipping",
+                fwd.NO_SKIP,
+                variant=fwd.variant(stop="never"),
+                status="non-finite",
+            ),
             Mistake("not causal", fwd.NOT_CAUSAL, variant=fwd.variant(mask="none", stop="never")),
             Mistake("no causal mask", fwd.CAUSAL_NO_MASK, variant=fwd.variant(mask="none")),
             Mistake("off by one", common.CAUSAL_OFF_BY_ONE, variant=fwd.variant(mask="strict")),
-            Mistake("bottom-right", fwd.CAUSAL_BOTTOM_RIGHT,
-                    variant=fwd.variant(mask="bottom_right", stop="bottom_right")),
-            Mistake("diagonal block skipped", fwd.SKIP_DIAGONAL, variant=fwd.variant(stop="diagonal")),
+            Mistake(
+                "bottom-right",
+                fwd.CAUSAL_BOTTOM_RIGHT,
+                variant=fwd.variant(mask="bottom_right", stop="bottom_right"),
+            ),
+            Mistake(
+                "diagonal block skipped", fwd.SKIP_DIAGONAL, variant=fwd.variant(stop="diagonal")
+            ),
             Mistake("stop by BLOCK_N", fwd.SKIP_BY_BLOCK_N, variant=fwd.variant(stop="block_k")),
-            Mistake("skipped when not causal", fwd.SKIP_NOT_CAUSAL, variant=fwd.variant(stop="always")),
-            Mistake("kv heads interleaved", common.REPEAT_NOT_INTERLEAVE,
-                    variant=fwd.variant(kv="interleaved")),
+            Mistake(
+                "skipped when not causal", fwd.SKIP_NOT_CAUSAL, variant=fwd.variant(stop="always")
+            ),
+            Mistake(
+                "kv heads interleaved",
+                common.REPEAT_NOT_INTERLEAVE,
+                variant=fwd.variant(kv="interleaved"),
+            ),
             Mistake("kv of batch 0", fwd.KV_NO_BATCH, variant=fwd.variant(kv="batch0")),
             Mistake("ragged keys kept", fwd.RAGGED_KEYS, variant=fwd.variant(ragged="zeros")),
         ),
         forbidden=_FORBID,
     ),
     Item(
-        id="ex17_triton_dq", notebook=NOTEBOOK, function="flash_dq_kernel", points=3,
+        id="ex17_triton_dq",
+        notebook=NOTEBOOK,
+        function="flash_dq_kernel",
+        points=3,
         task="(optional) the FlashAttention-2 dQ kernel in Triton: P recomputed from the lse, "
-             "dS = P * (dP - D), dQ = scale * dS K over the key blocks a query block sees, GQA",
-        make_cases=dqk.make_cases, shape="(B, H, L, D)", reference=dqk.reference,
+        "dS = P * (dP - D), dQ = scale * dS K over the key blocks a query block sees, GQA",
+        make_cases=dqk.make_cases,
+        shape="(B, H, L, D)",
+        reference=dqk.reference,
         driver="mha_course.grading.child.drivers:drive_dq_kernel",
         requires=(("triton", INSTALL_HINT),),
         mistakes=(
@@ -167,12 +253,21 @@ ITEMS = [
             Mistake("not causal", dqk.NOT_CAUSAL, variant=dqk.variant(mask="none", stop="never")),
             Mistake("no causal mask", dqk.NO_CAUSAL_MASK, variant=dqk.variant(mask="none")),
             Mistake("off by one", common.CAUSAL_OFF_BY_ONE, variant=dqk.variant(mask="strict")),
-            Mistake("diagonal block skipped", dqk.SKIP_DIAGONAL, variant=dqk.variant(stop="diagonal")),
-            Mistake("kv heads interleaved", common.REPEAT_NOT_INTERLEAVE,
-                    variant=dqk.variant(kv="interleaved")),
+            Mistake(
+                "diagonal block skipped", dqk.SKIP_DIAGONAL, variant=dqk.variant(stop="diagonal")
+            ),
+            Mistake(
+                "kv heads interleaved",
+                common.REPEAT_NOT_INTERLEAVE,
+                variant=dqk.variant(kv="interleaved"),
+            ),
             Mistake("kv of batch 0", dqk.KV_NO_BATCH, variant=dqk.variant(kv="batch0")),
-            Mistake("masked loads without other", dqk.UNDEFINED_LANES, matches=dqk.has_nan,
-                    status="non-finite"),
+            Mistake(
+                "masked loads without other",
+                dqk.UNDEFINED_LANES,
+                matches=dqk.has_nan,
+                status="non-finite",
+            ),
         ),
         forbidden=_FORBID,
     ),

@@ -17,16 +17,26 @@ from mha_grader.items import Item, Mistake
 NOTEBOOK = "ex19_ring_attention"
 # Reviewed: every public function of the ring module (shard(arange(T)) gives the positions,
 # ring_attention logs the bytes it sends) and the runner that drives it.
-_FORBID = ("mha_course.kernels.ring.chunk_ids", "mha_course.kernels.ring.shard", "mha_course.kernels.ring.unshard",
-           "mha_course.kernels.ring.work_per_rank", "mha_course.kernels.ring.ring_attention",
-           "mha_course.kernels.ring_run.run_ring", *ATTENTION,
-           # the parent's references (the staged copy the child sees has them absent)
-           "mha_course.grading.chapters.ch19._full_attention",
-           "mha_course.grading.chapters.ch19._merge_ref", "mha_course.grading.chapters.ch19._step")
-_WRONG_DIRECTION = ("ring turned the wrong way: blocks move to rank + 1, so at step s rank r holds "
-                    "the block that started on rank (r - s) mod P")
-_CONTIGUOUS = ("contiguous positions: zig-zag cuts T into 2P chunks and gives rank r chunks r "
-               "and 2P - 1 - r")
+_FORBID = (
+    "mha_course.kernels.ring.chunk_ids",
+    "mha_course.kernels.ring.shard",
+    "mha_course.kernels.ring.unshard",
+    "mha_course.kernels.ring.work_per_rank",
+    "mha_course.kernels.ring.ring_attention",
+    "mha_course.kernels.ring_run.run_ring",
+    *ATTENTION,
+    # the parent's references (the staged copy the child sees has them absent)
+    "mha_course.grading.chapters.ch19._full_attention",
+    "mha_course.grading.chapters.ch19._merge_ref",
+    "mha_course.grading.chapters.ch19._step",
+)
+_WRONG_DIRECTION = (
+    "ring turned the wrong way: blocks move to rank + 1, so at step s rank r holds "
+    "the block that started on rank (r - s) mod P"
+)
+_CONTIGUOUS = (
+    "contiguous positions: zig-zag cuts T into 2P chunks and gives rank r chunks r and 2P - 1 - r"
+)
 _MIRROR_OFF_BY_ONE = "second chunk off by one: it is chunk 2P - 1 - r (rank 0 gets the last one)"
 _ALL_STEPS = "P sends counted: the last step sends nothing, so P - 1 sends per rank"
 _ONLY_K = "only the keys counted: every step sends a key block and a value block"
@@ -58,45 +68,65 @@ def _zigzag_ref(rank, world_size, T, layout="zigzag", mirror=0):
         return torch.arange(rank * 2 * c, (rank + 1) * 2 * c)
     first, second = chunk_ids(rank, world_size, "zigzag")
     second -= mirror
-    return torch.cat([torch.arange(first * c, (first + 1) * c),
-                      torch.arange(second * c, (second + 1) * c)])
+    return torch.cat(
+        [torch.arange(first * c, (first + 1) * c), torch.arange(second * c, (second + 1) * c)]
+    )
 
 
 def _bytes_cases(rng: np.random.Generator) -> list[dict]:
     P = int(rng.choice([2, 4, 8, 16]))  # the last case is random: no two students share inputs
-    return [{"B": 1, "H": 32, "T": 131072, "D": 128, "P": 8, "element_size": 2},
-            {"B": 2, "H": 3, "T": 32, "D": 8, "P": 4, "element_size": 8},
-            {"B": int(rng.integers(1, 9)), "H": int(rng.integers(1, 65)), "T": P * int(rng.integers(64, 4097)),
-             "D": int(rng.choice([32, 64, 128])), "P": P, "element_size": int(rng.choice([2, 4]))}]
+    return [
+        {"B": 1, "H": 32, "T": 131072, "D": 128, "P": 8, "element_size": 2},
+        {"B": 2, "H": 3, "T": 32, "D": 8, "P": 4, "element_size": 8},
+        {
+            "B": int(rng.integers(1, 9)),
+            "H": int(rng.integers(1, 65)),
+            "T": P * int(rng.integers(64, 4097)),
+            "D": int(rng.choice([32, 64, 128])),
+            "P": P,
+            "element_size": int(rng.choice([2, 4])),
+        },
+    ]
 
 
 def _bytes_ref(B, H, T, D, P, element_size, steps_off=1, tensors=2):
     return tensors * (P - steps_off) * B * H * (T // P) * D * element_size
 
 
-
 # ---- the capstone: the safe merge and one ring step ---------------------------------------------
-_NO_MAX = ("exp of a log-sum-exp (or of a score) taken without the maximum subtracted first: "
-           "exp(100) is inf in float32, and inf / inf is NaN")
-_EMPTY_NAN = ("NaN from an empty partial: a block whose keys are all in the query's future has "
-              "lse = -inf and a weight of 0, but with a maximum of -inf too, -inf - (-inf) is NaN")
-_LOCAL_OFFSET = ("causal mask from block-local indices (0 .. L-1 against 0 .. S-1): the mask is over "
-                 "the GLOBAL positions q_pos, k_pos, and a block from another rank is not on the "
-                 "diagonal")
+_NO_MAX = (
+    "exp of a log-sum-exp (or of a score) taken without the maximum subtracted first: "
+    "exp(100) is inf in float32, and inf / inf is NaN"
+)
+_EMPTY_NAN = (
+    "NaN from an empty partial: a block whose keys are all in the query's future has "
+    "lse = -inf and a weight of 0, but with a maximum of -inf too, -inf - (-inf) is NaN"
+)
+_LOCAL_OFFSET = (
+    "causal mask from block-local indices (0 .. L-1 against 0 .. S-1): the mask is over "
+    "the GLOBAL positions q_pos, k_pos, and a block from another rank is not on the "
+    "diagonal"
+)
 
 
 def _merge_cases(rng: np.random.Generator) -> list[dict]:
     """Case 1: large finite log-sum-exps in float32 (exp overflows without the max), no empty
     partial; then rows where one partial, the other or both are empty (lse -inf, out 0)."""
     B, H, L, Dv = 2, 2, 6, 3
-    big = {"out_a": rng.normal(size=(B, H, L, Dv)).astype(np.float32),
-           "lse_a": rng.uniform(90, 300, size=(B, H, L)).astype(np.float32),
-           "out_b": rng.normal(size=(B, H, L, Dv)).astype(np.float32),
-           "lse_b": rng.uniform(90, 300, size=(B, H, L)).astype(np.float32)}
+    big = {
+        "out_a": rng.normal(size=(B, H, L, Dv)).astype(np.float32),
+        "lse_a": rng.uniform(90, 300, size=(B, H, L)).astype(np.float32),
+        "out_b": rng.normal(size=(B, H, L, Dv)).astype(np.float32),
+        "lse_b": rng.uniform(90, 300, size=(B, H, L)).astype(np.float32),
+    }
     cases = [big]
     for dtype in (np.float64, np.float32):
-        case = {"out_a": rng.normal(size=(B, H, L, Dv)), "lse_a": rng.normal(size=(B, H, L)) * 3,
-                "out_b": rng.normal(size=(B, H, L, Dv)), "lse_b": rng.normal(size=(B, H, L)) * 3}
+        case = {
+            "out_a": rng.normal(size=(B, H, L, Dv)),
+            "lse_a": rng.normal(size=(B, H, L)) * 3,
+            "out_b": rng.normal(size=(B, H, L, Dv)),
+            "lse_b": rng.normal(size=(B, H, L)) * 3,
+        }
         empty_a, empty_b = rng.random((B, H, L)) < 0.4, rng.random((B, H, L)) < 0.4
         empty_a[0, 0, :2] = empty_b[0, 0, 1:3] = True  # row 1: both empty, rows 0 and 2: one
         for side, empty in (("a", empty_a), ("b", empty_b)):
@@ -114,17 +144,20 @@ def _merge_ref(out_a, lse_a, out_b, lse_b):
     wa, wb = torch.exp(la - m), torch.exp(lb - m)  # (..., L)
     total = wa + wb
     out = (wa[..., None] * out_a.double() + wb[..., None] * out_b.double()) / torch.where(
-        total > 0, total, torch.ones_like(total))[..., None]
+        total > 0, total, torch.ones_like(total)
+    )[..., None]
     return out.to(out_a.dtype), (m + torch.log(total)).to(lse_a.dtype)
 
 
 def _nonfinite_where(big: bool):
     """On the float32 large-lse case (``big``): any non-finite value; on a case with empty
     partials: a NaN (an lse of -inf is right where both partials are empty)."""
+
     def hit(got, case):
         large = bool(np.isfinite(case["lse_a"]).all() and np.isfinite(case["lse_b"]).all())
         bad = ~np.isfinite(got) if big else np.isnan(got)
         return large == big and got.dtype.kind == "f" and bool(bad.any())
+
     return hit
 
 
@@ -134,18 +167,30 @@ def _ring_cases(rng: np.random.Generator) -> list[dict]:
     begins with a block wholly in its future: the running state and the partial both empty)."""
     cases = []
     for P, layout, causal, late, dtype, spread in (
-            (3, "contiguous", False, False, np.float32, 12.0), (4, "contiguous", True, False, np.float64, 1.0),
-            (int(rng.integers(2, 5)), "zigzag", True, False, np.float64, 1.0),
-            (3, "contiguous", True, True, np.float32, 1.0)):
+        (3, "contiguous", False, False, np.float32, 12.0),
+        (4, "contiguous", True, False, np.float64, 1.0),
+        (int(rng.integers(2, 5)), "zigzag", True, False, np.float64, 1.0),
+        (3, "contiguous", True, True, np.float32, 1.0),
+    ):
         n = 2 * P if layout == "zigzag" else P
         c = int(rng.integers(1, 4))  # positions per chunk
         T, B, H, D = n * c, 1, 2, int(rng.choice([4, 8]))
         q, k, v = (rng.normal(size=(B, H, T, D)) * (spread if i < 2 else 1.0) for i in range(3))
         chunks = [[r] if layout == "contiguous" else [r, 2 * P - 1 - r] for r in range(P)]
-        positions = np.array([np.concatenate([np.arange(i * c, (i + 1) * c) for i in ch]) for ch in chunks])
+        positions = np.array(
+            [np.concatenate([np.arange(i * c, (i + 1) * c) for i in ch]) for ch in chunks]
+        )
         sources = np.array([[(r - s - late) % P for s in range(P)] for r in range(P)])
-        cases.append({"query": q.astype(dtype), "key": k.astype(dtype), "value": v.astype(dtype),
-                      "positions": positions, "sources": sources, "is_causal": causal})
+        cases.append(
+            {
+                "query": q.astype(dtype),
+                "key": k.astype(dtype),
+                "value": v.astype(dtype),
+                "positions": positions,
+                "sources": sources,
+                "is_causal": causal,
+            }
+        )
     return cases
 
 
@@ -158,11 +203,16 @@ def _full_attention(query, key, value, positions, sources, is_causal):
         scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
     lse = torch.logsumexp(scores, -1)  # (B, H, T)
     # ... and every intermediate state right (the parent's ring checks them: oracles/ring.py)
-    return (torch.exp(scores - lse[..., None]) @ v).to(query.dtype), lse.to(query.dtype), torch.tensor(True)
+    return (
+        (torch.exp(scores - lse[..., None]) @ v).to(query.dtype),
+        lse.to(query.dtype),
+        torch.tensor(True),
+    )
 
 
 def _step(mode):
     """A ring step computed the right way (``"ok"``) or with a wrong causal offset."""
+
     def step(out, lse, q, k, v, q_pos, k_pos, is_causal, scale):
         scores = (q @ k.transpose(-2, -1)) * scale  # (B, H, Lq, Lk)
         if is_causal:
@@ -177,6 +227,7 @@ def _step(mode):
         total = p.sum(-1, keepdim=True)
         blk = (p @ v) / torch.where(total > 0, total, torch.ones_like(total))
         return _merge_ref(out, lse, blk, (m + torch.log(total))[..., 0])
+
     return step
 
 
@@ -186,36 +237,69 @@ def _ring_variant(mode):
 
 def _ring_nonfinite(big: bool):
     def hit(got, case):
-        return (not case["is_causal"]) == big and got.dtype.kind == "f" and not np.isfinite(got).all()
+        return (
+            (not case["is_causal"]) == big and got.dtype.kind == "f" and not np.isfinite(got).all()
+        )
+
     return hit
 
 
 ITEMS = [
     Item(
-        id="ex19_ring_source", notebook=NOTEBOOK, function="ring_source", points=1,
-        task="which rank's key/value block rank r holds at step s", make_cases=_source_cases,
-        shape="()", reference=_source_ref, dtype_must_match=False, rtol=0.0, atol=0.5,
-        mistakes=(Mistake("wrong direction", _WRONG_DIRECTION,
-                          variant=lambda r, s, P: (r + s) % P),),
-        forbidden=_FORBID,
-    ),
-    Item(
-        id="ex19_zigzag_positions", notebook=NOTEBOOK, function="zigzag_positions", points=1,
-        task="the sequence positions rank r holds in the zig-zag layout", make_cases=_zigzag_cases,
-        shape="(T / P,)", reference=_zigzag_ref, dtype_must_match=False, rtol=0.0, atol=0.5,
+        id="ex19_ring_source",
+        notebook=NOTEBOOK,
+        function="ring_source",
+        points=1,
+        task="which rank's key/value block rank r holds at step s",
+        make_cases=_source_cases,
+        shape="()",
+        reference=_source_ref,
+        dtype_must_match=False,
+        rtol=0.0,
+        atol=0.5,
         mistakes=(
-            Mistake("contiguous", _CONTIGUOUS,
-                    variant=lambda r, P, T: _zigzag_ref(r, P, T, layout="contiguous")),
-            Mistake("mirror off by one", _MIRROR_OFF_BY_ONE,
-                    variant=lambda r, P, T: _zigzag_ref(r, P, T, mirror=1)),
+            Mistake("wrong direction", _WRONG_DIRECTION, variant=lambda r, s, P: (r + s) % P),
         ),
         forbidden=_FORBID,
     ),
     Item(
-        id="ex19_ring_bytes", notebook=NOTEBOOK, function="ring_bytes_per_rank", points=1,
+        id="ex19_zigzag_positions",
+        notebook=NOTEBOOK,
+        function="zigzag_positions",
+        points=1,
+        task="the sequence positions rank r holds in the zig-zag layout",
+        make_cases=_zigzag_cases,
+        shape="(T / P,)",
+        reference=_zigzag_ref,
+        dtype_must_match=False,
+        rtol=0.0,
+        atol=0.5,
+        mistakes=(
+            Mistake(
+                "contiguous",
+                _CONTIGUOUS,
+                variant=lambda r, P, T: _zigzag_ref(r, P, T, layout="contiguous"),
+            ),
+            Mistake(
+                "mirror off by one",
+                _MIRROR_OFF_BY_ONE,
+                variant=lambda r, P, T: _zigzag_ref(r, P, T, mirror=1),
+            ),
+        ),
+        forbidden=_FORBID,
+    ),
+    Item(
+        id="ex19_ring_bytes",
+        notebook=NOTEBOOK,
+        function="ring_bytes_per_rank",
+        points=1,
         task="bytes one rank sends over the whole ring (keys and values, P - 1 steps)",
-        make_cases=_bytes_cases, shape="()", reference=_bytes_ref, dtype_must_match=False,
-        rtol=0.0, atol=0.5,
+        make_cases=_bytes_cases,
+        shape="()",
+        reference=_bytes_ref,
+        dtype_must_match=False,
+        rtol=0.0,
+        atol=0.5,
         mistakes=(
             Mistake("P steps", _ALL_STEPS, variant=lambda *a: _bytes_ref(*a, steps_off=0)),
             Mistake("only keys", _ONLY_K, variant=lambda *a: _bytes_ref(*a, tensors=1)),
@@ -223,10 +307,15 @@ ITEMS = [
         forbidden=_FORBID,
     ),
     Item(
-        id="ex19_safe_merge", notebook=NOTEBOOK, function="merge_safe", points=2,
+        id="ex19_safe_merge",
+        notebook=NOTEBOOK,
+        function="merge_safe",
+        points=2,
         task="merge two partials (out, lse) over disjoint keys, safe when one or both are empty "
-             "(lse = -inf: weight 0, no NaN) and on large lse (shift by the maximum before exp)",
-        make_cases=_merge_cases, shape="out (B, H, L, Dv), lse (B, H, L)", reference=_merge_ref,
+        "(lse = -inf: weight 0, no NaN) and on large lse (shift by the maximum before exp)",
+        make_cases=_merge_cases,
+        shape="out (B, H, L, Dv), lse (B, H, L)",
+        reference=_merge_ref,
         mistakes=(
             Mistake("no max", _NO_MAX, matches=_nonfinite_where(big=True)),
             Mistake("empty partial", _EMPTY_NAN, matches=_nonfinite_where(big=False)),
@@ -234,12 +323,21 @@ ITEMS = [
         forbidden=_FORBID,
     ),
     Item(
-        id="ex19_ring_step", uses=("merge_safe",), notebook=NOTEBOOK, function="ring_step", points=3,
+        id="ex19_ring_step",
+        uses=("merge_safe",),
+        notebook=NOTEBOOK,
+        function="ring_step",
+        points=3,
         task="one ring step: this block's causal attention (global positions) with its log-sum-exp, "
-             "merged into the running (out, lse); driven over whole rings against float64 attention",
-        make_cases=_ring_cases, shape="out (B, H, T, Dv), lse (B, H, T), every state right ()",
-        reference=_full_attention, driver="mha_course.grading.child.drivers:drive_ring", rtol=1e-3,
-        atol=1e-4, service=serve_ring, hidden=("key", "value"),
+        "merged into the running (out, lse); driven over whole rings against float64 attention",
+        make_cases=_ring_cases,
+        shape="out (B, H, T, Dv), lse (B, H, T), every state right ()",
+        reference=_full_attention,
+        driver="mha_course.grading.child.drivers:drive_ring",
+        rtol=1e-3,
+        atol=1e-4,
+        service=serve_ring,
+        hidden=("key", "value"),
         mistakes=(
             Mistake("no max", _NO_MAX, matches=_ring_nonfinite(big=True)),
             Mistake("empty partial", _EMPTY_NAN, matches=_ring_nonfinite(big=False)),

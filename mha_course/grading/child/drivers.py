@@ -55,8 +55,14 @@ def _grads_model(seed, vocab_size, num_layers, num_heads, embed_dim, max_len) ->
     """A float64 TinyTransformer initialised from ``seed`` (same weights in parent and child)."""
     from mha_course.grading.child.seeded import seeded
     from mha_course.models.tiny_transformer import TinyTransformer
-    model = TinyTransformer(int(vocab_size), int(max_len), embed_dim=int(embed_dim),
-                            num_heads=int(num_heads), num_layers=int(num_layers))
+
+    model = TinyTransformer(
+        int(vocab_size),
+        int(max_len),
+        embed_dim=int(embed_dim),
+        num_heads=int(num_heads),
+        num_layers=int(num_layers),
+    )
     return seeded(model, seed).double().eval()  # its own generator: threads cannot disturb it
 
 
@@ -69,9 +75,16 @@ def drive_head_grads(fn, seed, vocab_size, num_layers, num_heads, embed_dim, tok
 def gpt_config(vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, bias) -> GPTConfig:
     """The case's model config (learned positions, no dropout, tied read-out)."""
     G = int(n_kv_head)
-    return GPTConfig(vocab_size=int(vocab_size), block_size=int(block_size), n_layer=int(n_layer),
-                     n_head=int(n_head), n_kv_head=None if G == int(n_head) else G,
-                     n_embd=int(n_embd), bias=bool(bias), dropout=0.0)
+    return GPTConfig(
+        vocab_size=int(vocab_size),
+        block_size=int(block_size),
+        n_layer=int(n_layer),
+        n_head=int(n_head),
+        n_kv_head=None if G == int(n_head) else G,
+        n_embd=int(n_embd),
+        bias=bool(bias),
+        dropout=0.0,
+    )
 
 
 def _block_config(n_head, n_kv_head, n_embd, bias, L) -> GPTConfig:
@@ -81,11 +94,19 @@ def _block_config(n_head, n_kv_head, n_embd, bias, L) -> GPTConfig:
 def block_shapes(c: GPTConfig, prefix: str = "") -> dict[str, tuple[int, ...]]:
     """``Block``'s state_dict names and shapes (E = n_embd, G·D the key/value width)."""
     E, W, F4 = c.n_embd, c.kv_heads * c.head_dim, c.mlp_ratio * c.n_embd
-    linears = {"attn.q_proj": (E, E), "attn.k_proj": (W, E), "attn.v_proj": (W, E),
-               "attn.out_proj": (E, E), "mlp.fc": (F4, E), "mlp.proj": (E, F4)}
+    linears = {
+        "attn.q_proj": (E, E),
+        "attn.k_proj": (W, E),
+        "attn.v_proj": (W, E),
+        "attn.out_proj": (E, E),
+        "mlp.fc": (F4, E),
+        "mlp.proj": (E, F4),
+    }
     out: dict[str, tuple[int, ...]] = {}
-    for norm, layers in (("ln_1", ("attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.out_proj")),
-                         ("ln_2", ("mlp.fc", "mlp.proj"))):
+    for norm, layers in (
+        ("ln_1", ("attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.out_proj")),
+        ("ln_2", ("mlp.fc", "mlp.proj")),
+    ):
         out[prefix + norm + ".weight"] = (E,)
         if c.bias:
             out[prefix + norm + ".bias"] = (E,)
@@ -126,7 +147,9 @@ def load_state(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> bool:
     when its names/shapes differ from ``state``'s, apart from a tied ``lm_head.weight``."""
     own = module.state_dict()
     extra = set(own) - set(state) - {"lm_head.weight"}
-    if extra or any(k not in own or tuple(own[k].shape) != tuple(v.shape) for k, v in state.items()):
+    if extra or any(
+        k not in own or tuple(own[k].shape) != tuple(v.shape) for k, v in state.items()
+    ):
         return False
     with torch.no_grad():
         for p in module.parameters():
@@ -139,6 +162,7 @@ def load_state(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> bool:
 def course_gpt(seed, vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, bias):
     """The course's :class:`~mha_course.gpt.model.GPT` holding the case's state (float64)."""
     from mha_course.gpt.model import GPT
+
     c = gpt_config(vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, bias)
     model = GPT(c)
     load_state(model, seeded_state(gpt_shapes(c), seed))
@@ -156,8 +180,9 @@ def drive_block(cls, seed, n_head, n_kv_head, n_embd, bias, x):
         return block(x)
 
 
-def drive_model(cls, seed, vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, bias,
-                dtype, ids):
+def drive_model(
+    cls, seed, vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, bias, dtype, ids
+):
     """CHILD: build ``cls(config)``, load the case's state (no lm_head.weight), return logits."""
     c = gpt_config(vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, bias)
     model = cls(c)
@@ -168,13 +193,33 @@ def drive_model(cls, seed, vocab_size, block_size, n_layer, n_head, n_kv_head, n
         return model(ids.long())
 
 
-def _train_setup(seed, vocab_size, n_layer, n_head, n_embd, learning_rate, min_lr, warmup_iters,
-                 max_iters, lr_decay_iters, grad_clip, weight_decay, block_size):
+def _train_setup(
+    seed,
+    vocab_size,
+    n_layer,
+    n_head,
+    n_embd,
+    learning_rate,
+    min_lr,
+    warmup_iters,
+    max_iters,
+    lr_decay_iters,
+    grad_clip,
+    weight_decay,
+    block_size,
+):
     model = course_gpt(seed, vocab_size, block_size, n_layer, n_head, n_head, n_embd, False).train()
-    tc = TrainConfig(batch_size=1, max_iters=int(max_iters), learning_rate=float(learning_rate),
-                     min_lr=float(min_lr), warmup_iters=int(warmup_iters),
-                     lr_decay_iters=None if lr_decay_iters is None else int(lr_decay_iters),
-                     weight_decay=float(weight_decay), grad_clip=float(grad_clip), dtype="float64")
+    tc = TrainConfig(
+        batch_size=1,
+        max_iters=int(max_iters),
+        learning_rate=float(learning_rate),
+        min_lr=float(min_lr),
+        warmup_iters=int(warmup_iters),
+        lr_decay_iters=None if lr_decay_iters is None else int(lr_decay_iters),
+        weight_decay=float(weight_decay),
+        grad_clip=float(grad_clip),
+        dtype="float64",
+    )
     return model, tc
 
 
@@ -190,11 +235,19 @@ def ablation_models(n_layer, heads, kv_heads, latent, n_embd, dtype, block_size)
     ``n_embd``, ``kv_heads[i]`` key/value heads (0: MLA with a latent of ``latent[i]``). Their
     weights do not matter to what is measured (the cache's bytes), so they are the default ones."""
     from mha_course.gpt.model import GPT
+
     models = []
     for H, G, C in zip(heads.tolist(), kv_heads.tolist(), latent.tolist()):
-        c = GPTConfig(vocab_size=ABLATION_VOCAB, block_size=int(block_size), n_layer=int(n_layer),
-                      n_head=H, n_kv_head=None if G in (0, H) else G, n_embd=int(n_embd),
-                      attention="mla" if G == 0 else "mha", kv_latent_dim=C if G == 0 else None)
+        c = GPTConfig(
+            vocab_size=ABLATION_VOCAB,
+            block_size=int(block_size),
+            n_layer=int(n_layer),
+            n_head=H,
+            n_kv_head=None if G in (0, H) else G,
+            n_embd=int(n_embd),
+            attention="mla" if G == 0 else "mha",
+            kv_latent_dim=C if G == 0 else None,
+        )
         models.append(GPT(c).to(dtype).eval())
     return models
 
@@ -213,9 +266,17 @@ def drive_serve(fn, seed, prompts, arrivals, max_new, block_size, num_blocks, nu
     """CHILD: ex16's model (seeded, its keys/values in a pool of ``num_blocks`` blocks) and the
     trace; ``outputs`` (the dense tokens) is hidden (``None`` here)."""
     from mha_course.grading.child.paged_model import PagedToyLM
+
     model = PagedToyLM(int(seed), int(num_blocks), int(block_size))
-    return fn(model, prompts.long(), arrivals.long(), max_new.long(), int(block_size),
-              int(num_blocks), int(num_steps))
+    return fn(
+        model,
+        prompts.long(),
+        arrivals.long(),
+        max_new.long(),
+        int(block_size),
+        int(num_blocks),
+        int(num_steps),
+    )
 
 
 def drive_ring(fn, query, key, value, positions, sources, is_causal):
@@ -241,18 +302,34 @@ def drive_ring(fn, query, key, value, positions, sources, is_causal):
         qp = positions[r]
         state = None  # empty: the first block defines Dv
         for s in range(P + 1):
-            got = ring.call("block", rank=r, step=s, out=None if state is None else to_wire(state[0]),
-                            lse=None if state is None else to_wire(state[1]))
+            got = ring.call(
+                "block",
+                rank=r,
+                step=s,
+                out=None if state is None else to_wire(state[0]),
+                lse=None if state is None else to_wire(state[1]),
+            )
             if s == P:
                 break
             k = torch.tensor(from_wire(got["key"]), dtype=query.dtype)
             v = torch.tensor(from_wire(got["value"]), dtype=query.dtype)
             if state is None:
-                state = (query.new_zeros(*query.shape[:-2], len(qp), v.shape[-1]),  # (B, H, T/P, Dv)
-                         query.new_full((*query.shape[:-2], len(qp)), float("-inf")))  # (B, H, T/P)
+                state = (
+                    query.new_zeros(*query.shape[:-2], len(qp), v.shape[-1]),  # (B, H, T/P, Dv)
+                    query.new_full((*query.shape[:-2], len(qp)), float("-inf")),
+                )  # (B, H, T/P)
             kp = positions[int(sources[r, s])]
-            state = fn(state[0], state[1], query[..., qp, :].clone(), k, v, qp.clone(), kp.clone(),
-                       bool(is_causal), scale)
+            state = fn(
+                state[0],
+                state[1],
+                query[..., qp, :].clone(),
+                k,
+                v,
+                qp.clone(),
+                kp.clone(),
+                bool(is_causal),
+                scale,
+            )
         parts[r] = state
     return assemble_ring(query, positions, parts)
 
@@ -273,10 +350,12 @@ _SPECIAL = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
 def to_wire(t) -> list:
     """A tensor as nested JSON lists; non-finite numbers as the strings "inf", "-inf", "nan"
     (the channel's JSON has no such constants)."""
+
     def enc(x):
         if isinstance(x, list):
             return [enc(y) for y in x]
         return x if math.isfinite(x) else ("nan" if x != x else ("inf" if x > 0 else "-inf"))
+
     return enc(torch.as_tensor(t).detach().double().tolist())
 
 
@@ -316,8 +395,9 @@ def drive_dq_kernel(kernel, query, key, value, out, lse, d_out, is_causal, block
     """
     from mha_course.kernels.triton_dq import launch_dq
 
-    return _launch(launch_dq, kernel, (query, key, value, out, lse, d_out), is_causal, block_q,
-                   block_k).cpu()
+    return _launch(
+        launch_dq, kernel, (query, key, value, out, lse, d_out), is_causal, block_q, block_k
+    ).cpu()
 
 
 def _launch(launcher, kernel, tensors, is_causal, block_q, block_k):
@@ -344,8 +424,13 @@ def _launch(launcher, kernel, tensors, is_causal, block_q, block_k):
 
 def _exporter(seed, embed_dim, num_heads, num_kv_heads) -> MultiHeadAttention:
     """The model the checkpoint came from: float64, RoPE "interleaved", weights from ``seed``."""
-    m = MultiHeadAttention(int(embed_dim), int(num_heads), num_kv_heads=int(num_kv_heads),
-                           rope="interleaved", dtype=torch.float64)
+    m = MultiHeadAttention(
+        int(embed_dim),
+        int(num_heads),
+        num_kv_heads=int(num_kv_heads),
+        rope="interleaved",
+        dtype=torch.float64,
+    )
     return seeded(m, seed).eval()
 
 
@@ -357,8 +442,13 @@ def _run_half(state: dict, embed_dim, num_heads, num_kv_heads, x: torch.Tensor) 
     Shape:
         x: (B, L, E). Returns (B, L, E), W_Q (H * D, E), W_K (G * D, E).
     """
-    m = MultiHeadAttention(int(embed_dim), int(num_heads), num_kv_heads=int(num_kv_heads),
-                           rope="half", dtype=torch.float64).eval()
+    m = MultiHeadAttention(
+        int(embed_dim),
+        int(num_heads),
+        num_kv_heads=int(num_kv_heads),
+        rope="half",
+        dtype=torch.float64,
+    ).eval()
     m.load_state_dict(state)
     with torch.no_grad():
         y = m(x, x, x, is_causal=True, need_weights=False)[0]
@@ -367,10 +457,14 @@ def _run_half(state: dict, embed_dim, num_heads, num_kv_heads, x: torch.Tensor) 
 
 def drive_fix(fn, seed, embed_dim, num_heads, num_kv_heads, x):
     """Child side: ``fn(state_dict, num_heads, num_kv_heads)`` -> the state dict the model loads."""
-    exported = {k: v.clone() for k, v in _exporter(seed, embed_dim, num_heads, num_kv_heads)
-                .state_dict().items()}
+    exported = {
+        k: v.clone()
+        for k, v in _exporter(seed, embed_dim, num_heads, num_kv_heads).state_dict().items()
+    }
     fixed = fn(exported, int(num_heads), int(num_kv_heads))
     if not isinstance(fixed, dict):
-        raise TypeError(f"fix_checkpoint: expected a state dict (dict of name -> tensor), got "
-                        f"{type(fixed).__name__}")
+        raise TypeError(
+            f"fix_checkpoint: expected a state dict (dict of name -> tensor), got "
+            f"{type(fixed).__name__}"
+        )
     return _run_half(fixed, embed_dim, num_heads, num_kv_heads, x)

@@ -36,6 +36,8 @@ def seeded(model: nn.Module, seed: int) -> nn.Module:
                 for pname, p in own:
                     p.fill_(1.0 if pname == "weight" else 0.0)
             else:
-                raise ValueError(f"seeded: no rule for the parameters of {name or 'the model'} "
-                                 f"({type(mod).__name__}): {[n for n, _ in own]}")
+                raise ValueError(
+                    f"seeded: no rule for the parameters of {name or 'the model'} "
+                    f"({type(mod).__name__}): {[n for n, _ in own]}"
+                )
     return model

@@ -22,18 +22,31 @@ from mha_grader.sandbox import channel
 from mha_grader.sandbox.channel import Refused, Violation, want_int, want_keys
 
 MAX_LAUNCHES, MAX_EVENTS = 10_000, 20_000
-NOT_SYNCHRONIZED = ("not synchronized: an event was read before the device reached it: record the "
-                    "events around fn(), then call synchronize() before elapsed_time() (as CUDA "
-                    "raises 'device not ready')")
-NOT_RECORDED = "an event was read before it was recorded: call start.record() and end.record() around fn()"
+NOT_SYNCHRONIZED = (
+    "not synchronized: an event was read before the device reached it: record the "
+    "events around fn(), then call synchronize() before elapsed_time() (as CUDA "
+    "raises 'device not ready')"
+)
+NOT_RECORDED = (
+    "an event was read before it was recorded: call start.record() and end.record() around fn()"
+)
 
 
 class DeviceService(channel.Service):
     """PARENT side: one case's device; ``judged`` compares the samples with the true kernel times."""
 
-    def __init__(self, kernel_ms: float, first_extra_ms: float, jitter: float, seed: int,
-                 repeats: int, warmup: int) -> None:
-        self.device = VirtualDevice(kernel_ms, first_extra_ms, jitter, seed, max_launches=MAX_LAUNCHES)
+    def __init__(
+        self,
+        kernel_ms: float,
+        first_extra_ms: float,
+        jitter: float,
+        seed: int,
+        repeats: int,
+        warmup: int,
+    ) -> None:
+        self.device = VirtualDevice(
+            kernel_ms, first_extra_ms, jitter, seed, max_launches=MAX_LAUNCHES
+        )
         self.repeats, self.warmup = repeats, warmup
         self.events: list[VirtualEvent] = []
         self.reads, self.early = 0, None
@@ -61,7 +74,10 @@ class DeviceService(channel.Service):
         if op != "elapsed":
             raise Violation("not an op of the device")
         want_keys(args, "start", "end")
-        start, end = self.events[want_int(args, "start", 0, n)], self.events[want_int(args, "end", 0, n)]
+        start, end = (
+            self.events[want_int(args, "start", 0, n)],
+            self.events[want_int(args, "end", 0, n)],
+        )
         try:
             ms = start.elapsed_time(end)
         except RuntimeError as e:
@@ -81,8 +97,14 @@ class DeviceService(channel.Service):
         def same(a, b):
             return bool(a.shape == b.shape and np.allclose(a, b, rtol=1e-9, atol=1e-9))
 
-        flags = [s.size, len(d) - r >= self.warmup, same(s, timed), same(s * 1e3, timed),
-                 same(s, np.full(r, timed.mean())) and not same(s, timed), self.reads > 0]
+        flags = [
+            s.size,
+            len(d) - r >= self.warmup,
+            same(s, timed),
+            same(s * 1e3, timed),
+            same(s, np.full(r, timed.mean())) and not same(s, timed),
+            self.reads > 0,
+        ]
         return [np.array(flags, dtype=np.float64)]
 
     def failure_note(self) -> str | None:

@@ -52,8 +52,11 @@ class ModelService(channel.Service):
             raise Violation("not an op of the model")
         want_keys(args, "ids", "caches")
         ids, handles = _ids(args["ids"], m.vocab_size), args["caches"]
-        if handles is not None and (type(handles) is not list or len(handles) != m.num_layers or not all(
-                type(h) is int and 0 <= h < len(self.caches) for h in handles)):
+        if handles is not None and (
+            type(handles) is not list
+            or len(handles) != m.num_layers
+            or not all(type(h) is int and 0 <= h < len(self.caches) for h in handles)
+        ):
             raise Violation("caches: expected null or one known cache handle per layer")
         self.fed += len(ids) * len(ids[0])
         if self.fed > FED_CAP * self.budget:  # the parent's CPU is not under the child's limits
@@ -72,12 +75,20 @@ class ModelService(channel.Service):
 
 
 def _ids(ids: object, vocab: int) -> list[list[int]]:
-    if (type(ids) is not list or not 0 < len(ids) <= MAX_ROWS or type(ids[0]) is not list
-            or not 0 < len(ids[0]) <= MAX_LEN):
+    if (
+        type(ids) is not list
+        or not 0 < len(ids) <= MAX_ROWS
+        or type(ids[0]) is not list
+        or not 0 < len(ids[0]) <= MAX_LEN
+    ):
         raise Violation(f"ids: expected (B, L) with B <= {MAX_ROWS}, L <= {MAX_LEN}")
     n = len(ids[0])
     for row in ids:
-        if type(row) is not list or len(row) != n or not all(type(t) is int and 0 <= t < vocab for t in row):
+        if (
+            type(row) is not list
+            or len(row) != n
+            or not all(type(t) is int and 0 <= t < vocab for t in row)
+        ):
             raise Violation(f"ids: expected rows of {n} ints in [0, {vocab})")
     return ids
 
@@ -102,12 +113,17 @@ class RemoteModel:
     def __init__(self, client: channel.Client) -> None:
         self._client = client
         info = client.call("info")
-        self.num_layers, self.vocab_size, self.max_len = (int(info[k]) for k in ("num_layers", "vocab_size", "max_len"))
+        self.num_layers, self.vocab_size, self.max_len = (
+            int(info[k]) for k in ("num_layers", "vocab_size", "max_len")
+        )
         self._own: dict[int, tuple[object, RemoteCache]] = {}  # caches the learner made themselves
 
     def new_caches(self) -> list[RemoteCache]:
         """One empty KV cache per layer (held by the grader)."""
-        return [RemoteCache(int(self._client.call("new_cache")["cache"])) for _ in range(self.num_layers)]
+        return [
+            RemoteCache(int(self._client.call("new_cache")["cache"]))
+            for _ in range(self.num_layers)
+        ]
 
     def eval(self) -> RemoteModel:
         return self
@@ -116,27 +132,43 @@ class RemoteModel:
         if isinstance(cache, RemoteCache):
             return cache
         if not isinstance(cache, KVCache):
-            raise ValueError(f"caches: expected a list of KVCache (one per layer), got {type(cache).__name__}")
+            raise ValueError(
+                f"caches: expected a list of KVCache (one per layer), got {type(cache).__name__}"
+            )
         if id(cache) not in self._own:  # your own KVCache(): the grader makes one for it
-            self._own[id(cache)] = (cache, RemoteCache(int(self._client.call("new_cache")["cache"])))
+            self._own[id(cache)] = (
+                cache,
+                RemoteCache(int(self._client.call("new_cache")["cache"])),
+            )
         return self._own[id(cache)][1]
 
     def __call__(self, ids: torch.Tensor, caches: list | None = None) -> torch.Tensor:
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
+        if (
+            not isinstance(ids, torch.Tensor)
+            or ids.dim() != 2
+            or ids.dtype not in (torch.int64, torch.int32)
+        ):
             raise ValueError(f"ids: expected a (B, L) tensor of int64 token ids, got {_kind(ids)}")
         if not (0 < ids.shape[0] <= MAX_ROWS and 0 < ids.shape[1] <= MAX_LEN):
-            raise ValueError(f"ids: expected (B, L) with 0 < B <= {MAX_ROWS} and 0 < L <= {MAX_LEN}, "
-                             f"got {tuple(ids.shape)}")
+            raise ValueError(
+                f"ids: expected (B, L) with 0 < B <= {MAX_ROWS} and 0 < L <= {MAX_LEN}, "
+                f"got {tuple(ids.shape)}"
+            )
         if ids.min() < 0 or ids.max() >= self.vocab_size:
             raise IndexError("index out of range in self")  # what nn.Embedding says
         handles = None
         if caches is not None:
             if len(caches) != self.num_layers:
-                raise ValueError(f"caches: expected a list of {self.num_layers} KVCache (one per layer), "
-                                 f"got {len(caches)}")
+                raise ValueError(
+                    f"caches: expected a list of {self.num_layers} KVCache (one per layer), "
+                    f"got {len(caches)}"
+                )
             handles = [self._handle(c) for c in caches]
-        reply = self._client.call("forward", ids=ids.tolist(),
-                                  caches=None if handles is None else [h.handle for h in handles])
+        reply = self._client.call(
+            "forward",
+            ids=ids.tolist(),
+            caches=None if handles is None else [h.handle for h in handles],
+        )
         for h in handles or ():
             h.length = int(reply["lengths"][h.handle])
         return torch.tensor(reply["logits"], dtype=torch.float64)

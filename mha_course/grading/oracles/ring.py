@@ -29,13 +29,24 @@ def partial_state(query, key, value, positions, sources, is_causal, r: int, s: i
     Shape: returns out (B, H, T/P, Dv), lse (B, H, T/P)."""
     q, k, v = (torch.as_tensor(np.asarray(x)).double() for x in (query, key, value))
     qp = torch.as_tensor(np.asarray(positions[r])).long()
-    kp = torch.cat([torch.as_tensor(np.asarray(positions[int(sources[r, j])])).long() for j in range(s)]) \
-        if s else torch.zeros(0, dtype=torch.long)
+    kp = (
+        torch.cat(
+            [torch.as_tensor(np.asarray(positions[int(sources[r, j])])).long() for j in range(s)]
+        )
+        if s
+        else torch.zeros(0, dtype=torch.long)
+    )
     scores = (q[..., qp, :] @ k[..., kp, :].transpose(-2, -1)) / q.shape[-1] ** 0.5
     if is_causal:
         scores = scores.masked_fill(kp[None, :] > qp[:, None], float("-inf"))
-    lse = torch.logsumexp(scores, -1) if s else torch.full(scores.shape[:-1], float("-inf"), dtype=torch.float64)
-    w = torch.where(torch.isinf(lse)[..., None], torch.zeros_like(scores), torch.exp(scores - lse[..., None]))
+    lse = (
+        torch.logsumexp(scores, -1)
+        if s
+        else torch.full(scores.shape[:-1], float("-inf"), dtype=torch.float64)
+    )
+    w = torch.where(
+        torch.isinf(lse)[..., None], torch.zeros_like(scores), torch.exp(scores - lse[..., None])
+    )
     return w @ v[..., kp, :], lse
 
 
@@ -59,10 +70,21 @@ def run_ring(step, query, key, value, positions, sources, is_causal):
         lse = query.new_full((*query.shape[:-2], len(qp)), float("-inf"))
         for s in range(P):
             kp = positions[int(sources[r, s])]
-            out, lse = step(out, lse, query[..., qp, :], key[..., kp, :], value[..., kp, :],
-                            qp.clone(), kp.clone(), bool(is_causal), scale)
-            ok = ok and state_right((out, lse), partial_state(query, key, value, positions, sources,
-                                                              is_causal, r, s + 1))
+            out, lse = step(
+                out,
+                lse,
+                query[..., qp, :],
+                key[..., kp, :],
+                value[..., kp, :],
+                qp.clone(),
+                kp.clone(),
+                bool(is_causal),
+                scale,
+            )
+            ok = ok and state_right(
+                (out, lse),
+                partial_state(query, key, value, positions, sources, is_causal, r, s + 1),
+            )
         parts[r] = (out, lse)
     return (*assemble_ring(query, positions, parts), torch.tensor(ok))
 
@@ -84,16 +106,19 @@ class RingService(Service):
         want_keys(args, "rank", "step", "out", "lse")
         r, s = want_int(args, "rank", 0, self.P - 1), want_int(args, "step", 0, self.P)
         if (r, s) != self.next:
-            raise Violation(f"blocks are handed out in ring order: expected rank {self.next[0]} "
-                            f"step {self.next[1]}, got rank {r} step {s}")
+            raise Violation(
+                f"blocks are handed out in ring order: expected rank {self.next[0]} "
+                f"step {self.next[1]}, got rank {r} step {s}"
+            )
         c = self.case
         if s > 0:
             try:
                 state = (from_wire(args["out"]), from_wire(args["lse"]))
             except ValueError as e:
                 raise Violation(f"state: {e}") from None
-            want = partial_state(c["query"], c["key"], c["value"], c["positions"], c["sources"],
-                                 c["is_causal"], r, s)
+            want = partial_state(
+                c["query"], c["key"], c["value"], c["positions"], c["sources"], c["is_causal"], r, s
+            )
             self.ok = self.ok and state_right(state, want)
         elif args["out"] is not None or args["lse"] is not None:
             raise Violation("step 0 starts from the empty state (out and lse null)")
@@ -101,8 +126,10 @@ class RingService(Service):
         if s == self.P:
             return {}
         kp = np.asarray(c["positions"][int(c["sources"][r, s])])
-        return {"key": to_wire(torch.as_tensor(np.asarray(c["key"])[..., kp, :])),
-                "value": to_wire(torch.as_tensor(np.asarray(c["value"])[..., kp, :]))}
+        return {
+            "key": to_wire(torch.as_tensor(np.asarray(c["key"])[..., kp, :])),
+            "value": to_wire(torch.as_tensor(np.asarray(c["value"])[..., kp, :])),
+        }
 
     def judged(self, outputs: list) -> list:
         """(out, lse, whether every rank ran its whole ring with every state right)."""

@@ -34,11 +34,26 @@ from collections import deque
 
 import numpy as np
 
-MODES = ("ok", "partial block hashed", "no parent", "not freed", "oldest preempted", "admits after preemption")
+MODES = (
+    "ok",
+    "partial block hashed",
+    "no parent",
+    "not freed",
+    "oldest preempted",
+    "admits after preemption",
+)
 
 
-def serve_reference(prompts, arrivals, outputs, block_size, num_blocks, num_steps, mode="ok",
-                    record: dict | None = None):
+def serve_reference(
+    prompts,
+    arrivals,
+    outputs,
+    block_size,
+    num_blocks,
+    num_steps,
+    mode="ok",
+    record: dict | None = None,
+):
     """``(used, shared, preemptions, finish)`` of the serving loop on a request trace.
 
     Shape:
@@ -92,7 +107,7 @@ def serve_reference(prompts, arrivals, outputs, block_size, num_blocks, num_step
         out, parent = [], None
         n_blocks = -(-len(toks) // bs) if mode == "partial block hashed" else len(toks) // bs
         for j in range(n_blocks):
-            block = tuple(toks[j * bs:(j + 1) * bs])
+            block = tuple(toks[j * bs : (j + 1) * bs])
             parent = block if mode == "no parent" else hash((parent, block))
             out.append(parent)
         return out
@@ -107,7 +122,9 @@ def serve_reference(prompts, arrivals, outputs, block_size, num_blocks, num_step
             if kv[i] % bs == 0:  # its newest token starts a new block
                 while not free:
                     others = [r for r in running if r != i]
-                    victim = (others[0] if others else i) if mode == "oldest preempted" else running[-1]
+                    victim = (
+                        (others[0] if others else i) if mode == "oldest preempted" else running[-1]
+                    )
                     running.remove(victim)
                     release(victim)
                     waiting.appendleft(victim)
@@ -136,7 +153,9 @@ def serve_reference(prompts, arrivals, outputs, block_size, num_blocks, num_step
             for h in hs[:hits]:
                 refcount[cached[h]] += 1
             tables[i] = [cached[h] for h in hs[:hits]]
-            tables[i] += [allocate(hs[j] if j < len(hs) else None) for j in range(hits, hits + need)]
+            tables[i] += [
+                allocate(hs[j] if j < len(hs) else None) for j in range(hits, hits + need)
+            ]
             kv[i] = len(tokens[i])
             if not emit(i, step, done):
                 running.append(i)

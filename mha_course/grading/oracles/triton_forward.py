@@ -19,34 +19,57 @@ import torch
 from mha_course.attention.gqa import kv_group_of_query_heads
 from mha_course.ops.masks import causal_mask
 
-NO_RESCALE = ("the accumulator is not rescaled when the running max grows: acc = alpha * acc + "
-              "P V, with alpha = exp(m_old - m_new), or the earlier blocks keep their old scale")
-SUM_NO_RESCALE = ("the row sum is not rescaled when the running max grows: "
-                  "row_sum = alpha * row_sum + rowsum(P), like the accumulator")
-LSE_NO_MAX = ("lse = log(row_sum) without the running max: row_sum was summed from exp(s - m), "
-              "so lse = m + log(row_sum)")
-CAUSAL_NO_MASK = ("causal blocks skipped but no mask inside the diagonal block: a query row still "
-                  "sees the later keys of its own block (mask with cols <= rows)")
-CAUSAL_BOTTOM_RIGHT = ("causal mask aligned bottom-right (j <= i + S - L): the course, like SDPA's "
-                       "is_causal, aligns it top-left, query i sees keys j <= i whatever L and S")
+NO_RESCALE = (
+    "the accumulator is not rescaled when the running max grows: acc = alpha * acc + "
+    "P V, with alpha = exp(m_old - m_new), or the earlier blocks keep their old scale"
+)
+SUM_NO_RESCALE = (
+    "the row sum is not rescaled when the running max grows: "
+    "row_sum = alpha * row_sum + rowsum(P), like the accumulator"
+)
+LSE_NO_MAX = (
+    "lse = log(row_sum) without the running max: row_sum was summed from exp(s - m), "
+    "so lse = m + log(row_sum)"
+)
+CAUSAL_NO_MASK = (
+    "causal blocks skipped but no mask inside the diagonal block: a query row still "
+    "sees the later keys of its own block (mask with cols <= rows)"
+)
+CAUSAL_BOTTOM_RIGHT = (
+    "causal mask aligned bottom-right (j <= i + S - L): the course, like SDPA's "
+    "is_causal, aligns it top-left, query i sees keys j <= i whatever L and S"
+)
 NOT_CAUSAL = "IS_CAUSAL ignored: the causal case attended to every key"
-SKIP_DIAGONAL = ("the diagonal block is skipped: a causal query block must also visit the key "
-                 "block(s) holding its own rows (loop up to min(S, start_m + BLOCK_M))")
-SKIP_BY_BLOCK_N = ("the causal loop stops at start_m + BLOCK_N: the query block's last row is "
-                   "start_m + BLOCK_M - 1, so loop up to min(S, start_m + BLOCK_M)")
-SKIP_NOT_CAUSAL = ("key blocks skipped without IS_CAUSAL: only a causal kernel may stop at the "
-                   "query block; a non-causal one visits all S keys")
-RAGGED_KEYS = ("the last key block's columns >= S are not masked: they load as 0 (other=0.0), so "
-               "each gets score 0 and a weight exp(0 - m) in every row, as if it were a key")
-KV_NO_BATCH = ("every batch read the key/value heads of batch 0: the kv index is "
-               "b * G + h // (H // G), with b = bh // H")
-NO_SKIP = ("key blocks past the query block were loaded: the causal case's keys that no query "
-           "row can see hold NaN here, and the output came back NaN (a masked score gives a "
-           "weight 0, but 0 * NaN in P V is NaN)")
+SKIP_DIAGONAL = (
+    "the diagonal block is skipped: a causal query block must also visit the key "
+    "block(s) holding its own rows (loop up to min(S, start_m + BLOCK_M))"
+)
+SKIP_BY_BLOCK_N = (
+    "the causal loop stops at start_m + BLOCK_N: the query block's last row is "
+    "start_m + BLOCK_M - 1, so loop up to min(S, start_m + BLOCK_M)"
+)
+SKIP_NOT_CAUSAL = (
+    "key blocks skipped without IS_CAUSAL: only a causal kernel may stop at the "
+    "query block; a non-causal one visits all S keys"
+)
+RAGGED_KEYS = (
+    "the last key block's columns >= S are not masked: they load as 0 (other=0.0), so "
+    "each gets score 0 and a weight exp(0 - m) in every row, as if it were a key"
+)
+KV_NO_BATCH = (
+    "every batch read the key/value heads of batch 0: the kv index is "
+    "b * G + h // (H // G), with b = bh // H"
+)
+NO_SKIP = (
+    "key blocks past the query block were loaded: the causal case's keys that no query "
+    "row can see hold NaN here, and the output came back NaN (a masked score gives a "
+    "weight 0, but 0 * NaN in P V is NaN)"
+)
 
 
-def kv_per_query_head(key: torch.Tensor, value: torch.Tensor, H: int, kv: str = "contiguous"
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
+def kv_per_query_head(
+    key: torch.Tensor, value: torch.Tensor, H: int, kv: str = "contiguous"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Each query head's key/value head in float64: contiguous groups ("contiguous", the course's
     rule), or a mistake's reading: "interleaved" (h % G) or "batch0" (every batch reads batch 0).
 
@@ -78,24 +101,33 @@ def make_cases(rng: np.random.Generator) -> list[dict]:
     :func:`unread_from` on are NaN: no query row sees them (row i sees keys j <= i < L) and a
     kernel that skips the blocks past its query block never loads them, so its output is
     unchanged; one that loads every block and only masks gets NaN through P V (:data:`NO_SKIP`)."""
+
     def case(B, H, G, L, S, D, causal, bq, bk, unseen_nan=False):
         q = rng.normal(size=(B, H, L, D)).astype(np.float32)
         k, v = (rng.normal(size=(B, G, S, D)).astype(np.float32) for _ in range(2))
         if unseen_nan:  # (B, G, S, D): keys/values unread_from.. S - 1 set to NaN
             assert causal and unread_from(L, S, bq, bk) < S
-            k[:, :, unread_from(L, S, bq, bk):] = v[:, :, unread_from(L, S, bq, bk):] = np.nan
-        return {"query": q, "key": k * 1.5, "value": v, "is_causal": causal,
-                "block_q": bq, "block_k": bk}
+            k[:, :, unread_from(L, S, bq, bk) :] = v[:, :, unread_from(L, S, bq, bk) :] = np.nan
+        return {
+            "query": q,
+            "key": k * 1.5,
+            "value": v,
+            "is_causal": causal,
+            "block_q": bq,
+            "block_k": bk,
+        }
 
     r = lambda lo, hi: int(rng.integers(lo, hi + 1))  # noqa: E731
     square = r(18, 30)
     # The NaN case last (and drawn last: the others as before): a kernel with another mistake
     # is named on a finite case first, since one that ignores IS_CAUSAL loads the NaN keys too.
-    return [case(1, 1, 1, r(17, 23), r(41, 47), 8, False, 16, 16),
-            case(1, 4, 2, r(17, 23), r(33, 39), 16, True, 16, 16),
-            case(2, 2, 1, r(35, 45), r(19, 25), 8, True, 32, 16),
-            case(2, 1, 1, square, square, 8, True, 16, 32),
-            case(1, 2, 1, r(17, 23), r(40, 47), 8, True, 16, 16, unseen_nan=True)]  # NaN from 32
+    return [
+        case(1, 1, 1, r(17, 23), r(41, 47), 8, False, 16, 16),
+        case(1, 4, 2, r(17, 23), r(33, 39), 16, True, 16, 16),
+        case(2, 2, 1, r(35, 45), r(19, 25), 8, True, 32, 16),
+        case(2, 1, 1, square, square, 8, True, 16, 32),
+        case(1, 2, 1, r(17, 23), r(40, 47), 8, True, 16, 16, unseen_nan=True),
+    ]  # NaN from 32
 
 
 def reference(query, key, value, is_causal, block_q, block_k):
@@ -119,9 +151,22 @@ def reference(query, key, value, is_causal, block_q, block_k):
     return out.to(query.dtype), torch.logsumexp(s, dim=-1).float()
 
 
-def blockwise(query, key, value, is_causal, block_q, block_k, *, rescale_acc=True,
-              rescale_sum=True, lse_max=True, mask="top_left", stop="causal", kv="contiguous",
-              ragged="masked"):
+def blockwise(
+    query,
+    key,
+    value,
+    is_causal,
+    block_q,
+    block_k,
+    *,
+    rescale_acc=True,
+    rescale_sum=True,
+    lse_max=True,
+    mask="top_left",
+    stop="causal",
+    kv="contiguous",
+    ragged="masked",
+):
     """The FlashAttention-2 forward loop in float64, as the kernel runs it (one query block at
     a time, key blocks of ``block_k`` from 0 up to the stop), with one step switchable to a
     known mistake; the defaults give the reference (a test checks it).
@@ -149,11 +194,14 @@ def blockwise(query, key, value, is_causal, block_q, block_k, *, rescale_acc=Tru
     lse = torch.empty(B, H, L, dtype=torch.float64)
     for m0 in range(0, L, block_q):
         rows = torch.arange(m0, min(L, m0 + block_q))
-        hi = {"causal": min(S, m0 + block_q) if is_causal else S,
-              "diagonal": min(S, m0) if is_causal else S,
-              "bottom_right": max(0, min(S, m0 + block_q + S - L)) if is_causal else S,
-              "block_k": min(S, m0 + block_k) if is_causal else S,
-              "always": min(S, m0 + block_q), "never": S}[stop]
+        hi = {
+            "causal": min(S, m0 + block_q) if is_causal else S,
+            "diagonal": min(S, m0) if is_causal else S,
+            "bottom_right": max(0, min(S, m0 + block_q + S - L)) if is_causal else S,
+            "block_k": min(S, m0 + block_k) if is_causal else S,
+            "always": min(S, m0 + block_q),
+            "never": S,
+        }[stop]
         m = torch.full((B, H, len(rows)), float("-inf"), dtype=torch.float64)
         row_sum = torch.zeros(B, H, len(rows), dtype=torch.float64)
         acc = torch.zeros(B, H, len(rows), D, dtype=torch.float64)
@@ -161,9 +209,11 @@ def blockwise(query, key, value, is_causal, block_q, block_k, *, rescale_acc=Tru
             cols = torch.arange(n0, min(width, n0 + block_k))
             s = (q[:, :, rows] @ k[:, :, cols].transpose(-2, -1)) / math.sqrt(D)  # (B, H, r, c)
             if is_causal and mask != "none":
-                keep = {"top_left": cols[None, :] <= rows[:, None],
-                        "strict": cols[None, :] < rows[:, None],
-                        "bottom_right": cols[None, :] <= rows[:, None] + S - L}[mask]
+                keep = {
+                    "top_left": cols[None, :] <= rows[:, None],
+                    "strict": cols[None, :] < rows[:, None],
+                    "bottom_right": cols[None, :] <= rows[:, None] + S - L,
+                }[mask]
                 s = s.masked_fill(~keep, float("-inf"))
             m_new = torch.maximum(m, s.amax(-1))
             alpha = torch.exp(m - m_new)  # NaN while a row has seen no key, as in the kernel
@@ -179,5 +229,3 @@ def blockwise(query, key, value, is_causal, block_q, block_k, *, rescale_acc=Tru
 def variant(**switches):
     """A mistake's ``variant``: :func:`blockwise` with ``switches`` (same arguments as the item)."""
     return lambda *args: blockwise(*args, **switches)
-
-

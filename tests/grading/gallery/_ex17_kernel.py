@@ -23,7 +23,9 @@ def kernel_with(*edits: tuple[str, str], item: str = ITEM) -> str:
     src = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == item)
     lines = src.split("\n")
     for old, new in edits:
-        code = [i for i, line in enumerate(lines) if old in line and not line.lstrip().startswith("#")]
+        code = [
+            i for i, line in enumerate(lines) if old in line and not line.lstrip().startswith("#")
+        ]
         assert len(code) == 1, f"{old!r} is not in the solution's kernel code exactly once"
         lines[code[0]] = lines[code[0]].replace(old, new)
     return "\n".join(lines)

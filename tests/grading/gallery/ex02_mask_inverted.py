@@ -1,6 +1,8 @@
 """ex02: the bool mask is used the wrong way round (True taken as 'masked')."""
+
 NOTEBOOK = "ex02"
-REPLACE = {"ex02_attention": '''
+REPLACE = {
+    "ex02_attention": """
 def attention(query, key, value, attn_mask=None):
     scores = scaled_scores(query, key)
     if attn_mask is not None:
@@ -10,5 +12,6 @@ def attention(query, key, value, attn_mask=None):
             scores = scores + attn_mask
     weights = torch.softmax(scores, dim=-1)
     return weights @ value, weights
-'''}
+"""
+}
 EXPECT = {"ex02_attention": ("wrong values", "mask inverted")}

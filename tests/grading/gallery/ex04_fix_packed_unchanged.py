@@ -1,6 +1,8 @@
 """ex04: the debug task handed in with the given bug: heads merged as (B, T, D, H)."""
+
 NOTEBOOK = "ex04"
-REPLACE = {"ex04_fix_packed_mha": '''
+REPLACE = {
+    "ex04_fix_packed_mha": """
 def packed_mha(x, in_proj_weight, out_proj_weight, num_heads):
     B, T, E = x.shape
     D = E // num_heads
@@ -9,5 +11,6 @@ def packed_mha(x, in_proj_weight, out_proj_weight, num_heads):
     heads = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(D), dim=-1) @ v
     merged = heads.permute(0, 2, 3, 1).reshape(B, T, E)
     return merged @ out_proj_weight.T, heads
-'''}
+"""
+}
 EXPECT = {"ex04_fix_packed_mha": ("wrong values", "interleaved (the given bug)")}

@@ -1,10 +1,13 @@
 """ex04: the multi-head forward divides by sqrt(E) instead of sqrt(D) = sqrt(E / H)."""
+
 NOTEBOOK = "ex04"
-REPLACE = {"ex04_mha_forward": '''
+REPLACE = {
+    "ex04_mha_forward": """
 def mha_forward(x, W_Q, W_K, W_V, W_O, num_heads):
     q, k, v = (split_heads(x @ W, num_heads) for W in (W_Q, W_K, W_V))
     scores = q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1])
     heads = scores.softmax(dim=-1) @ v
     return merge_heads(heads) @ W_O, heads
-'''}
+"""
+}
 EXPECT = {"ex04_mha_forward": ("wrong values", "scaled by 1/sqrt(E)")}

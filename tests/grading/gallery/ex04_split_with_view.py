@@ -1,9 +1,14 @@
 """ex04: heads split with view straight to (B, H, T, D); the forward that uses it is named too."""
+
 NOTEBOOK = "ex04"
-REPLACE = {"ex04_split_heads": '''
+REPLACE = {
+    "ex04_split_heads": """
 def split_heads(x, num_heads):
     B, T, E = x.shape
     return x.view(B, num_heads, T, E // num_heads)
-'''}
-EXPECT = {"ex04_split_heads": ("wrong values", "split with view"),
-          "ex04_mha_forward": ("wrong values", "split with view")}
+"""
+}
+EXPECT = {
+    "ex04_split_heads": ("wrong values", "split with view"),
+    "ex04_mha_forward": ("wrong values", "split with view"),
+}

@@ -1,6 +1,8 @@
 """ex05: decode step zeroes the forbidden weights after the softmax."""
+
 NOTEBOOK = "ex05"
-REPLACE = {"ex05_decode_step": '''
+REPLACE = {
+    "ex05_decode_step": """
 def decode_step(q_new, k_new, v_new, k_cache, v_cache):
     k_all = torch.cat([k_cache, k_new], dim=-2)
     v_all = torch.cat([v_cache, v_new], dim=-2)
@@ -8,5 +10,6 @@ def decode_step(q_new, k_new, v_new, k_cache, v_cache):
     mask = torch.ones(L, S_old + L, dtype=torch.bool).tril(diagonal=S_old)
     weights = torch.softmax(q_new @ k_all.transpose(-2, -1) / q_new.shape[-1] ** 0.5, dim=-1)
     return (weights * mask) @ v_all, k_all, v_all
-'''}
-EXPECT = {"ex05_decode_step": ('wrong values', 'mask after softmax')}
+"""
+}
+EXPECT = {"ex05_decode_step": ("wrong values", "mask after softmax")}

@@ -1,6 +1,8 @@
 """ex06: the key padding mask passed as attn_mask without negating it."""
+
 NOTEBOOK = "ex06"
-REPLACE = {"ex06_cross_attention": '''
+REPLACE = {
+    "ex06_cross_attention": """
 def cross_attention(query, memory, W_Q, W_K, W_V, W_O, num_heads, key_padding_mask=None):
     q = split_heads(query @ W_Q.T, num_heads)
     k = split_heads(memory @ W_K.T, num_heads)
@@ -8,5 +10,6 @@ def cross_attention(query, memory, W_Q, W_K, W_V, W_O, num_heads, key_padding_ma
     mask = None if key_padding_mask is None else key_padding_mask[:, None, None, :]
     heads = scaled_dot_product_attention(q, k, v, attn_mask=mask)
     return merge_heads(heads) @ W_O.T, heads
-'''}
-EXPECT = {"ex06_cross_attention": ('wrong values', 'padding mask inverted')}
+"""
+}
+EXPECT = {"ex06_cross_attention": ("wrong values", "padding mask inverted")}

@@ -1,6 +1,8 @@
 """ex06: weights averaged over the heads."""
+
 NOTEBOOK = "ex06"
-REPLACE = {"ex06_cross_weights": '''
+REPLACE = {
+    "ex06_cross_weights": """
 def cross_attention_weights(query, memory, W_Q, W_K, num_heads, key_padding_mask=None):
     q = split_heads(query @ W_Q.T, num_heads)
     k = split_heads(memory @ W_K.T, num_heads)
@@ -8,5 +10,6 @@ def cross_attention_weights(query, memory, W_Q, W_K, num_heads, key_padding_mask
     if key_padding_mask is not None:
         scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
     return torch.softmax(scores, dim=-1).mean(dim=1), scores.mean(dim=1)
-'''}
-EXPECT = {"ex06_cross_weights": ('wrong shape', 'heads averaged')}
+"""
+}
+EXPECT = {"ex06_cross_weights": ("wrong shape", "heads averaged")}

@@ -1,6 +1,8 @@
 """ex06: cross-attention weights keep only the padded keys."""
+
 NOTEBOOK = "ex06"
-REPLACE = {"ex06_cross_weights": '''
+REPLACE = {
+    "ex06_cross_weights": """
 def cross_attention_weights(query, memory, W_Q, W_K, num_heads, key_padding_mask=None):
     q = split_heads(query @ W_Q.T, num_heads)
     k = split_heads(memory @ W_K.T, num_heads)
@@ -8,5 +10,6 @@ def cross_attention_weights(query, memory, W_Q, W_K, num_heads, key_padding_mask
     if key_padding_mask is not None:
         scores = scores.masked_fill(~key_padding_mask[:, None, None, :], float("-inf"))
     return torch.softmax(scores, dim=-1), scores
-'''}
-EXPECT = {"ex06_cross_weights": ('wrong values', 'padding mask inverted')}
+"""
+}
+EXPECT = {"ex06_cross_weights": ("wrong values", "padding mask inverted")}

@@ -1,9 +1,12 @@
 """ex08: torch.median, which returns the lower of the two middle values for an even count."""
+
 NOTEBOOK = "ex08"
-REPLACE = {"ex08_median_iqr": '''
+REPLACE = {
+    "ex08_median_iqr": """
 def median_and_iqr(samples_ms):
     x = samples_ms.double()
     q1, q3 = torch.quantile(x, 0.25), torch.quantile(x, 0.75)
     return x.median(), q3 - q1
-'''}
+"""
+}
 EXPECT = {"ex08_median_iqr": ("wrong values", "lower middle")}

@@ -1,6 +1,8 @@
 """ex08: a warmed-up, synchronized HOST-clock timer: right on a CPU, but it never reads the device's clock."""
+
 NOTEBOOK = "ex08"
-REPLACE = {"ex08_time_call": '''
+REPLACE = {
+    "ex08_time_call": """
 import time
 
 
@@ -15,5 +17,6 @@ def time_call(fn, new_event, synchronize, repeats, warmup):
         synchronize()
         samples.append((time.perf_counter() - t0) * 1e3)
     return samples
-'''}
+"""
+}
 EXPECT = {"ex08_time_call": ("wrong values", "host clock")}

@@ -1,6 +1,8 @@
 """ex08: events read before a synchronize (CUDA raises 'device not ready'; so does the grader's device)."""
+
 NOTEBOOK = "ex08"
-REPLACE = {"ex08_time_call": '''
+REPLACE = {
+    "ex08_time_call": """
 def time_call(fn, new_event, synchronize, repeats, warmup):
     for _ in range(warmup):
         fn()
@@ -12,5 +14,6 @@ def time_call(fn, new_event, synchronize, repeats, warmup):
         end.record()
         samples.append(start.elapsed_time(end))
     return samples
-'''}
+"""
+}
 EXPECT = {"ex08_time_call": ("error", "not synchronized")}

@@ -1,6 +1,8 @@
 """ex08: one pair of events around all the repeats, divided by `repeats`: a mean, no spread."""
+
 NOTEBOOK = "ex08"
-REPLACE = {"ex08_time_call": '''
+REPLACE = {
+    "ex08_time_call": """
 def time_call(fn, new_event, synchronize, repeats, warmup):
     for _ in range(warmup):
         fn()
@@ -11,5 +13,6 @@ def time_call(fn, new_event, synchronize, repeats, warmup):
     end.record()
     synchronize()
     return [start.elapsed_time(end) / repeats] * repeats
-'''}
+"""
+}
 EXPECT = {"ex08_time_call": ("wrong values", "one pair of events")}

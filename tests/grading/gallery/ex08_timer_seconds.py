@@ -1,6 +1,8 @@
 """ex08: a correct event timer that returns seconds instead of milliseconds."""
+
 NOTEBOOK = "ex08"
-REPLACE = {"ex08_time_call": '''
+REPLACE = {
+    "ex08_time_call": """
 def time_call(fn, new_event, synchronize, repeats, warmup):
     for _ in range(warmup):
         fn()
@@ -13,5 +15,6 @@ def time_call(fn, new_event, synchronize, repeats, warmup):
         pairs.append((start, end))
     synchronize()
     return [s.elapsed_time(e) / 1e3 for s, e in pairs]
-'''}
+"""
+}
 EXPECT = {"ex08_time_call": ("wrong values", "seconds")}

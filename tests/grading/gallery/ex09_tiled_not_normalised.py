@@ -1,6 +1,8 @@
 """ex09: each query block's output is acc, never divided by row_sum."""
+
 NOTEBOOK = "ex09"
-REPLACE = {"ex09_tiled_attention": '''
+REPLACE = {
+    "ex09_tiled_attention": """
 def blockwise_attention(query, key, value, block_q, block_k, is_causal):
     L, S, Dv = query.shape[-2], key.shape[-2], value.shape[-1]
     lead = query.shape[:-2]
@@ -17,5 +19,6 @@ def blockwise_attention(query, key, value, block_q, block_k, is_causal):
         out[..., i0:i1, :] = acc
         lse[..., i0:i1] = m + torch.log(row_sum)
     return out, lse
-'''}
+"""
+}
 EXPECT = {"ex09_tiled_attention": ("wrong values", "not normalised")}

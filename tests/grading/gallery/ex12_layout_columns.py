@@ -1,6 +1,8 @@
 """ex12: fix_checkpoint permutes the columns (input features) of the q/k weights head by head, not the rows."""
+
 NOTEBOOK = "ex12"
-REPLACE = {"ex12_layout_bug": '''
+REPLACE = {
+    "ex12_layout_bug": """
 def fix_checkpoint(state_dict, num_heads, num_kv_heads):
     D = state_dict["q_proj.weight"].shape[0] // num_heads
     fixed = dict(state_dict)
@@ -11,5 +13,6 @@ def fix_checkpoint(state_dict, num_heads, num_kv_heads):
         b = state_dict[f"{name}.bias"]
         fixed[f"{name}.bias"] = b.reshape(heads, D)[:, perm].reshape(-1)
     return fixed
-'''}
+"""
+}
 EXPECT = {"ex12_layout_bug": ("wrong values", "columns, not rows")}

@@ -1,7 +1,9 @@
 """ex12: the rotate-half trick with the sign on the wrong half (a rotation by -θ); the decoding
 step reuses that rope, so it loses its marks too, with the same diagnosis."""
+
 NOTEBOOK = "ex12"
-REPLACE = {"ex12_rope": '''
+REPLACE = {
+    "ex12_rope": """
 def rope(x, positions, layout):
     D = x.shape[-1]
     inv_freq = 1.0 / 10000.0 ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
@@ -15,6 +17,9 @@ def rope(x, positions, layout):
     a, b = x[..., 0::2], x[..., 1::2]
     out = torch.stack([a * cos + b * sin, -a * sin + b * cos], dim=-1).flatten(-2)
     return out, cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)
-'''}
-EXPECT = {"ex12_rope": ("wrong values", "wrong direction"),
-          "ex12_rope_decode_step": ("wrong values", "wrong direction")}
+"""
+}
+EXPECT = {
+    "ex12_rope": ("wrong values", "wrong direction"),
+    "ex12_rope_decode_step": ("wrong values", "wrong direction"),
+}

@@ -2,11 +2,20 @@
 
 Found by the newcomer's try: written as GPT-2's ``gelu_new`` it scored "values differ (relative
 error under 0.1 %)" with no name."""
+
 from gallery_edits import edited
 
 NOTEBOOK = "ex13"
-EXPECT = {'ex13_block': ('wrong values', 'tanh GELU'), 'ex13_gpt': ('wrong values', 'tanh GELU')}
-REPLACE = {'ex13_block': edited("ex13", 'ex13_block', [
-    ('        return self.proj(F.gelu(self.fc(x)))',
-     '        return self.proj(F.gelu(self.fc(x), approximate="tanh"))'),
-])}
+EXPECT = {"ex13_block": ("wrong values", "tanh GELU"), "ex13_gpt": ("wrong values", "tanh GELU")}
+REPLACE = {
+    "ex13_block": edited(
+        "ex13",
+        "ex13_block",
+        [
+            (
+                "        return self.proj(F.gelu(self.fc(x)))",
+                '        return self.proj(F.gelu(self.fc(x), approximate="tanh"))',
+            ),
+        ],
+    )
+}

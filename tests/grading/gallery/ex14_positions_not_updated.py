@@ -1,7 +1,8 @@
 """ex14: slot_position is returned unchanged."""
+
 NOTEBOOK = "ex14"
 REPLACE = {
-    'ex14_ring_write': '''
+    "ex14_ring_write": """
 def ring_write(ring, slot_position, new, start, num_sink):
     W = ring.shape[2]
     ring, slot_position = ring.clone(), slot_position.clone()
@@ -10,6 +11,6 @@ def ring_write(ring, slot_position, new, start, num_sink):
     slots = ring_slots(pos[keep], W, num_sink)
     ring[:, :, slots] = new[:, :, keep]
     return ring, slot_position
-''',
+""",
 }
 EXPECT = {"ex14_ring_write": ("wrong values", "slot_position not updated")}

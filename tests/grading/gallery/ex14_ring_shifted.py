@@ -1,7 +1,8 @@
 """ex14: the buffer is shifted (oldest first) instead of written in place."""
+
 NOTEBOOK = "ex14"
 REPLACE = {
-    'ex14_ring_write': '''
+    "ex14_ring_write": """
 def ring_write(ring, slot_position, new, start, num_sink):
     W = ring.shape[2]
     ring, slot_position = ring.clone(), slot_position.clone()
@@ -14,6 +15,6 @@ def ring_write(ring, slot_position, new, start, num_sink):
     ring[:, :, : kept_pos.numel()] = kept
     slot_position[: kept_pos.numel()] = kept_pos
     return ring, slot_position
-''',
+""",
 }
 EXPECT = {"ex14_ring_write": ("wrong values", "buffer shifted")}

@@ -1,7 +1,8 @@
 """ex14: tokens before num_sink are written into the ring too."""
+
 NOTEBOOK = "ex14"
 REPLACE = {
-    'ex14_ring_write': '''
+    "ex14_ring_write": """
 def ring_write(ring, slot_position, new, start, num_sink):
     W = ring.shape[2]
     ring, slot_position = ring.clone(), slot_position.clone()
@@ -11,6 +12,6 @@ def ring_write(ring, slot_position, new, start, num_sink):
     ring[:, :, slots] = new[:, :, keep]
     slot_position[slots] = pos[keep]
     return ring, slot_position
-''',
+""",
 }
 EXPECT = {"ex14_ring_write": ("wrong values", "sinks written to the ring")}

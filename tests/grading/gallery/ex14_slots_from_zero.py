@@ -1,11 +1,12 @@
 """ex14: the slot is p % W, not counted after the sinks."""
+
 NOTEBOOK = "ex14"
 REPLACE = {
-    'ex14_ring_slots': '''
+    "ex14_ring_slots": """
 def ring_slots(positions, window, num_sink):
     return torch.where(positions < num_sink, -1, positions % window)
-''',
-    'ex14_ring_write': '''
+""",
+    "ex14_ring_write": """
 def ring_write(ring, slot_position, new, start, num_sink):
     W = ring.shape[2]
     ring, slot_position = ring.clone(), slot_position.clone()
@@ -15,6 +16,6 @@ def ring_write(ring, slot_position, new, start, num_sink):
     ring[:, :, slots] = new[:, :, keep]
     slot_position[slots] = pos[keep]
     return ring, slot_position
-''',
+""",
 }
 EXPECT = {"ex14_ring_slots": ("wrong values", "slots counted from 0")}

@@ -1,10 +1,11 @@
 """ex15: GQA's keys counted, values forgotten."""
+
 NOTEBOOK = "ex15"
 REPLACE = {
-    'ex15_kv_bytes_per_token': '''
+    "ex15_kv_bytes_per_token": """
 def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, latent_dim, rope_dim, dtype):
     per_layer = num_kv_heads * head_dim if latent_dim is None else latent_dim + rope_dim
     return num_layers * per_layer * torch.empty((), dtype=dtype).element_size()
-''',
+""",
 }
 EXPECT = {"ex15_kv_bytes_per_token": ("wrong values", "no factor 2")}

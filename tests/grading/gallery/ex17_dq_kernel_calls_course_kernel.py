@@ -1,6 +1,8 @@
 """ex17 (optional dQ kernel): the course's own dQ kernel called from the learner's."""
+
 NOTEBOOK = "ex17"
-REPLACE = {"ex17_triton_dq": '''
+REPLACE = {
+    "ex17_triton_dq": """
 import triton
 import triton.language as tl
 
@@ -13,5 +15,6 @@ def flash_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, scale, L, S, D, H, G,
                     BLOCK_D: tl.constexpr):
     course._bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, scale, L, S, D, H, G, IS_CAUSAL, BLOCK_M,
                           BLOCK_N, BLOCK_D)
-'''}
+"""
+}
 EXPECT = {"ex17_triton_dq": ("forbidden API", "_bwd_dq_kernel")}

@@ -1,4 +1,5 @@
 """ex17 (optional dQ kernel): the causal mask cols < rows: the diagonal (a row's own key) gets no gradient."""
+
 import runpy
 from pathlib import Path
 
@@ -6,5 +7,13 @@ _edits = runpy.run_path(str(Path(__file__).with_name("_ex17_kernel.py")))
 ITEM, kernel_with = _edits["DQ_ITEM"], _edits["kernel_with"]
 
 NOTEBOOK = "ex17"
-REPLACE = {ITEM: kernel_with(('keep = keep & (cols[None, :] <= rows[:, None])', 'keep = keep & (cols[None, :] < rows[:, None])'), item=ITEM)}
-EXPECT = {ITEM: ('wrong values', 'off by one')}
+REPLACE = {
+    ITEM: kernel_with(
+        (
+            "keep = keep & (cols[None, :] <= rows[:, None])",
+            "keep = keep & (cols[None, :] < rows[:, None])",
+        ),
+        item=ITEM,
+    )
+}
+EXPECT = {ITEM: ("wrong values", "off by one")}

@@ -1,4 +1,5 @@
 """ex17 (optional dQ kernel): K/V not grouped for GQA: query head h reads kv head h % G."""
+
 import runpy
 from pathlib import Path
 
@@ -6,5 +7,10 @@ _edits = runpy.run_path(str(Path(__file__).with_name("_ex17_kernel.py")))
 ITEM, kernel_with = _edits["DQ_ITEM"], _edits["kernel_with"]
 
 NOTEBOOK = "ex17"
-REPLACE = {ITEM: kernel_with(('kv = (bh // H) * G + (bh % H) // (H // G)', 'kv = (bh // H) * G + (bh % H) % G'), item=ITEM)}
-EXPECT = {ITEM: ('wrong values', 'kv heads interleaved')}
+REPLACE = {
+    ITEM: kernel_with(
+        ("kv = (bh // H) * G + (bh % H) // (H // G)", "kv = (bh // H) * G + (bh % H) % G"),
+        item=ITEM,
+    )
+}
+EXPECT = {ITEM: ("wrong values", "kv heads interleaved")}

@@ -1,4 +1,5 @@
 """ex17 (optional dQ kernel): the causal key blocks skipped, but no mask inside the diagonal block."""
+
 import runpy
 from pathlib import Path
 
@@ -6,5 +7,7 @@ _edits = runpy.run_path(str(Path(__file__).with_name("_ex17_kernel.py")))
 ITEM, kernel_with = _edits["DQ_ITEM"], _edits["kernel_with"]
 
 NOTEBOOK = "ex17"
-REPLACE = {ITEM: kernel_with(('keep = keep & (cols[None, :] <= rows[:, None])', 'keep = keep'), item=ITEM)}
-EXPECT = {ITEM: ('wrong values', 'no causal mask')}
+REPLACE = {
+    ITEM: kernel_with(("keep = keep & (cols[None, :] <= rows[:, None])", "keep = keep"), item=ITEM)
+}
+EXPECT = {ITEM: ("wrong values", "no causal mask")}

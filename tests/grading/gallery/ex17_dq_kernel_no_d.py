@@ -1,4 +1,5 @@
 """ex17 (optional dQ kernel): dS = P * dP: the row term D omitted."""
+
 import runpy
 from pathlib import Path
 
@@ -6,5 +7,5 @@ _edits = runpy.run_path(str(Path(__file__).with_name("_ex17_kernel.py")))
 ITEM, kernel_with = _edits["DQ_ITEM"], _edits["kernel_with"]
 
 NOTEBOOK = "ex17"
-REPLACE = {ITEM: kernel_with(('ds = p * (dp - delta[:, None])', 'ds = p * dp'), item=ITEM)}
-EXPECT = {ITEM: ('wrong values', 'no D')}
+REPLACE = {ITEM: kernel_with(("ds = p * (dp - delta[:, None])", "ds = p * dp"), item=ITEM)}
+EXPECT = {ITEM: ("wrong values", "no D")}

@@ -1,8 +1,10 @@
 """ex17 (optional dQ kernel): no Triton at all: an object whose ``[grid]`` returns a torch function
 that writes the right dQ (autograd of attention it wrote with torch ops, none of them forbidden).
 Before the driver checked the kernel's type this scored 3/3."""
+
 NOTEBOOK = "ex17"
-REPLACE = {"ex17_triton_dq": '''
+REPLACE = {
+    "ex17_triton_dq": """
 import torch
 
 
@@ -21,5 +23,6 @@ class _Launch:
 
 
 flash_dq_kernel = _Launch()
-'''}
+"""
+}
 EXPECT = {"ex17_triton_dq": ("error", "TypeError")}

@@ -1,6 +1,8 @@
 """ex17: the course's own forward kernel called from the learner's (a device-function call)."""
+
 NOTEBOOK = "ex17"
-REPLACE = {"ex17_triton_forward": '''
+REPLACE = {
+    "ex17_triton_forward": """
 import triton
 import triton.language as tl
 
@@ -12,5 +14,6 @@ def flash_fwd_kernel(Q, K, V, Out, LSE, scale, L, S, D, H, G,
                      IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      BLOCK_D: tl.constexpr):
     course._fwd_kernel(Q, K, V, Out, LSE, scale, L, S, D, H, G, IS_CAUSAL, BLOCK_M, BLOCK_N, BLOCK_D)
-'''}
+"""
+}
 EXPECT = {"ex17_triton_forward": ("forbidden API", "_fwd_kernel")}

@@ -1,4 +1,5 @@
 """ex17: the causal mask cols < rows: each query loses its own key."""
+
 import runpy
 from pathlib import Path
 

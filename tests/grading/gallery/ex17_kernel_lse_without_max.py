@@ -1,4 +1,5 @@
 """ex17: the log-sum-exp stored as log(row_sum), without the running max."""
+
 import runpy
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """ex17: causal blocks skipped, but no mask inside the diagonal block."""
+
 import runpy
 from pathlib import Path
 

@@ -2,6 +2,7 @@
 
 Found by the newcomer's try: with ``keep`` left true past S the item said only "184 of 184 values
 differ (relative error 1-10 %)"."""
+
 import runpy
 from pathlib import Path
 

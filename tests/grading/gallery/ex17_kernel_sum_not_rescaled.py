@@ -1,4 +1,5 @@
 """ex17: the running row sum not rescaled when the running max grows."""
+
 import runpy
 from pathlib import Path
 

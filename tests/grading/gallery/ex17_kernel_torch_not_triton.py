@@ -1,8 +1,10 @@
 """ex17: no Triton at all: an object whose ``[grid]`` returns a torch function that writes the
 right O and lse (attention written with torch ops, none of them forbidden). Before the driver
 checked the kernel's type this scored 5/5."""
+
 NOTEBOOK = "ex17"
-REPLACE = {"ex17_triton_forward": '''
+REPLACE = {
+    "ex17_triton_forward": """
 import torch
 
 
@@ -19,5 +21,6 @@ class _Launch:
 
 
 flash_fwd_kernel = _Launch()
-'''}
+"""
+}
 EXPECT = {"ex17_triton_forward": ("error", "TypeError")}

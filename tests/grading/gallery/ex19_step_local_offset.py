@@ -1,8 +1,9 @@
 """ex19: the causal mask from block-local indices (0 .. L-1 against 0 .. S-1): every block looks
 like the diagonal one."""
+
 NOTEBOOK = "ex19"
 REPLACE = {
-    'ex19_ring_step': '''
+    "ex19_ring_step": """
 def ring_step(out, lse, query, key, value, q_pos, k_pos, is_causal, scale):
     scores = (query @ key.transpose(-2, -1)) * scale
     if is_causal:
@@ -14,6 +15,6 @@ def ring_step(out, lse, query, key, value, q_pos, k_pos, is_causal, scale):
     total = p.sum(-1, keepdim=True)
     block_out = (p @ value) / torch.where(total > 0, total, torch.ones_like(total))
     return merge_safe(out, lse, block_out, (m + torch.log(total))[..., 0])
-''',
+""",
 }
 EXPECT = {"ex19_ring_step": ("wrong values", "causal mask from block-local indices")}
