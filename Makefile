@@ -60,6 +60,7 @@ lab: $(STAMP)
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 unit: $(DEV_STAMP)
 	$(BIN)/python -m pytest tests -m "not browser" $(UNIT_ARGS)
