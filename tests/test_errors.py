@@ -106,7 +106,7 @@ CASES = {
         ["num_kv_heads", "H=4", "G=3"],
     ),
     "mha non-positive": (lambda: MultiHeadAttention(12, 0), ["num_heads", "H=0"]),
-    "mha bad impl": (lambda: MultiHeadAttention(12, 3, impl="flash"), ["impl", "'flash'", "eager"]),
+    "mha bad impl": (lambda: MultiHeadAttention(12, 3, impl="fast"), ["impl", "'fast'", "eager"]),
     "mha dropout": (lambda: MultiHeadAttention(12, 3, dropout=1.0), ["dropout", "1.0"]),
     # ---- MultiHeadAttention.forward ----
     "mha query rank": (mha(query=t(4, 12)), ["query", "(B, L, E)", "(4, 12)"]),
@@ -431,7 +431,7 @@ PART_II_IV = {
     "GPTConfig: zero mlp_ratio": (lambda: GPTConfig(mlp_ratio=0), ["mlp_ratio", "0"]),
     "GPTConfig: E % H": (lambda: GPTConfig(n_embd=10, n_head=4), ["n_embd", "E=10", "H=4"]),
     "GPTConfig: G does not divide H": (lambda: GPTConfig(n_kv_head=3), ["n_kv_head", "H=4", "G=3"]),
-    "GPTConfig: impl": (lambda: GPTConfig(impl="flash"), ["impl", "'flash'"]),
+    "GPTConfig: impl": (lambda: GPTConfig(impl="fast"), ["impl", "'fast'"]),
     "GPTConfig: rope_layout": (
         lambda: GPTConfig(positions="rope", rope_layout="neox"),
         ["rope_layout", "'neox'"],

@@ -409,6 +409,7 @@ def _unit_process(
     """The forked unit's whole life; never returns."""
     from mha_grader.sandbox import protocol
 
+    mark.owner[0] = os.getpid()  # this unit names its stages; a process its cells fork does not
     try:
         for other in job["notebooks"]:  # a unit reaches only its own grader channel
             if other is not nb and other.get("channel_fd") is not None:
@@ -530,12 +531,17 @@ def main(job_dir: str, out_dir: str) -> None:
     stream = job.get("progress_fd")  # the parent's clock reads THIS (launch._Stream), line by line
     write = os.write
 
+    owner = [os.getpid()]  # the harness process: the zygote, then each unit (it sets its own)
+
     def mark(stage: str) -> None:
+        if os.getpid() != owner[0]:  # a copy of the harness a cell forked is not the harness
+            return
         line = (stage[: protocol.MAX_STAGE].ljust(protocol.MAX_STAGE) + "\n").encode()
         os.pwrite(progress, line, 0)  # the zygote's record of where a unit stopped
         if stream is not None:
             write(stream, line)  # < PIPE_BUF: one atomic write
 
+    mark.owner = owner
     mark(protocol.SETUP)
     torch = None
     if job["needs_torch"]:
