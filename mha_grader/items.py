@@ -11,7 +11,7 @@ import importlib.util
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -46,7 +46,7 @@ class Mistake:
     status: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Item:
     """One graded item.
 
@@ -65,8 +65,6 @@ class Item:
         forbidden: dotted names the item must not call, e.g.
             ``"torch.nn.functional.scaled_dot_product_attention"`` (tripwired in the child;
             names in ``STATIC_FORBIDDEN`` are also looked for in the source).
-        driver: ``"module:function"`` run in the child instead of a plain call, for items that
-            need set-up (build a module, load weights): ``driver(obj, *args) -> output``.
         dtype_must_match: the output dtype must equal the dtype of the first floating input.
         rtol, atol: tolerances for float32; float64 uses ``rtol * 1e-5``, ``atol * 1e-5``.
         memory_mb: a memory bound the KERNEL enforces, for items where the method is the point
@@ -74,22 +72,9 @@ class Item:
             sandbox) lowers its HARD RLIMIT_AS to (address space after start-up + ``memory_mb``
             MiB) before any submission code runs, so nothing the submission does can lift it.
             Give it a case whose naive answer cannot fit.
-        service: ``case -> channel.Service``, built in the PARENT for each case: an object the
-            learner's code uses through a proxy (the driver builds it from ``channel.client()``),
-            whose evidence (tokens fed, the device's own clock) the parent judges; see
-            ``mha_grader/sandbox/channel.py``. ``Service.judged`` makes the arrays compared with the
-            reference from the learner's outputs and that evidence.
-        hidden: case keys the child never sees (sent as ``None``): what only the service needs,
-            e.g. the seed of a model's weights or a device's kernel times.
         requires: ``(module, how to install it)`` pairs: modules the item's code needs in the
             child (an optional extra). When the item fails and one is not importable here (the
             child runs this interpreter), its feedback leads with how to install it.
-        prediction: for a "predict, then measure" item whose prediction is recorded, not graded:
-            the learner's function returns the graded outputs FOLLOWED BY one more, its
-            prediction (numbers). Only the outputs before it are compared with the reference;
-            the parent writes the prediction into the feedback in its own words
-            (``feedback.prediction_note``). The callable turns a case's graded outputs (once
-            they match) into the quantity predicted, e.g. bytes -> ratios to the first.
         uses: the functions of EARLIER items of the notebook that this item's function calls in
             the solution (ex01's ``attend`` uses ``softmax``), so that a failure there is named
             as the cause (``causes.py``). Grading derives it from the learner's own code where it
@@ -98,6 +83,13 @@ class Item:
             through its chapters package's ``item_label``; see ``registry.all_items``); empty:
             ``"item <id>"``.
     """
+
+    kind: ClassVar[str] = "function"
+    # the kinds' fields, absent from a plain item (class attributes, not fields)
+    driver: ClassVar[str | None] = None
+    service: ClassVar[Callable[[Case], Any] | None] = None
+    hidden: ClassVar[Sequence[str]] = ()
+    prediction: ClassVar[Callable[[list[np.ndarray]], np.ndarray] | None] = None
 
     id: str
     notebook: str
@@ -110,15 +102,11 @@ class Item:
     shape: str = ""
     mistakes: Sequence[Mistake] = field(default_factory=tuple)
     forbidden: Sequence[str] = field(default_factory=tuple)
-    driver: str | None = None
     dtype_must_match: bool = True
     rtol: float = 1e-4
     atol: float = 1e-5
     memory_mb: int | None = None
-    service: Callable[[Case], Any] | None = None
-    hidden: Sequence[str] = field(default_factory=tuple)
     uses: Sequence[str] = field(default_factory=tuple)
-    prediction: Callable[[list[np.ndarray]], np.ndarray] | None = None
     label: str = ""
     requires: Sequence[tuple[str, str]] = field(default_factory=tuple)
 
@@ -150,6 +138,57 @@ class Item:
             "memory_mb": self.memory_mb,
             "service": self.service is not None,
         }
+
+
+@dataclass(frozen=True, kw_only=True)
+class DriverItem(Item):
+    """An item whose learner's code is called by a driver in the child (it builds a module, loads
+    weights, launches a kernel): see :class:`Item` for the common fields.
+
+    Args:
+        driver: ``"module:function"`` run in the child instead of a plain call, for items that
+            need set-up (build a module, load weights): ``driver(obj, *args) -> output``.
+        hidden: case keys the child never sees (sent as ``None``): what only the parent needs (a service, the reference),
+            e.g. the seed of a model's weights or a device's kernel times.
+    """
+
+    kind: ClassVar[str] = "driver"
+    driver: str = field()  # required (field(): not the base class's None)
+    hidden: Sequence[str] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceItem(DriverItem):
+    """A driver item whose evidence is how the learner USES an object the parent holds.
+
+    Args:
+        service: ``case -> channel.Service``, built in the PARENT for each case: an object the
+            learner's code uses through a proxy (the driver builds it from ``channel.client()``),
+            whose evidence (tokens fed, the device's own clock) the parent judges; see
+            ``mha_grader/sandbox/channel.py``. ``Service.judged`` makes the arrays compared with the
+            reference from the learner's outputs and that evidence.
+    """
+
+    kind: ClassVar[str] = "service"
+    service: Callable[[Case], Any] = field()  # required
+
+
+@dataclass(frozen=True, kw_only=True)
+class PredictionItem(DriverItem):
+    """A driver item whose function also returns a prediction, recorded in the feedback, not
+    graded ("predict, then measure").
+
+    Args:
+        prediction: for a "predict, then measure" item whose prediction is recorded, not graded:
+            the learner's function returns the graded outputs FOLLOWED BY one more, its
+            prediction (numbers). Only the outputs before it are compared with the reference;
+            the parent writes the prediction into the feedback in its own words
+            (``feedback.prediction_note``). The callable turns a case's graded outputs (once
+            they match) into the quantity predicted, e.g. bytes -> ratios to the first.
+    """
+
+    kind: ClassVar[str] = "prediction"
+    prediction: Callable[[list[np.ndarray]], np.ndarray] = field()  # required
 
 
 # Distinctive names that the static (AST) check also looks for, besides the runtime tripwire.

@@ -24,7 +24,9 @@ def _digest(folder: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory) -> list:
     before = _digest(ROOT / "exercises")
-    with pytest.MonkeyPatch.context() as mp:  # a learner who asked no hint yet (other tests ask some)
+    with (
+        pytest.MonkeyPatch.context() as mp
+    ):  # a learner who asked no hint yet (other tests ask some)
         mp.setenv("MHA_COURSE_STATE", str(tmp_path_factory.mktemp("state") / "asked.json"))
         rows = collect(ROOT / "exercises")
     assert _digest(ROOT / "exercises") == before, "progress changed exercises/"

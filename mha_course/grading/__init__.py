@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mha_grader.causes import explain, namespace_graph
 from mha_grader.compare import ItemResult
-from mha_grader.items import Case, Dtype, Item, Mistake
+from mha_grader.items import Case, DriverItem, Dtype, Item, Mistake, PredictionItem, ServiceItem
 from mha_grader.keys import PublicSeed
 from mha_grader.registry import all_items, items_for, notebooks, resolve
 from mha_grader.report import print_results
@@ -25,6 +25,9 @@ from mha_grader.sandbox.launch import Limits
 
 __all__ = [
     "Case",
+    "DriverItem",
+    "PredictionItem",
+    "ServiceItem",
     "Dtype",
     "Item",
     "ItemResult",

@@ -13,7 +13,7 @@ from mha_course.grading.child.seeded import seeded
 from mha_course.grading.child.served_model import ModelService, RemoteModel  # noqa: F401 - RemoteModel: the tests
 from mha_course.models.tiny_lm import TinyCausalLM, greedy_generate_reference
 from mha_course.ops.masks import causal_mask
-from mha_grader.items import Item, Mistake
+from mha_grader.items import Item, Mistake, ServiceItem
 
 NOTEBOOK = "ex05_causal_attention_kv_cache"
 
@@ -248,7 +248,7 @@ ITEMS = [
         # KVCache and MultiHeadAttention can't be forbidden in ex05: the greedy loop's model needs them
         forbidden=("mha_course.ops.masks.causal_mask",),
     ),
-    Item(
+    ServiceItem(
         id="ex05_greedy_generate",
         notebook=NOTEBOOK,
         function="greedy_generate",

@@ -13,7 +13,7 @@ from mha_course.benchmark.flops import attention_flops, io_bytes
 from mha_course.benchmark.timing import summarize
 from mha_course.grading import mistakes as M
 from mha_course.grading.child.served_device import DeviceService
-from mha_grader.items import Dtype, Item, Mistake
+from mha_grader.items import Dtype, Item, Mistake, ServiceItem
 
 NOTEBOOK = "ex08_gpu_timed_comparison"
 FIRST_CALL_EXTRA_MS = 500.0  # the simulated device's first call also pays this "set-up" cost
@@ -330,7 +330,7 @@ ITEMS = [
             "mha_course.benchmark.flops.attention_flops",
         ),
     ),
-    Item(
+    ServiceItem(
         id="ex08_time_call",
         notebook=NOTEBOOK,
         function="time_call",

@@ -9,7 +9,7 @@ import torch
 from mha_course.analysis.pruning import prune_heads
 from mha_course.attention.mha import MultiHeadAttention
 from mha_course.grading.child.drivers import _grads_model, _sequence_loss
-from mha_grader.items import Item, Mistake
+from mha_grader.items import DriverItem, Item, Mistake
 
 NOTEBOOK = "ex10_head_pruning"
 _FORBID = (
@@ -245,7 +245,7 @@ def _grads_ref(seed, vocab_size, num_layers, num_heads, embed_dim, tokens, targe
 
 
 ITEMS.append(
-    Item(
+    DriverItem(
         id="ex10_head_mask_grads",
         notebook=NOTEBOOK,
         function="per_example_head_grads",

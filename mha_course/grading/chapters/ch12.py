@@ -13,7 +13,7 @@ from mha_course.grading.oracles import layout_bug as LB
 from mha_course.ops.masks import causal_mask
 from mha_course.ops.positions import alibi_bias, alibi_slopes, sinusoidal_positions
 from mha_course.ops.rope import apply_rope, rope_angles, rotate_pairs
-from mha_grader.items import Item, Mistake
+from mha_grader.items import DriverItem, Item, Mistake
 
 NOTEBOOK = "ex12_positions"
 # Reviewed: everything in the package that rotates pairs, makes RoPE's angles or frequencies, or
@@ -322,7 +322,7 @@ ITEMS = [
         ),
         forbidden=_FORBID,
     ),
-    Item(
+    DriverItem(
         # Its own unit (no forbidden names): the driver builds the course's MultiHeadAttention,
         # and the converter is the chapter's tool for the fix. The grade is the fixed model's
         # output on per-student weights and inputs.

@@ -29,7 +29,7 @@ from mha_course.grading.child.drivers import (  # noqa: F401 - the model's names
     load_state,
     seeded_state,
 )
-from mha_grader.items import Dtype, Item, Mistake
+from mha_grader.items import DriverItem, Dtype, Mistake
 
 NOTEBOOK = "ex13_small_gpt"
 _MODEL = (
@@ -225,7 +225,7 @@ _MODEL_MISTAKES = (
 
 
 ITEMS = [
-    Item(
+    DriverItem(
         id="ex13_block",
         notebook=NOTEBOOK,
         function="Block",
@@ -238,7 +238,7 @@ ITEMS = [
         mistakes=_BLOCK_MISTAKES,
         forbidden=_MODEL,
     ),
-    Item(
+    DriverItem(
         id="ex13_gpt",
         notebook=NOTEBOOK,
         function="SmallGPT",

@@ -14,7 +14,7 @@ import torch
 from mha_course.gpt.config import TrainConfig
 from mha_course.grading.chapters.ch13_capstone import NOTEBOOK
 from mha_course.grading.child.drivers import _train_setup
-from mha_grader.items import Item, Mistake
+from mha_grader.items import DriverItem, Mistake
 
 _TRAIN = (
     "mha_course.gpt.train.learning_rate",
@@ -144,7 +144,7 @@ def _train_ref(*case, **switches):
 
 
 ITEMS = [
-    Item(
+    DriverItem(
         id="ex13_train_steps",
         notebook=NOTEBOOK,
         function="train_steps",

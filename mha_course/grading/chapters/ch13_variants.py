@@ -15,7 +15,7 @@ import torch
 
 from mha_course.caches.base import kv_cache_elements
 from mha_course.grading.child.drivers import ablation_models
-from mha_grader.items import Dtype, Item, Mistake
+from mha_grader.items import Dtype, Mistake, PredictionItem
 
 NOTEBOOK = "ex13_small_gpt"
 
@@ -112,7 +112,7 @@ def _ratios(graded: list[np.ndarray]) -> np.ndarray:
 
 
 ITEMS = [
-    Item(
+    PredictionItem(
         id="ex13_cache_ablation",
         notebook=NOTEBOOK,
         function="cache_ablation",

@@ -13,7 +13,7 @@ import torch
 from mha_course.grading.chapters.ch16 import _FORBID, NOTEBOOK
 from mha_course.grading.child.paged_model import VOCAB, PagedToyLM
 from mha_course.grading.oracles.serving_reference import serve_reference
-from mha_grader.items import Item, Mistake
+from mha_grader.items import DriverItem, Mistake
 
 PARTIAL_HASHED = (
     "the partial last block was hashed and shared: a partly filled block is still "
@@ -193,7 +193,7 @@ def _shared(got: np.ndarray, case: dict) -> bool:
 
 
 ITEMS = [
-    Item(
+    DriverItem(
         id="ex16_serve",
         notebook=NOTEBOOK,
         function="serve",

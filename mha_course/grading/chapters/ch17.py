@@ -12,7 +12,7 @@ from mha_course.grading.oracles import triton_dq_kernel as dqk
 from mha_course.grading.oracles import triton_forward as fwd
 from mha_course.kernels.flash_backward import backward_d_term
 from mha_course.kernels.triton_flash import INSTALL_HINT
-from mha_grader.items import Item, Mistake
+from mha_grader.items import DriverItem, Item, Mistake
 
 NOTEBOOK = "ex17_flash_attention_triton"
 # Reviewed: the package's backward passes answer dQ of a tile (pick ``out`` so that rowsum(dO * O)
@@ -180,7 +180,7 @@ ITEMS = [
         ),
         forbidden=_FORBID,
     ),
-    Item(
+    DriverItem(
         id="ex17_triton_forward",
         notebook=NOTEBOOK,
         function="flash_fwd_kernel",
@@ -232,7 +232,7 @@ ITEMS = [
         ),
         forbidden=_FORBID,
     ),
-    Item(
+    DriverItem(
         id="ex17_triton_dq",
         notebook=NOTEBOOK,
         function="flash_dq_kernel",

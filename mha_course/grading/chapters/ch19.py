@@ -12,7 +12,7 @@ from mha_course.grading.child.drivers import drive_ring  # noqa: F401 - the item
 from mha_course.grading.forbidden import ATTENTION
 from mha_course.grading.oracles.ring import run_ring, serve_ring
 from mha_course.kernels.ring import chunk_ids
-from mha_grader.items import Item, Mistake
+from mha_grader.items import Item, Mistake, ServiceItem
 
 NOTEBOOK = "ex19_ring_attention"
 # Reviewed: every public function of the ring module (shard(arange(T)) gives the positions,
@@ -322,7 +322,7 @@ ITEMS = [
         ),
         forbidden=_FORBID,
     ),
-    Item(
+    ServiceItem(
         id="ex19_ring_step",
         uses=("merge_safe",),
         notebook=NOTEBOOK,
