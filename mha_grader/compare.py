@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
 import torch
 
 from mha_grader.feedback import prediction_note, relative_band, render_child
-from mha_grader.items import Case, Dtype, Item, Mistake
+from mha_grader.items import Case, DriverItem, Dtype, Item, Mistake
 
 # Statuses (the ``status`` word of a result; Gradescope gets passed/failed plus this in the output).
 PASSED = "passed"
@@ -465,9 +465,9 @@ def _with_prediction(
             f"expected {n + 1} outputs per case: the {n} measured and your prediction",
         )
     graded = [got[:n] for got in outputs]
-    result = _judge(
-        replace(item, prediction=None), cases, {"status": "ok", "outputs": graded}, cell_lines
-    )
+    # judged as the driver item it is, without its prediction
+    as_driver = DriverItem(**{f.name: getattr(item, f.name) for f in fields(DriverItem)})
+    result = _judge(as_driver, cases, {"status": "ok", "outputs": graded}, cell_lines)
     predicted = [got[n] for got in outputs]
     measured = [item.prediction(got) for got in graded] if result.passed else None
     result.message = f"{result.message}; {prediction_note(predicted, measured)}"
