@@ -127,6 +127,9 @@ def _open_and_run_all(page, lab: LabServer, run: Run, workspace: str) -> None:
         '.jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status="idle"]', timeout=120_000
     )
     # Through the menus, as a learner would: Edit > Clear Outputs of All Cells, Run > Run All Cells.
+    # First View > Expand All Code: evidence cells open collapsed (jupyter.source_hidden), and a
+    # collapsed cell shows no input prompt, so its execution count could not be read.
+    _menu(page, "View", "notebook:show-all-cell-code")
     _menu(page, "Edit", "editmenu:clear-all")
     _menu(page, "Run", "runmenu:run-all")
     run.started = run.triggered = time.monotonic()
