@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
         print("mha-course bench: --device cuda asked for, but torch sees no CUDA device")
         return 2
     if args.quick and args.device == "cpu" and args.threads is None:
-        # one thread: on a shared 2-core machine two threads made the quick run bimodal (one
-        # variant's median 44x another's for the same work), as the other load came and went
+        # one thread: on a shared 2-core machine two threads made the quick run bimodal (issue
+        # #33 saw one "bare" median 44x faster than the same work), as other load came and went
         args.threads = 1
     if args.threads is not None:
         torch.set_num_threads(args.threads)
