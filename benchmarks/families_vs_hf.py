@@ -24,6 +24,7 @@ import time
 
 import torch
 
+from mha_course.benchmark.stamp import cpu_model
 from mha_course.families import from_hf
 from mha_course.families.tiny import tiny_hf_config
 
@@ -141,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     T, n = (64, 2) if args.quick else (args.prompt, args.rounds)
     torch.set_num_threads(args.threads)
     print(
-        f"FamilyLM / transformers, torch {torch.__version__}, float32, {args.threads} thread(s), "
+        f"FamilyLM / transformers, torch {torch.__version__}, {cpu_model()}, float32, "
+        f"{args.threads} thread(s), "
         f"B=1, prefill T={T}, decode {args.new} tokens after 64, {n} interleaved rounds; shapes "
         f"{shapes}; load before: {load()} on {os.cpu_count()} CPUs"
     )
