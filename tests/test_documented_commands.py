@@ -27,6 +27,15 @@ SETUP = "setup: "  # a command the test runs first (it makes what the doc assume
 # (doc, command as written (or several, run in turn), where it runs: "root" = the course copy, "outside" = a folder outside
 # it, what the output must contain)
 DOCUMENTED = [
+    (
+        "benchmarks/README.md",
+        (
+            'setup: mkdir -p benchmarks && cp "$PYTHONPATH/benchmarks/families_vs_hf.py" benchmarks/',
+            ".venv/bin/python benchmarks/families_vs_hf.py --quick",
+        ),
+        "root",
+        "qwen3 decode impl=sdpa: median",
+    ),
     ("README.md", "mha-course release --check", "root", ""),
     (
         "README.md",

@@ -91,26 +91,35 @@ def folder(tmp_path_factory):
     return path
 
 
+BFLOAT16 = ["--dtype", "bfloat16", "--max-new-tokens", "24", "--compare", "--prompt"]
+
+
 def test_the_command_in_bfloat16_reports_a_tie_and_exits_0(folder, capsys):
-    """Measured on this tiny Qwen 3 (24 tokens): the two generations split at new token 18,
-    where both models' logits for the two tokens are equal in bfloat16 (exit 1 before)."""
+    """Measured on this tiny Qwen 3 (24 tokens) with the course's eager attention: the two
+    generations split at new token 18, where both models' logits for the two tokens are equal
+    in bfloat16 (exit 1 before)."""
     rc = main(
-        [
-            "generate",
-            "--from-pretrained",
-            str(folder),
-            "--dtype",
-            "bfloat16",
-            "--max-new-tokens",
-            "24",
-            "--compare",
-            "--prompt",
-            "softmax weights",
-        ]
+        ["generate", "--from-pretrained", str(folder), *BFLOAT16, "softmax weights"]
+        + ["--attention", "eager"]
     )
     out = capsys.readouterr().out
     assert "the same tokens up to a tie in torch.bfloat16 at new token" in out, out
     assert rc == 0
+
+
+def test_the_command_in_bfloat16_with_the_fused_kernel_gives_transformers_tokens(folder, capsys):
+    """The default, torch's SDPA as transformers runs it: measured, the same 24 tokens."""
+    rc = main(["generate", "--from-pretrained", str(folder), *BFLOAT16, "softmax weights"])
+    out = capsys.readouterr().out
+    assert "transformers' generate: the same tokens\n" in out, out
+    assert rc == 0
+
+
+def test_an_unknown_attention_is_refused_by_option(folder, capsys):
+    rc = main(["generate", "--from-pretrained", str(folder), "--attention", "fast"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.startswith("--attention: expected one of ('eager', 'sdpa'"), err
+    assert err.endswith("got 'fast'") and "\n" not in err, err
 
 
 def test_end_of_sequence_ids_come_from_generation_config_and_config(folder, tmp_path, capsys):

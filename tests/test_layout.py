@@ -19,9 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom to top: a folder may import its own floor and the floors below, never one above.
 LAYERS = [
-    # the engine; the package's face; benchmark's two measuring tools (memory, stamps), which
-    # import nothing of the course and serve the kernels and the GPT's checkpoints
-    {"mha_grader", "__init__", "_checks", "device", "benchmark.memory", "benchmark.stamp"},
+    # the engine; the package's face (device.py: the device and a call's peak memory, which the
+    # kernels measure); benchmark's stamps, which import nothing of the course and serve the GPT's
+    # checkpoints
+    {"mha_grader", "__init__", "_checks", "device", "benchmark.stamp"},
     {"ops"},  # attention as functions, masks, positions
     {"caches", "kernels"},  # one Cache interface; tiled, FlashAttention, Triton, ring
     {"attention"},  # modules over ops, caches and kernels; the registry of attention functions
@@ -72,7 +73,7 @@ def _floor(module: str) -> int:
     group = (
         "mha_grader" if parts[0] == "mha_grader" else (parts[1] if len(parts) > 1 else "__init__")
     )
-    own = ".".join(parts[1:3])  # a module given a floor of its own (benchmark.memory)
+    own = ".".join(parts[1:3])  # a module given a floor of its own (benchmark.stamp)
     found = [i for i, layer in enumerate(LAYERS) if own in layer] or [
         i for i, layer in enumerate(LAYERS) if group in layer
     ]

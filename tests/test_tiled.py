@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mha_course.benchmark.memory import peak_memory_bytes
+from mha_course.device import peak_memory_bytes
 from mha_course.kernels.tiled import online_softmax_update, tiled_attention
 
 

@@ -17,7 +17,6 @@ from mha_course.benchmark.flops import (
     projection_flops,
     scores_bytes,
 )
-from mha_course.benchmark.memory import peak_memory_bytes
 from mha_course.benchmark.peaks import lookup_peak, percent_of_peak
 from mha_course.benchmark.results import (
     committed_results,
@@ -29,6 +28,7 @@ from mha_course.benchmark.runner import CPU_BANNER, run_benchmark
 from mha_course.benchmark.stamp import environment_stamp, stamp_label
 from mha_course.benchmark.sweep import loglog_slope
 from mha_course.benchmark.timing import classify_failure, summarize, time_interleaved
+from mha_course.device import peak_memory_bytes
 
 __all__ = [
     "CPU_BANNER",

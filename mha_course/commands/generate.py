@@ -35,6 +35,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "twice while they are copied into the course's model",
     )
     parser.add_argument(
+        "--attention",
+        default="sdpa",
+        metavar="IMPL",
+        help="the attention function every layer picks from the course's registry: sdpa "
+        "(default, torch's fused kernel), eager (the course's, weights materialised), ...",
+    )
+    parser.add_argument(
         "--compare",
         action="store_true",
         help="also run transformers' own generate and say whether the tokens agree",
@@ -64,6 +71,13 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"--max-new-tokens: expected {need}, got {args.max_new_tokens}", file=sys.stderr)
         return 2
+    from mha_course.attention.functions import attention_function
+
+    try:
+        attention_function(args.attention)
+    except ValueError as err:
+        print(f"--attention: {str(err).removeprefix('impl: ')}", file=sys.stderr)
+        return 2
     try:
         return _generate(args, torch, AutoTokenizer)
     except Exception as err:  # noqa: BLE001 - the command's contract: one line, exit 2
@@ -83,7 +97,9 @@ def _generate(args: argparse.Namespace, torch, AutoTokenizer) -> int:
 
     tokenizer = AutoTokenizer.from_pretrained(args.from_pretrained, local_files_only=True)
     dtype = None if args.dtype == "auto" else getattr(torch, args.dtype)
-    ours, hf = load_pretrained(args.from_pretrained, dtype, keep_hf=args.compare)
+    ours, hf = load_pretrained(
+        args.from_pretrained, dtype, keep_hf=args.compare, impl=args.attention
+    )
     prompt = tokenizer(args.prompt, return_tensors="pt").input_ids  # (1, P)
     V = ours.config.vocab_size
     if prompt.shape[1] == 0:

@@ -352,13 +352,13 @@ def state_from_hf(sd: dict, config: FamilyConfig, model: FamilyLM) -> dict:
     return out
 
 
-def from_hf(hf_model) -> FamilyLM:
+def from_hf(hf_model, impl: str = "sdpa") -> FamilyLM:
     """The course's model with the weights, dtype and config of a loaded ``transformers``
-    causal LM (``AutoModelForCausalLM``), in eval mode."""
+    causal LM (``AutoModelForCausalLM``), in eval mode; ``impl`` as :class:`FamilyLM`'s."""
     config = config_from_hf(hf_model.config)
     sd = hf_model.state_dict()
     dtype = next(iter(sd.values())).dtype
-    model = FamilyLM(config).to(dtype)
+    model = FamilyLM(config, impl).to(dtype)
     missing, unexpected = model.load_state_dict(state_from_hf(sd, config, model), strict=False)
     missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_weights)]
     if missing or unexpected:

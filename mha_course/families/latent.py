@@ -16,23 +16,28 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from mha_course.attention.functions import attention_function
 from mha_course.caches.base import Cache
 from mha_course.families.config import FamilyConfig
-from mha_course.families.layers import RMSNorm, layer_mask
+from mha_course.families.layers import RMSNorm, attend, call_mask
 from mha_course.families.scaled_rope import apply_scaled_rope
-from mha_course.ops.sdpa import scaled_dot_product_attention
 
 
 class LatentAttention(nn.Module):
     """DeepSeek V2/V3 attention. ``cache`` is a :class:`~mha_course.attention.mla.LatentKVCache`.
+    ``impl`` and :attr:`dispatch` as :class:`~mha_course.families.layers.Attention`'s (the
+    value head size Dv may differ from D + R: torch's SDPA takes that).
 
     Shape:
         x: (B, L, E). Returns (B, L, E).
     """
 
-    def __init__(self, config: FamilyConfig, layer: int) -> None:
+    def __init__(self, config: FamilyConfig, layer: int, impl: str = "sdpa") -> None:
         super().__init__()
         c = config
+        attention_function(impl)  # an unknown name is refused, naming the registry's
+        self.impl = impl
+        self.dispatch: tuple[str, str | None] | None = None  # (what ran last, why not impl)
         self.H, self.D, self.R, self.Dv, self.C = (
             c.n_head,
             c.head_dim,
@@ -85,6 +90,10 @@ class LatentAttention(nn.Module):
         k_nope, v = kv.split([D, Dv], dim=-1)
         k = torch.cat([k_nope, k_rot[:, None].expand(B, H, S, R)], dim=-1)  # (B, H, S, D + R)
         query = torch.cat([q_nope, q_rot], dim=-1)  # (B, H, L, D + R)
-        mask = layer_mask(L, offset, None, cache, x.device, keys)  # causal (and padding)
-        out = scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=self.scale)
+        mask, causal = call_mask(
+            L, S, offset, keys, window=None, cache=cache, device=x.device
+        )  # causal (and padding)
+        out, self.dispatch = attend(
+            query, k, v, mask, scale=self.scale, impl=self.impl, is_causal=causal
+        )  # (B, H, L, Dv)
         return self.o_proj(out.transpose(1, 2).reshape(B, L, H * Dv))  # (B, H, L, Dv) -> (B, L, E)

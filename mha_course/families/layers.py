@@ -3,7 +3,10 @@
 RMSNorm (Llama, Qwen, Mistral, Gemma, DeepSeek), gated MLPs (SwiGLU, GeGLU), logit
 soft-capping (Gemma 2), and one attention layer for grouped heads with any head size, optional
 query/key norms and an optional sliding window — built on the course's
-:func:`~mha_course.apply_rope`, :func:`~mha_course.scaled_dot_product_attention`, masks and caches.
+:func:`~mha_course.apply_rope`, masks and caches, with the attention function picked by name from
+the one registry (:data:`~mha_course.attention.functions.ATTENTION_FUNCTIONS`, chapter 8's
+``impl``): torch's fused ``sdpa`` by default, the course's ``eager`` where the family needs it
+(Gemma 2's score cap) — :func:`attend` says which ran and why.
 
 Letters: B batch, L new positions, S positions attended (cached + new), E width, H query
 heads, G key/value heads, D head size, F MLP width.
@@ -15,12 +18,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mha_course.attention.functions import ATTENTION_FUNCTIONS, attention_function
 from mha_course.caches.base import Cache
 from mha_course.caches.window import sliding_window_mask
 from mha_course.families.config import FamilyConfig
 from mha_course.families.scaled_rope import apply_scaled_rope
 from mha_course.ops.masks import causal_mask
-from mha_course.ops.sdpa import scaled_dot_product_attention
 
 
 class RMSNorm(nn.Module):
@@ -91,25 +94,93 @@ def capped_attention(
     v: torch.Tensor,
     mask: torch.Tensor,
     scale: float,
-    cap: float | None,
+    cap: float,
 ) -> torch.Tensor:
-    """Attention whose scores are soft-capped before the mask and softmax (Gemma 2). Without a
-    cap this is the course's :func:`scaled_dot_product_attention` with grouped heads.
+    """Attention whose scores are soft-capped before the mask and softmax (Gemma 2), written
+    out eagerly: the (L, S) scores are materialised so the cap can bend them.
 
     Shape:
-        q: (B, H, L, D); k: (B, G, S, D); v: (B, G, S, Dv); mask: bool (L, S), True = may
-        attend. Returns (B, H, L, Dv).
+        q: (B, H, L, D); k: (B, G, S, D); v: (B, G, S, Dv); mask: bool broadcastable to
+        (B, H, L, S), True = may attend. Returns (B, H, L, Dv).
     """
-    if cap is None:
-        return scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, scale=scale, enable_gqa=k.shape[1] != q.shape[1]
-        )
     rep = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(rep, dim=1)  # (B, G, S, D) -> (B, H, S, D): head h reads h // rep
     v = v.repeat_interleave(rep, dim=1)  # (B, G, S, Dv) -> (B, H, S, Dv)
     scores = softcap(q @ k.transpose(-2, -1) * scale, cap)  # (B, H, L, S)
     scores = scores.masked_fill(~mask, float("-inf"))
     return torch.softmax(scores, dim=-1) @ v  # (B, H, L, S) @ (B, H, S, Dv) -> (B, H, L, Dv)
+
+
+def attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    *,
+    scale: float,
+    impl: str = "sdpa",
+    cap: float | None = None,
+    is_causal: bool = False,
+) -> tuple[torch.Tensor, tuple[str, str | None]]:
+    """Attention by the registry's function ``impl``, and ``(what ran, why not impl or None)``
+    as :attr:`MultiHeadAttention.dispatch <mha_course.MultiHeadAttention>` reports it.
+
+    ``mask`` None with ``is_causal``: plain top-left causal attention (a prompt with no cache,
+    no padding, no window), which fused kernels serve without building an (L, S) mask. A score
+    ``cap`` (Gemma 2) runs eager: ``cap * tanh(scores / cap)`` bends the scores between the
+    product and the softmax, and no fused kernel of the registry takes it (``transformers``
+    runs Gemma 2 eager for the same reason). A mask the chosen function does not take runs
+    eager too, saying why.
+
+    Shape:
+        q: (B, H, L, D); k: (B, G, S, D); v: (B, G, S, Dv); mask: bool broadcastable to
+        (B, H, L, S), True = may attend, or None. Returns (B, H, L, Dv).
+    """
+    chosen = attention_function(impl)
+    if cap is not None:
+        if mask is None:
+            raise ValueError("mask: a score cap runs eager, which needs the (L, S) mask; got None")
+        why = None if impl == "eager" else f"{impl} takes no score cap (Gemma 2's soft-capping)"
+        return capped_attention(q, k, v, mask, scale, cap), ("eager", why)
+    why = chosen.why_not(attn_mask=mask, query=q)
+    ran = ATTENTION_FUNCTIONS["eager"] if why is not None else chosen
+    out = ran.run(
+        q,
+        k,
+        v,
+        attn_mask=mask,
+        is_causal=is_causal,
+        scale=scale,
+        enable_gqa=k.shape[1] != q.shape[1],
+    )  # (B, H, L, Dv)
+    return out, (ran.name, why)
+
+
+def call_mask(
+    L: int,
+    S: int,
+    offset: int,
+    keys: torch.Tensor | None,
+    *,
+    window: int | None,
+    cap: float | None = None,
+    **where: object,
+) -> tuple[torch.Tensor | None, bool]:
+    """The mask to hand :func:`attend`, as ``(mask, is_causal)``: ``(None, True)`` for a prompt
+    that is plain causal (no cached keys, S = L, no window, no padding), ``(None, False)`` for
+    one query that sees every key (a decoding step without padding), else :func:`layer_mask`'s.
+    A fused kernel then runs without an (L, S) mask; a score ``cap`` always gets the mask.
+
+    Shape:
+        keys: bool (B, offset + L) or None; S: the keys attended (after the cache's update);
+        ``where``: :func:`layer_mask`'s ``cache`` and ``device``. Returns a mask as :func:`layer_mask`'s, or None.
+    """
+    if cap is None and keys is None and window is None and offset == 0 and S == L:
+        return None, True
+    mask = layer_mask(L, offset, window, keys=keys, **where)
+    if cap is None and keys is None and L == 1 and bool(mask.all()):
+        return None, False
+    return mask, False
 
 
 def layer_mask(
@@ -150,14 +221,19 @@ class Attention(nn.Module):
 
     ``positions`` (B, L) are the rotary positions (default ``cache.length`` onwards for every
     row); ``keys`` (B, S) marks the real tokens of a padded batch (see :func:`layer_mask`).
+    ``impl`` names the registry's attention function (:func:`attend`); :attr:`dispatch` says
+    which ran in the last call and why ``impl`` did not, as ``MultiHeadAttention.dispatch``.
 
     Shape:
         x: (B, L, E), L new positions after ``cache.length`` cached ones. Returns (B, L, E).
     """
 
-    def __init__(self, config: FamilyConfig, layer: int) -> None:
+    def __init__(self, config: FamilyConfig, layer: int, impl: str = "sdpa") -> None:
         super().__init__()
         c = config
+        attention_function(impl)  # an unknown name is refused, naming the registry's
+        self.impl = impl
+        self.dispatch: tuple[str, str | None] | None = None  # (what ran last, why not impl)
         self.H, self.G, self.D = c.n_head, c.n_kv_head, c.head_dim
         self.q_proj = nn.Linear(c.n_embd, self.H * self.D, bias=c.qkv_bias)
         self.k_proj = nn.Linear(c.n_embd, self.G * self.D, bias=c.qkv_bias)
@@ -205,6 +281,17 @@ class Attention(nn.Module):
             k = apply_scaled_rope(k, pos, layout=self.layout, base=self.base, scaling=self.scaling)
         if cache is not None:
             k, v = cache.update(k, v)  # (B, G, L, D) -> (B, G, S, D)
-        mask = layer_mask(L, offset, self.window, cache, x.device, keys)
-        out = capped_attention(q, k, v, mask, self.scale, self.cap)  # (B, H, L, D)
+        mask, causal = call_mask(
+            L,
+            k.shape[2],
+            offset,
+            keys,
+            window=self.window,
+            cap=self.cap,
+            cache=cache,
+            device=x.device,
+        )
+        out, self.dispatch = attend(
+            q, k, v, mask, scale=self.scale, impl=self.impl, cap=self.cap, is_causal=causal
+        )  # (B, H, L, D)
         return self.o_proj(out.transpose(1, 2).reshape(B, L, self.H * self.D))  # -> (B, L, E)

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from mha_course._checks import check_nonnegative_int, check_rank, check_tensor, shape_str
+from mha_course.attention.functions import attention_function
 from mha_course.attention.mla import LatentKVCache
 from mha_course.caches.base import Cache
 from mha_course.caches.dense import KVCache
@@ -46,10 +47,11 @@ def check_attention_mask(
 class Block(nn.Module):
     """One layer. Shape: x (B, L, E) -> (B, L, E)."""
 
-    def __init__(self, config: FamilyConfig, layer: int) -> None:
+    def __init__(self, config: FamilyConfig, layer: int, impl: str = "sdpa") -> None:
         super().__init__()
         self.attn_norm = make_norm(config) if config.pre_norm else None
-        self.attn = (LatentAttention if config.attention == "mla" else Attention)(config, layer)
+        kind = LatentAttention if config.attention == "mla" else Attention
+        self.attn = kind(config, layer, impl)
         self.mlp_norm = make_norm(config) if config.pre_norm else None
         self.mlp = MLP(config)
         self.post_attn_norm = make_norm(config) if config.sandwich_norm else None
@@ -79,20 +81,43 @@ class FamilyLM(nn.Module):
     to padding, and a token's position is the number of real tokens before it in its row
     (``cumsum - 1``, as ``generate`` computes it), so every row gives the logits it gives alone.
 
+    ``impl`` names the attention function every layer picks from the one registry
+    (:data:`~mha_course.attention.functions.ATTENTION_FUNCTIONS`): ``"sdpa"`` (torch's fused
+    kernel, as ``transformers``' default) or ``"eager"`` (the course's, weights materialised),
+    or the course's kernels, which take plain causal prompts only; :attr:`dispatch` says what
+    each layer ran and why.
+
     Shape:
         ids: (B, L) int64; attention_mask: (B, S) with S = cached + L. Returns logits (B, L, V).
     """
 
-    def __init__(self, config: FamilyConfig) -> None:
+    def __init__(self, config: FamilyConfig, impl: str = "sdpa") -> None:
         super().__init__()
         self.config = c = config
         self.embed = nn.Embedding(c.vocab_size, c.n_embd)
         self.pos = nn.Embedding(c.max_positions, c.n_embd) if c.positions == "learned" else None
-        self.blocks = nn.ModuleList(Block(c, i) for i in range(c.n_layer))
+        self.blocks = nn.ModuleList(Block(c, i, impl) for i in range(c.n_layer))
         self.norm = make_norm(c)
         self.lm_head = nn.Linear(c.n_embd, c.vocab_size, bias=False)
         if c.tie_weights:
             self.lm_head.weight = self.embed.weight
+
+    @property
+    def impl(self) -> str:
+        """The registry's attention function every layer picks (setting it sets every layer's)."""
+        return self.blocks[0].attn.impl
+
+    @impl.setter
+    def impl(self, name: str) -> None:
+        attention_function(name)  # an unknown name is refused, naming the registry's
+        for block in self.blocks:
+            block.attn.impl = name
+
+    @property
+    def dispatch(self) -> list[tuple[str, str | None] | None]:
+        """Per layer, ``(what ran in the last call, why not impl or None)``: Gemma 2's capped
+        layers run ``"eager"`` (no fused kernel takes a score cap), the others ``impl``."""
+        return [block.attn.dispatch for block in self.blocks]
 
     def new_caches(self) -> list[Cache]:
         """One empty cache per layer (window layers keep only their last W keys)."""

@@ -72,13 +72,15 @@ def check_loading_info(info: dict) -> None:
         raise ValueError("checkpoint: " + "; ".join(problems))
 
 
-def load_pretrained(path: str, dtype: torch.dtype | None = None, keep_hf: bool = False):
+def load_pretrained(
+    path: str, dtype: torch.dtype | None = None, keep_hf: bool = False, impl: str = "sdpa"
+):
     """A ``save_pretrained`` folder (safetensors) -> (course model, ``transformers`` model or
     None). The config is read and checked first, so a family option the course does not model
     is refused before any weight is loaded; then every stored tensor must be read and every
     tensor the model needs stored (:func:`check_loading_info`). ``dtype`` None keeps the
     checkpoint's. Memory: the weights are held twice while they are copied; ``keep_hf=False``
-    frees the source after.
+    frees the source after. ``impl`` names the attention function (:class:`FamilyLM`'s).
 
     Needs the ``[hf]`` extra; nothing is downloaded (``local_files_only``)."""
     T = _transformers()
@@ -99,7 +101,7 @@ def load_pretrained(path: str, dtype: torch.dtype | None = None, keep_hf: bool =
             ignore_mismatched_sizes=True,
         )
     check_loading_info(info)
-    ours = from_hf(hf)
+    ours = from_hf(hf, impl)
     return ours, (hf if keep_hf else None)
 
 

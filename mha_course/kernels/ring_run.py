@@ -26,7 +26,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from mha_course._checks import check_positive_int, check_qkv, shape_str
-from mha_course.benchmark.memory import peak_memory_bytes
+from mha_course.device import peak_memory_bytes
 from mha_course.kernels.ring import _chunk_len, ring_attention, shard, unshard
 
 POLL_SECONDS = 0.2
