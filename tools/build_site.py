@@ -256,7 +256,9 @@ def render_guide(path: Path, out: Path, pages: set[Path]) -> Path:
     return target
 
 
-# nbconvert's lab template, with MathJax 3 from the site instead of MathJax 2 from a CDN.
+# nbconvert's lab template, with MathJax 3 from the site instead of MathJax 2 from a CDN, and a code
+# cell whose input JupyterLab opens collapsed (jupyter.source_hidden: the chapters' Evidence cells)
+# folded the same way: a <details> the reader opens, its output shown.
 SITE_TEMPLATE = (
     """{%- extends 'index.html.j2' -%}
 {%- block html_head_js_mathjax -%}"""
@@ -266,6 +268,15 @@ SITE_TEMPLATE = (
     + site_assets.MATHJAX
     + """"></script>
 {%- endblock html_head_js_mathjax -%}
+{% block input_group -%}
+{%- if cell.metadata.get("jupyter", {}).get("source_hidden", false) -%}
+<details class="course-evidence"><summary>Show the evidence code</summary>
+{{ super() }}
+</details>
+{%- else -%}
+{{ super() }}
+{%- endif -%}
+{%- endblock input_group %}
 """
 )
 
