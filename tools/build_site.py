@@ -340,7 +340,9 @@ def build(out: Path, files: list[Path] | None = None) -> list[Path]:
             "</head>", f"<style>{NAV_STYLE}</style>{site_search.head(depth)}</head>", 1
         )
         if relative.parts[0] != "exercises":  # the lectures are searched, the exercises not
-            body = body.replace("<main>", f"<main {site_search.BODY}>", 1)
+            body = site_search.ignore_images(
+                body.replace("<main>", f"<main {site_search.BODY}>", 1)
+            )
         target.write_text(body, encoding="utf-8")
         written.append(target)
     written += [render_guide(guide, out, pages) for guide in guides]
