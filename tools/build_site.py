@@ -69,7 +69,8 @@ overflow-wrap:anywhere}
 border-radius:4px}
 @media (min-width:70rem){.course-side{position:fixed;top:0;left:0;bottom:0;width:16rem;
 overflow-y:auto;border-right:1px solid #ddd;background:#fafafa}
-body.course-page>main,body.course-page>.course-nav,body.course-page>.course-body{margin-left:18rem}}"""
+body.course-page>main,body.course-page>.course-nav,body.course-page>.course-body{margin-left:18rem}}
+details.course-evidence>summary{cursor:pointer;padding-left:5.5rem;font:.9rem system-ui,sans-serif;color:#555}"""
 # MathJax 3 with the settings nbconvert gives MathJax 2 ($...$ and \\(...\\) inline, AMS numbering).
 # The widget manager typesets widget labels with MathJax 2's call, MathJax.Hub.Queue(["Typeset",
 # MathJax.Hub, element]): the ready hook maps that one call onto MathJax 3's typesetPromise.
