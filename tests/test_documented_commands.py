@@ -103,6 +103,17 @@ DOCUMENTED = [
         "replaced bob: total 0 -> 0, 0 item(s) changed",
     ),
     (
+        "CONTRIBUTING.md",
+        (
+            SETUP + 'cp -r "$PYTHONPATH/tools" "$PYTHONPATH/notebooks" .',  # PYTHONPATH: the course
+            ".venv/bin/python tools/chapter_times.py",
+            ".venv/bin/python tools/chapter_times.py --calibrate",
+            ".venv/bin/python tools/chapter_times.py --write",
+        ),
+        "root",
+        "fitted: ",
+    ),
+    (
         "classroom/README.md",
         """python -c "from mha_grader.keys import new_key_file; new_key_file('classroom/gradescope/key')\"""",
         "root",

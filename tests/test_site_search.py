@@ -3,6 +3,7 @@ each notebook's first heading, and the index's link to the repository's README."
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
@@ -88,10 +89,10 @@ def test_guide_titles_and_the_index_links_the_readme(tmp_path):
     assert "course-repo" not in build_site.index_page([], [])
 
 
-@pytest.mark.chromium
-def test_search_finds_the_one_chapter_offline(site):
-    """In headless Chromium with every request to another host aborted: typing a term that
-    appears in one chapter shows that chapter alone, and its result opens the chapter's page."""
+@contextlib.contextmanager
+def _search_page(site: Path):
+    """The site's index page in headless Chromium, every request to another host aborted (the
+    aborted URLs are checked to be none on the way out)."""
     _need("chromium")
     from playwright.sync_api import sync_playwright
 
@@ -113,22 +114,66 @@ def test_search_finds_the_one_chapter_offline(site):
                 page = browser.new_page()
                 page.route("**/*", only_local)
                 page.goto(f"{origin}/index.html")
-                page.fill("#course-search input", TERM)
-                results = page.locator("li.pagefind-ui__result")  # one per page found
-                results.first.wait_for(timeout=20_000)
-                page.wait_for_timeout(500)  # Pagefind shows results as they load
-                assert results.count() == 1, results.all_inner_texts()
-                links = results.first.locator(".pagefind-ui__result-link")
-                assert links.first.inner_text() == build_site.title_of(
-                    ROOT / "notebooks" / f"{CHAPTER}.ipynb"
-                )
-                assert "¶" not in "".join(links.all_inner_texts())  # headings' anchors: not indexed
-                links.first.click()
-                page.wait_for_url(f"**/notebooks/{CHAPTER}.html*", wait_until="commit")
+                yield page
             finally:
                 browser.close()
     finally:
         server.shutdown()
         server.server_close()
     assert outside == []
+
+
+def _results(page, term: str):
+    """Type ``term`` in the box; the result list once Pagefind has answered (one item per page)."""
+    page.fill("#course-search input", term)
+    page.locator(".pagefind-ui__message").first.wait_for(
+        timeout=20_000
+    )  # "N results" / "No results"
+    page.wait_for_timeout(500)  # Pagefind shows results as they load
+    return page.locator("li.pagefind-ui__result")
+
+
+@pytest.mark.chromium
+def test_search_finds_the_one_chapter_offline(site):
+    """Typing a term that appears in one chapter shows that chapter alone, and its result opens
+    the chapter's page; the term's first letters find it too (search as you type)."""
+    with _search_page(site) as page:
+        assert _results(page, TERM[:-2]).count() == 1  # "RoForm": a prefix still finds it
+        results = _results(page, TERM)
+        assert results.count() == 1, results.all_inner_texts()
+        links = results.first.locator(".pagefind-ui__result-link")
+        assert links.first.inner_text() == build_site.title_of(
+            ROOT / "notebooks" / f"{CHAPTER}.ipynb"
+        )
+        assert "¶" not in "".join(links.all_inner_texts())  # headings' anchors: not indexed
+        links.first.click()
+        page.wait_for_url(f"**/notebooks/{CHAPTER}.html*", wait_until="commit")
     assert json.loads((site / "pagefind" / "pagefind-entry.json").read_text())["version"]
+
+
+# Words in no lecture or guide (checked below): Pagefind cut each back to a prefix it had indexed
+# ("x", "sn", "as"), or matched it in a figure's base64 data, and listed unrelated chapters.
+NONSENSE = ["xyzzy", "snorkelwax", "asdfgh", "blorfing", "frobnicate", "qwertyuiop"]
+
+
+def test_the_nonsense_words_are_in_no_page():
+    sources = [
+        *(ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"),
+        *(ROOT / g for g in build_site.GUIDES),
+    ]
+    assert [w for p in sources for w in NONSENSE if w in _text(p)] == []
+
+
+@pytest.mark.chromium
+def test_a_nonsense_word_finds_no_page(site):
+    with _search_page(site) as page:
+        for word in NONSENSE:
+            assert _results(page, word).count() == 0, (word, _results(page, word).all_inner_texts())
+
+
+def test_figures_are_left_out_of_the_index(site):
+    """Pagefind would store a page's first image, a data: URI, as searchable metadata."""
+    for name in BUILT:
+        page = (site / "notebooks" / f"{name}.html").read_text(encoding="utf-8")
+        images = re.findall(r"<img [^>]*>", page)
+        assert images and all('data-pagefind-ignore="all"' in img for img in images)

@@ -69,7 +69,8 @@ overflow-wrap:anywhere}
 border-radius:4px}
 @media (min-width:70rem){.course-side{position:fixed;top:0;left:0;bottom:0;width:16rem;
 overflow-y:auto;border-right:1px solid #ddd;background:#fafafa}
-body.course-page>main,body.course-page>.course-nav,body.course-page>.course-body{margin-left:18rem}}"""
+body.course-page>main,body.course-page>.course-nav,body.course-page>.course-body{margin-left:18rem}}
+details.course-evidence>summary{cursor:pointer;padding-left:5.5rem;font:.9rem system-ui,sans-serif;color:#555}"""
 # MathJax 3 with the settings nbconvert gives MathJax 2 ($...$ and \\(...\\) inline, AMS numbering).
 # The widget manager typesets widget labels with MathJax 2's call, MathJax.Hub.Queue(["Typeset",
 # MathJax.Hub, element]): the ready hook maps that one call onto MathJax 3's typesetPromise.
@@ -256,7 +257,9 @@ def render_guide(path: Path, out: Path, pages: set[Path]) -> Path:
     return target
 
 
-# nbconvert's lab template, with MathJax 3 from the site instead of MathJax 2 from a CDN.
+# nbconvert's lab template, with MathJax 3 from the site instead of MathJax 2 from a CDN, and a code
+# cell whose input JupyterLab opens collapsed (jupyter.source_hidden: the chapters' Evidence cells)
+# folded the same way: a <details> the reader opens, its output shown.
 SITE_TEMPLATE = (
     """{%- extends 'index.html.j2' -%}
 {%- block html_head_js_mathjax -%}"""
@@ -266,6 +269,15 @@ SITE_TEMPLATE = (
     + site_assets.MATHJAX
     + """"></script>
 {%- endblock html_head_js_mathjax -%}
+{% block input_group -%}
+{%- if cell.metadata.get("jupyter", {}).get("source_hidden", false) -%}
+<details class="course-evidence"><summary>Show the evidence code</summary>
+{{ super() }}
+</details>
+{%- else -%}
+{{ super() }}
+{%- endif -%}
+{%- endblock input_group %}
 """
 )
 
@@ -329,7 +341,9 @@ def build(out: Path, files: list[Path] | None = None) -> list[Path]:
             "</head>", f"<style>{NAV_STYLE}</style>{site_search.head(depth)}</head>", 1
         )
         if relative.parts[0] != "exercises":  # the lectures are searched, the exercises not
-            body = body.replace("<main>", f"<main {site_search.BODY}>", 1)
+            body = site_search.ignore_images(
+                body.replace("<main>", f"<main {site_search.BODY}>", 1)
+            )
         target.write_text(body, encoding="utf-8")
         written.append(target)
     written += [render_guide(guide, out, pages) for guide in guides]

@@ -2,8 +2,9 @@
 
     python tools/execute.py notebooks/01_dot_product_attention.ipynb [more.ipynb ...]
 
-Runs each in its own folder with the kernel named in the notebook, prints the wall time, and
-drops per-cell timing metadata so re-running leaves a clean diff. Consecutive stream outputs are
+Runs each in its own folder with the kernel named in the notebook, prints the wall time (a
+lecture's is kept in tools/notebook_run_times.json: tools/chapter_times.py adds it to the time
+the chapter states), and drops per-cell timing metadata so re-running leaves a clean diff. Consecutive stream outputs are
 merged and carriage returns applied (nbconvert's CoalesceStreamsPreprocessor), so a text progress
 bar is committed in its finished state (100%), not as every intermediate redraw.
 """
@@ -18,9 +19,12 @@ import nbformat
 from nbclient import NotebookClient
 from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import chapter_times  # noqa: E402  (tools/ is not a package)
 
-def execute(path: Path, timeout: int = 300) -> float:
-    nb = nbformat.read(path, as_version=4)
+
+def run(nb, path: Path, timeout: int = 300) -> float:
+    """Execute ``nb`` (read from ``path``) in its own folder, in place in memory; the wall seconds."""
     start = time.perf_counter()
     NotebookClient(
         nb,
@@ -28,7 +32,14 @@ def execute(path: Path, timeout: int = 300) -> float:
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
     ).execute()
-    seconds = time.perf_counter() - start
+    return time.perf_counter() - start
+
+
+def execute(path: Path, timeout: int = 300) -> float:
+    nb = nbformat.read(path, as_version=4)
+    seconds = run(nb, path, timeout)
+    if path.parent.name == "notebooks":  # a lecture: its run time goes into its stated time
+        chapter_times.record_run_time(path, seconds)
     coalesce = CoalesceStreamsPreprocessor()
     for index, cell in enumerate(nb.cells):
         cell.metadata.pop("execution", None)

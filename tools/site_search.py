@@ -12,6 +12,15 @@ and navigation bar (they repeat other chapters' titles) are left out, as are the
 anchor links. A result's title is the
 page's first heading, its link the page (Pagefind finds the site's root from where its script
 was loaded, so the links also work when the site sits in a sub-folder, as on GitHub Pages).
+
+A word in no page finds no page. Two Pagefind defaults made a nonsense word list unrelated
+chapters: (1) Pagefind stores a page's first image as searchable metadata, and a notebook's
+images are ``data:`` URIs, so the index held tens of thousands of base64 "words" (the figures
+are marked ``data-pagefind-ignore="all"``, which leaves them out, metadata too); (2) a word not in
+the index is cut back to its longest indexed prefix ("xyzzy" finds "x"; Pagefind has no option
+to turn that off, Pagefind/pagefind#780). A quoted term is searched exactly, with no cutting
+back (a prefix still finds its longer words: "RoForm" finds "RoFormer"), so the box quotes a
+one-word query (``processTerm``); a query of several words is searched as Pagefind does.
 """
 
 from __future__ import annotations
@@ -41,8 +50,17 @@ def box() -> str:
         '<div id="course-search" class="course-search" role="search"></div>'
         "<script>window.addEventListener('DOMContentLoaded', () => new PagefindUI("
         "{element: '#course-search', showSubResults: true, showImages: false, "
-        "resetStyles: false}));</script>"
+        f"resetStyles: false, processTerm: {PROCESS_TERM}}}));</script>"
     )
+
+
+# One word (no space, no quote) -> the same word quoted: Pagefind's exact search, no cutting back.
+PROCESS_TERM = r"""(t) => /^\s*[^\s"]+\s*$/.test(t) ? '"' + t.trim() + '"' : t"""
+
+
+def ignore_images(page: str) -> str:
+    """Leave a page's figures out of the index (their data: URIs would become searchable)."""
+    return page.replace("<img ", '<img data-pagefind-ignore="all" ')
 
 
 def missing() -> str | None:
