@@ -17,6 +17,7 @@ from mha_course.experiments.induction_formation import (
     attention_weights,
     copy_losses,
     crossing_step,
+    head_ablation_losses,
     load_results,
     main,
     phase_change,
@@ -60,6 +61,28 @@ def test_copy_losses_score_each_half():
         copy_losses(logits[:, :-1], ids[:, :-1], n)
 
 
+def test_head_ablation_zeroes_one_heads_output():
+    torch.manual_seed(0)
+    n = 6
+    model = TinyCausalLM(16, 16, 2, 2, max_len=2 * n).double()
+    ids = repeated_random_tokens(3, n, 16, torch.Generator().manual_seed(1))
+    out = head_ablation_losses(model, ids, n)
+    assert set(out) == {"none", "L0H0", "L0H1", "L1H0", "L1H1"}
+    assert not model.attns[0]._forward_pre_hooks and model.training  # hooks gone, mode restored
+    assert_close(
+        torch.tensor(out["none"], dtype=torch.float64),
+        copy_losses(model(ids), ids, n)[1].round(decimals=4),
+    )
+    # head 1 of layer 0 off == its value rows (and bias) zeroed: its output is then zero
+    D = 16 // 2
+    with torch.no_grad():
+        model.attns[0].v_proj.weight[D:] = 0.0
+        model.attns[0].v_proj.bias[D:] = 0.0
+        by_hand = copy_losses(model(ids), ids, n)[1].round(decimals=4)
+    assert_close(torch.tensor(out["L0H1"], dtype=torch.float64), by_hand)
+    assert out["L0H1"] != out["none"]  # the switch did something
+
+
 def test_crossing_step():
     steps = [0, 10, 20, 30]
     assert crossing_step(steps, [4.0, 3.9, 1.0, 0.5], rising=False) == 20  # mid-point 2.25
@@ -97,6 +120,11 @@ def test_the_committed_results_show_the_phase_change():
         assert p["induction_head"].startswith("L1"), seed  # layer 1 composes with layer 0
         assert abs(p["loss_step"] - p["induction_step"]) <= 4 * data["config"]["eval_every"], seed
         assert curve["loss_second"][-1] < 1.0 < ln_v - 0.5 < curve["loss_first"][-1], seed
+        # the ablation: the layer-0 previous-token head off costs far more than the weakest one off
+        on, prev = torch.tensor(curve["ablation"]["none"]), curve["previous"][-1][0]
+        cost = [torch.tensor(curve["ablation"][f"L0H{h}"]).sub(on).mean() for h in range(len(prev))]
+        assert cost[int(p["previous_head"][3:])] > 0.7, seed
+        assert abs(cost[min(range(len(prev)), key=prev.__getitem__)]) < 0.15, seed
 
 
 def test_load_results_checks_the_schema(tmp_path):

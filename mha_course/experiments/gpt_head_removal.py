@@ -13,7 +13,8 @@ to ``results/ch13_head_removal.json`` (stamped), which the notebook loads:
 * **orders**: Michel et al.'s gradient score (normalised within each layer, as the paper does),
   the single-removal ranking, a greedy order re-scored after every removal (on the training
   windows), and random orders; each swept on all validation windows;
-* **retraining after pruning** (Michel et al. §6 fine-tune): the greedy order's first 8 heads
+* **retraining after pruning** (the course's own control, not Michel et al.'s: they remove heads
+  at test time and do not retrain): the greedy order's first 8 heads
   switched off, then a short run of the training recipe with the mask fixed, next to the same
   run on the unpruned model (the control: more training alone also moves the loss).
 

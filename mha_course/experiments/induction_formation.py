@@ -16,6 +16,10 @@ Recorded every ``eval_every`` steps, on a fixed evaluation batch, for each seed:
   **previous-token score** (:func:`~mha_course.gpt.heads.previous_token_score`): the two halves
   of the circuit (a previous-token head in layer 0, an induction head in layer 1).
 
+After training, the **ablation** (:func:`head_ablation_losses`): each head switched off in turn
+(its output zeroed), the second copy's loss per evaluation sequence — the score's correlation
+turned into a causal test.
+
 Run ``python -m mha_course.experiments.induction_formation`` (about 30 CPU-seconds per seed on one
 thread); it writes ``results/ch13_induction.json``, stamped with its config, versions, hardware
 and wall time, which notebook 13 loads.
@@ -38,7 +42,7 @@ from mha_course.experiments.results_file import read_results
 from mha_course.gpt.heads import induction_score, previous_token_score, repeated_random_tokens
 from mha_course.models.tiny_lm import TinyCausalLM
 
-SCHEMA = "mha-course-induction-formation/1"
+SCHEMA = "mha-course-induction-formation/2"  # 2: each curve has its "ablation"
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "results" / "ch13_induction.json"
 
 
@@ -128,6 +132,34 @@ def measure(model: TinyCausalLM, ids: torch.Tensor, period: int) -> dict:
     }
 
 
+@torch.no_grad()
+def head_ablation_losses(model: TinyCausalLM, ids: torch.Tensor, period: int) -> dict:
+    """Per-sequence second-copy loss with every head on (``"none"``), then with each head
+    switched off alone (``"L0H1"``: layer 0, head 1; its output zeroed by ``head_mask``).
+
+    Shape:
+        ids: (B, 2n). Returns {name: B losses in nats, rounded to 4 decimals}.
+    """
+    model.eval()
+    H = model.attns[0].num_heads
+    out = {"none": copy_losses(model(ids), ids, period)[1]}
+    for layer, attn in enumerate(model.attns):
+        for head in range(H):
+            mask = torch.ones(H)
+            mask[head] = 0.0
+
+            def switch_off(module, args, kwargs, mask=mask):
+                return args, {**kwargs, "head_mask": mask}
+
+            handle = attn.register_forward_pre_hook(switch_off, with_kwargs=True)
+            try:
+                out[f"L{layer}H{head}"] = copy_losses(model(ids), ids, period)[1]
+            finally:
+                handle.remove()
+    model.train()
+    return {k: v.round(decimals=4).tolist() for k, v in out.items()}  # (B,) each
+
+
 def train_one(cfg: Config, seed: int, log=print) -> dict:
     """Train one seeded model, measuring every ``eval_every`` steps (step 0 included)."""
     torch.manual_seed(seed)
@@ -164,6 +196,7 @@ def train_one(cfg: Config, seed: int, log=print) -> dict:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+    curve["ablation"] = head_ablation_losses(model, eval_ids, n)
     last = {k: curve[k][-1] for k in ("loss_first", "loss_second")}
     log(
         f"seed {seed}: first copy {last['loss_first']:.3f}, second copy {last['loss_second']:.3f} "

@@ -210,9 +210,19 @@ return mha_course.slots_needed(ls, block_size) - used, mha_course.slots_needed(l
         "def d_term(out, d_out):",
         "return mha_course.kernels.flash_backward.backward_d_term(out, d_out)",
     ),
-    ("ex18", "ex18_sliding_window"): _fn(
-        "def sliding_window_mask(q_idx, kv_idx, window):",  # chapter 14's
-        "return mha_course.sliding_window_mask(q_idx.shape[0], kv_idx.shape[1], window=window)",
+    ("ex18", "ex18_block_kinds"): _fn(
+        "def block_kinds(mask, block):",  # torch's own builder, from the dense mask
+        """
+from torch.nn.attention.flex_attention import create_block_mask
+L, S = mask.shape
+bm = create_block_mask(lambda b, h, q, k: mask[q.clamp(max=L - 1), k.clamp(max=S - 1)], None, None, L, S,
+                       device="cpu", BLOCK_SIZE=block)
+kinds = torch.zeros(-(-L // block), -(-S // block), dtype=torch.long)
+for r in range(kinds.shape[0]):
+    kinds[r, bm.kv_indices[0, 0, r, : bm.kv_num_blocks[0, 0, r]]] = 1
+    if bm.full_kv_num_blocks is not None:
+        kinds[r, bm.full_kv_indices[0, 0, r, : bm.full_kv_num_blocks[0, 0, r]]] = 2
+return kinds""",
     ),
     ("ex19", "ex19_zigzag_positions"): _fn(
         "def zigzag_positions(rank, world_size, T):",
