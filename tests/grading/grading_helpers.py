@@ -22,6 +22,22 @@ WORKERS = int(
 TEST_LIMITS = Limits(item_timeout=15.0, notebook_timeout=150.0, memory_gb=4.0)
 
 
+def toy_item(id: str, function: str, **kw):
+    """A one-case item of notebook ``nb`` for the engine's pure functions (causes, substitute)."""
+    from mha_grader.items import Item
+
+    return Item(
+        id=id,
+        notebook="nb",
+        function=function,
+        points=1,
+        task="t",
+        make_cases=lambda rng: [],
+        reference=lambda x: x,
+        **kw,
+    )
+
+
 def require_user_mode() -> None:
     """Skip, with the grader's own message, where mode ``user`` cannot run: not root, or the
     dedicated uid cannot read the runtime (a checkout and ``.venv`` in a 0700 folder such as
