@@ -8,8 +8,6 @@ import pytest
 from grading_helpers import build, grade_many, toy_item
 
 from mha_course.grading import check, items_for
-from mha_grader.substitute import BadSubstitute
-from mha_grader.substitute import check as check_substitutes
 
 NO_SCALE = """
 def scaled_scores(query, key):
@@ -119,24 +117,27 @@ SUB = "mha_course.grading.child.substitutes.softmax"
 
 @pytest.mark.parametrize(
     "items, says",
-    [
-        ([toy_item("a", "f", substitutes=(("softmax", SUB),))], "earlier item"),
+    [  # (id, function, Item keywords) per item, in notebook order
+        ([("a", "f", {"substitutes": (("softmax", SUB),)})], "earlier item"),
         (
             [
-                toy_item("a", "softmax"),
-                toy_item("b", "g", substitutes=(("softmax", SUB),), forbidden=(SUB,)),
+                ("a", "softmax", {}),
+                ("b", "g", {"substitutes": (("softmax", SUB),), "forbidden": (SUB,)}),
             ],
             "forbidden to this item",
         ),
         (
-            [toy_item("a", "softmax"), toy_item("b", "g", substitutes=(("softmax", SUB + "_x"),))],
+            [("a", "softmax", {}), ("b", "g", {"substitutes": (("softmax", SUB + "_x"),)})],
             "no def/class",
         ),
     ],
 )
 def test_a_bad_substitute_declaration_is_refused(items, says):
+    from mha_grader.substitute import BadSubstitute
+    from mha_grader.substitute import check as check_substitutes
+
     with pytest.raises(BadSubstitute, match=says):
-        check_substitutes(items)
+        check_substitutes([toy_item(i, f, **kw) for i, f, kw in items])
 
 
 def test_the_class_report_counts_the_own_mistake_and_the_inheritance(graded):
