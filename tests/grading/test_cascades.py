@@ -5,7 +5,7 @@ its own mistake is still named and still costs its points; nothing is gained by 
 from __future__ import annotations
 
 import pytest
-from grading_helpers import build, grade_many, toy_item
+from grading_helpers import MASK_AFTER_SOFTMAX, build, grade_many, toy_item
 
 from mha_course.grading import check, items_for
 
@@ -23,13 +23,6 @@ BORROWED = """
 import importlib
 scaled_scores = importlib.import_module("mha_course.grad" + "ing.child.substitutes").scaled_scores
 """
-MASK_AFTER = """
-def attention(query, key, value, attn_mask=None):
-    w = torch.softmax(scaled_scores(query, key), dim=-1)
-    if attn_mask is not None:
-        w = w * attn_mask if attn_mask.dtype == torch.bool else w * torch.exp(attn_mask)
-    return w @ value, w
-"""
 SPLIT_VIEW = """
 def split_heads(x, num_heads):
     B, T, E = x.shape
@@ -44,7 +37,7 @@ def graded(tmp_path_factory):
         "scores": ("ex02", {"ex02_scaled_scores": NO_SCALE}),
         "empty": ("ex02", {"ex02_scaled_scores": EMPTY_SCORES}),
         "borrowed": ("ex02", {"ex02_scaled_scores": BORROWED}),
-        "two": ("ex02", {"ex02_scaled_scores": NO_SCALE, "ex02_attention": MASK_AFTER}),
+        "two": ("ex02", {"ex02_scaled_scores": NO_SCALE, "ex02_attention": MASK_AFTER_SOFTMAX}),
         "split": ("ex04", {"ex04_split_heads": SPLIT_VIEW}),
     }
     return grade_many(
@@ -96,7 +89,7 @@ def test_the_in_kernel_check_grades_alone_too():
     import torch
 
     ns: dict = {"torch": torch, "math": __import__("math")}
-    exec(NO_SCALE + MASK_AFTER.replace("def attention", "def _unused"), ns)
+    exec(NO_SCALE, ns)
     exec(
         "def attention(query, key, value, attn_mask=None):\n"
         "    s = scaled_scores(query, key)\n"

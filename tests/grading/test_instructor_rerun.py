@@ -13,25 +13,16 @@ import csv
 import json
 import runpy
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from grading_helpers import EXERCISES, ROOT, SOLUTIONS, build
+from grading_helpers import EXERCISES, MASK_AFTER_SOFTMAX, SOLUTIONS, build, course_cli
 
 from mha_grader.registry import items_for, resolve
 
 GALLERY = Path(__file__).parent / "gallery"
 ASSIGNMENT = ("ex01", "ex02", "ex03", "ex04", "ex05")
 POINTS = sum(it.points for ex in ASSIGNMENT for it in items_for(ex))
-MASK_AFTER = """
-def attention(query, key, value, attn_mask=None):
-    w = torch.softmax(scaled_scores(query, key), dim=-1)
-    if attn_mask is not None:
-        w = w * attn_mask if attn_mask.dtype == torch.bool else w * torch.exp(attn_mask)
-    return w @ value, w
-"""
 
 
 def _gallery(name: str) -> dict:
@@ -62,18 +53,8 @@ PLANTED = {
 }
 
 
-def _cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "mha_course.cli", *map(str, args)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-
-
 def _ok(*args) -> str:
-    proc = _cli(*args)
+    proc = course_cli(*args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -90,7 +71,10 @@ def _hand_in(sub: Path) -> None:
                     (SOLUTIONS if case == "solution" else EXERCISES) / f"{stem}.ipynb", dest
                 )
             elif case == "two":
-                replace = {**_gallery("ex02_no_scaling")["REPLACE"], "ex02_attention": MASK_AFTER}
+                replace = {
+                    **_gallery("ex02_no_scaling")["REPLACE"],
+                    "ex02_attention": MASK_AFTER_SOFTMAX,
+                }
                 build(ex, dest, replace=replace)
             else:
                 build(ex, dest, replace=_gallery(case)["REPLACE"])
@@ -159,5 +143,5 @@ def test_the_copy_is_flagged(rerun):
 def test_two_shards_merge_equal_to_the_single_run_and_a_part_is_refused(rerun):
     _ok("merge", rerun / "s1", rerun / "s2", "--out", rerun / "merged")
     assert _grades(rerun / "merged") == _grades(rerun / "graded")
-    proc = _cli("merge", rerun / "s1", "--out", rerun / "part")
+    proc = course_cli("merge", rerun / "s1", "--out", rerun / "part")
     assert proc.returncode == 2 and "incomplete shard set" in proc.stderr, proc.stderr
