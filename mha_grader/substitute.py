@@ -28,7 +28,21 @@ from mha_grader.causes import reached
 from mha_grader.items import Item
 
 SUBSTITUTED = "graded with the course's {names} in place of yours: {tasks} fails on its own"
-_NO_RETRY = (C.MISSING_FUNCTION, C.TIMEOUT)  # a missing later function; no time left to retry
+# Verdicts on what the learner's function did: graded again. Not a missing later function, and
+# never what the parent decided (timeout, crash, a result that broke the protocol): that stands.
+_RETRY = frozenset(
+    {
+        C.WRONG_VALUES,
+        C.WRONG_SHAPE,
+        C.WRONG_DTYPE,
+        C.WRONG_TYPE,
+        C.NON_FINITE,
+        C.NOT_IMPLEMENTED,
+        C.ERROR,
+        C.FORBIDDEN,
+        C.MEMORY,
+    }
+)
 
 
 class BadSubstitute(ValueError):
@@ -91,7 +105,7 @@ def retries(
     out = {}
     for it in items:
         r = verdicts.get(it.id)
-        if r is None or r.passed or r.status in _NO_RETRY or not it.substitutes:
+        if r is None or r.status not in _RETRY or not it.substitutes:
             continue
         uses = reached(graph, it.function, by_fn) if graph and it.function in graph else it.uses
         failing = [

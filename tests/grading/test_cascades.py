@@ -150,3 +150,26 @@ def test_the_class_report_counts_the_own_mistake_and_the_inheritance(graded):
         "inherits the failure of task 1 (ex02_scaled_scores: ...",
     )
     assert tag_mistakes(by_id, [inherited]) == {"ex02_attention": "inherits_ex02_scaled_scores"}
+
+
+@pytest.mark.parametrize(
+    "earlier, later, retried",
+    [
+        ("wrong values", "error", True),
+        ("wrong values", "not implemented", True),  # the empty earlier task raised it
+        ("passed", "wrong values", False),  # the later item's own mistake
+        ("wrong values", "invalid result", False),  # the parent's verdict stands
+        ("wrong values", "timeout", False),
+        ("wrong values", "missing function", False),
+    ],
+)
+def test_which_items_are_graded_again(earlier, later, retried):
+    from mha_grader.compare import ItemResult
+    from mha_grader.substitute import retries
+
+    items = [toy_item("a", "f"), toy_item("b", "g", uses=("f",), substitutes=(("f", SUB),))]
+    verdicts = {
+        "a": ItemResult("a", "f", 0.0, 1, earlier),
+        "b": ItemResult("b", "g", 0.0, 1, later),
+    }
+    assert retries(items, verdicts, None) == ({"b": {"f": SUB}} if retried else {})
