@@ -33,6 +33,11 @@ from mha_grader.scan import (  # parsing runs in the limited scanner for a saved
     syntax_errors,
 )
 
+# an item failing because an earlier one does, where the course's own may not replace it
+INHERITS = (
+    "inherits the failure of {task} ({id}: this item calls your `{function}`, which fails its "
+    "own item, and the course's own may not replace it here)"
+)
 _DEF = r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+{}\b"  # one line: linear time on any text
 
 
@@ -97,11 +102,15 @@ def explain(
     cells: Sequence[dict] | None = None,
     graph: Mapping[str, set[str]] | None = None,
     syntax: Mapping[int, dict[str, Any]] | None = None,
+    alone: Iterable[str] = (),
 ) -> tuple[list[ItemResult], list[str]]:
     """Put root causes first: a cell that does not compile (its note first, with its line and
     message), a function missing because its cell failed, an item failing because an earlier
     item's function it reaches fails. ``cells``: the notebook's graded cells (``code_cells``);
-    ``graph``: a call graph when there are no cells (the in-kernel check)."""
+    ``graph``: a call graph when there are no cells (the in-kernel check); ``alone``: the ids of
+    items graded again with the course's earlier functions (``substitute.py``): their verdict is
+    their own."""
+    alone = set(alone)
     cells = list(cells or [])
     bad = syntax_errors(cells) if syntax is None else dict(syntax)  # the scanner's, if given
     broken_notes = [syntax_note(i, e) for i, e in bad.items()]
@@ -133,7 +142,7 @@ def explain(
                         f"({stopped}): fix that first"
                     ),
                 )
-        elif not r.passed:
+        elif not r.passed and it.id not in alone:
             uses = reached(graph, it.function, by_fn) if it.function in graph else set(it.uses)
             failing = [
                 by_fn[n]
@@ -145,8 +154,8 @@ def explain(
                 r = replace(
                     r,
                     message=(
-                        f"this item calls your `{dep.function}` from {_task(dep)}, which fails "
-                        f"its own item ({dep.id}): fix that first — {r.message}"
+                        f"{INHERITS.format(task=_task(dep), id=dep.id, function=dep.function)}"
+                        f": fix that first — {r.message}"
                     )[:600],
                 )
         out.append(r)

@@ -39,6 +39,9 @@ FILES = (
 TOP = 5  # mistakes listed per exercise
 
 
+_INHERITS = re.compile(r"inherits the failure of [^(]*\(([A-Za-z0-9_]+): ")
+
+
 def mistake_id(name: str) -> str:
     """``"mask after softmax"`` -> ``"mask_after_softmax"`` (stable while the name is)."""
     return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
@@ -46,11 +49,16 @@ def mistake_id(name: str) -> str:
 
 def tag_mistakes(items: dict[str, Item], results: list[ItemResult]) -> dict[str, str]:
     """Item id -> the id of the named mistake its feedback names (longest match), for the failed
-    results whose feedback names one."""
+    results whose feedback names one; ``inherits_<earlier item>`` for an item that inherits an
+    earlier item's failure (``causes.INHERITS``)."""
     out = {}
     for r in results:
         item = items.get(r.id)
         if item is None or r.passed or not r.message:
+            continue
+        inherited = _INHERITS.match(r.message)
+        if inherited:  # the earlier failure is the cause (causes.INHERITS): counted as that
+            out[r.id] = f"inherits_{mistake_id(inherited.group(1))}"
             continue
         hits = [
             (len(mistake_text(m)), mistake_id(m.name))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mha_grader import causes
+from mha_grader import causes, substitute
 from mha_grader import compare as C
 from mha_grader.items import Case, Item
 
@@ -39,6 +39,12 @@ class Plan:
     public: bool = False  # public self-check inputs: exact answers may show both values
     syntax: dict[str, dict[int, dict]] = field(default_factory=dict)  # notebook -> the scanner's
     graphs: dict[str, dict[str, set[str]]] = field(default_factory=dict)  # notebook -> call graph
+    # a wrong earlier task costs only its own points (substitute.py): what each unit's course
+    # lacks besides forbidden names; item -> {its earlier function: the course's own}, and the
+    # first verdict of each item graded again with those
+    stubbed: frozenset[str] = frozenset()
+    swaps: dict[str, dict[str, str]] = field(default_factory=dict)
+    first: dict[str, C.ItemResult] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.name_of = {it.id: name for name, its in self.items.items() for it in its}
@@ -80,12 +86,40 @@ class Plan:
         """Each run settles an item or skips a cell, or stops: this many runs at most."""
         return sum(len(self.cells[n]) + len(its) + 1 for n, its in self.units.values()) + 1
 
+    def retry(self) -> bool:
+        """Unsettle each failed item that an earlier item's failure may have caused and that may
+        be graded with the course's own earlier function (``substitute.retries``): a unit of its
+        own each. False if there is none."""
+        for name, its in self.items.items():
+            if name not in self.cells:
+                continue
+            swaps = substitute.retries(its, self.verdicts, self.graphs.get(name))
+            for it in its:
+                if it.id in swaps:
+                    self.swaps[it.id] = swaps[it.id]
+                    self.first[it.id] = self.verdicts.pop(it.id)
+                    self.units = {  # out of its first unit: graded in one of its own
+                        u: (n, [i for i in them if i.id != it.id])
+                        for u, (n, them) in self.units.items()
+                    }
+                    unit = f"{name}~s{len(self.swaps)}"  # short: a stage's name is bounded
+                    self.units[unit] = (name, [it])
+                    self.dirs[unit] = f"u{len(self.dirs)}"
+        return bool(self.swaps)
+
     def graded(self) -> dict[str, Graded]:
         out = {}
         for name in self.notebooks:
             for it in self.items[name]:
                 self.settle(it, {"status": C.CRASHED, "parent_message": "no result"})
-            results = [self.verdicts[it.id] for it in self.items[name]]
+            results = [
+                substitute.combine(
+                    it, self.first[it.id], self.verdicts[it.id], self.swaps[it.id], self.items[name]
+                )
+                if it.id in self.first
+                else self.verdicts[it.id]
+                for it in self.items[name]
+            ]
             # the root cause first: a cell that does not compile, an earlier task that fails
             out[name] = causes.explain(
                 results,
@@ -94,5 +128,6 @@ class Plan:
                 cells=self.cells.get(name, []),
                 graph=self.graphs.get(name),
                 syntax=self.syntax.get(name, {}),
+                alone=set(self.first),
             )
         return out

@@ -35,6 +35,9 @@ def all_items() -> list[Item]:
     if dup:
         raise ValueError(f"grade ids must be unique; repeated: {sorted(dup)}")
     _check_forbidden(tuple(sorted({f for it in items for f in it.forbidden})))
+    from mha_grader.substitute import check as check_substitutes
+
+    check_substitutes(items)
     return items
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from mha_grader import compare as C
+from mha_grader import substitute
 from mha_grader.feedback import cell_note
 from mha_grader.items import STATIC_FORBIDDEN, Case, Dtype, Item
 from mha_grader.plan import Graded, Plan
@@ -196,25 +197,50 @@ def _grade_in(
     group: cgroup.Group | None,
 ) -> dict[str, Graded]:
     plan = _plan(notebooks, items, seed, limits, group)
-    one_unit = confine.unit_mode(mode) == "sandbox"  # no Landlock here: one sandbox per unit
     with tempfile.TemporaryDirectory(prefix=space.run_prefix()) as tmp, space.held(tmp):
         os.chmod(tmp, 0o711)  # mode "user": the child's uid may pass through to its own run only
-        for attempt in range(plan.max_runs()):
-            todo = plan.todo(one_unit)
-            if not todo:
-                break
-            if time.monotonic() > plan.deadline:
-                plan.settle_all(todo, C.TIMEOUT, "the submission ran out of time")
-                break
-            root = Path(tmp) / f"run{attempt}"
-            try:
-                spec, servers, (stage, killed, code) = _run(plan, todo, root, limits, mode, group)
-                _read_back(plan, todo, root / "out", servers, protocol.stage_plan(spec), stage)
-            finally:
-                space.release(root)
-            if not _after(plan, todo, stage, killed, code, limits):
-                break
+        _settle_units(plan, Path(tmp) / "first", limits, mode, group)
+        # a wrong earlier task costs only its own points: later items it broke, once more
+        if plan.retry():
+            plan.courses.update(
+                {
+                    u: str(stager().course(_staged_out(plan, its)))
+                    for u, (_, its) in plan.units.items()
+                    if u not in plan.courses
+                }
+            )
+            _settle_units(plan, Path(tmp) / "second", limits, mode, group)
     return plan.graded()
+
+
+def _settle_units(
+    plan: Plan, tmp: Path, limits: Limits, mode: str, group: cgroup.Group | None
+) -> None:
+    """Steps 2-5 until every unit's items are settled (or the student's time is up)."""
+    one_unit = confine.unit_mode(mode) == "sandbox"  # no Landlock here: one sandbox per unit
+    tmp.mkdir()
+    for attempt in range(plan.max_runs()):
+        todo = plan.todo(one_unit)
+        if not todo:
+            break
+        if time.monotonic() > plan.deadline:
+            plan.settle_all(todo, C.TIMEOUT, "the submission ran out of time")
+            break
+        root = tmp / f"run{attempt}"
+        try:
+            spec, servers, (stage, killed, code) = _run(plan, todo, root, limits, mode, group)
+            _read_back(plan, todo, root / "out", servers, protocol.stage_plan(spec), stage)
+        finally:
+            space.release(root)
+        if not _after(plan, todo, stage, killed, code, limits):
+            break
+
+
+def _staged_out(plan: Plan, its: list[Item]) -> set[str]:
+    """What a unit's staged course lacks: its items' forbidden names, and every substitute but
+    the ones its (retried) items may use (``substitute.py``)."""
+    own = {p for it in its for p in plan.swaps.get(it.id, {}).values()}
+    return {f for it in its for f in it.forbidden} | (plan.stubbed - own)
 
 
 def _plan(
@@ -251,9 +277,9 @@ def _plan(
                 set(got["uses"]), {f for it in items[name] for f in it.forbidden}
             )
     plan.units = _units(plan.cells, items)
+    plan.stubbed = substitute.stubbed(it for n in plan.cells for it in items[n])
     plan.courses = {
-        u: str(stager().course({f for it in its for f in it.forbidden}))
-        for u, (_, its) in plan.units.items()
+        u: str(stager().course(_staged_out(plan, its))) for u, (_, its) in plan.units.items()
     }
     plan.dirs = {u: f"u{k}" for k, u in enumerate(plan.units)}  # each unit's own results folder
     return plan
@@ -324,6 +350,7 @@ def _run(
                 "items": [
                     {
                         **it.child_spec(),
+                        "substitutes": plan.swaps.get(it.id, {}),
                         "cases": encode_cases(it, plan.cases[it.id], arrays),
                         "static_forbidden": sorted(plan.banned[nb_of[u]] & set(it.forbidden)),
                     }

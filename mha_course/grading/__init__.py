@@ -22,6 +22,7 @@ from mha_grader.registry import all_items, items_for, notebooks, resolve
 from mha_grader.report import print_results
 from mha_grader.runner import grade_notebook, grade_submission
 from mha_grader.sandbox.launch import Limits
+from mha_grader.substitute import alone
 
 __all__ = [
     "Case",
@@ -65,8 +66,9 @@ def check(
             import __main__
 
             namespace = vars(__main__)
+        graded = grade_namespace(namespace, items, seed)
         results, notes = explain(
-            grade_namespace(namespace, items, seed), [], items, graph=namespace_graph(namespace)
+            graded, [], items, graph=namespace_graph(namespace), alone=alone(graded)
         )
     from mha_course.grading.hints import hint_notes
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,6 +22,43 @@ WORKERS = int(
 )
 # Tight but not flaky on a loaded 2-core machine (child start-up has its own 30 s allowance).
 TEST_LIMITS = Limits(item_timeout=15.0, notebook_timeout=150.0, memory_gb=4.0)
+
+
+# ex02's task 4 with its own mistake (the mask applied after the softmax), over the learner's task 1
+MASK_AFTER_SOFTMAX = """
+def attention(query, key, value, attn_mask=None):
+    w = torch.softmax(scaled_scores(query, key), dim=-1)
+    if attn_mask is not None:
+        w = w * attn_mask if attn_mask.dtype == torch.bool else w * torch.exp(attn_mask)
+    return w @ value, w
+"""
+
+
+def course_cli(*args, timeout: float = 900) -> subprocess.CompletedProcess:
+    """``mha-course ARGS`` from the repository root (output captured)."""
+    return subprocess.run(
+        [sys.executable, "-m", "mha_course.cli", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def toy_item(id: str, function: str, **kw):
+    """A one-case item of notebook ``nb`` for the engine's pure functions (causes, substitute)."""
+    from mha_grader.items import Item
+
+    return Item(
+        id=id,
+        notebook="nb",
+        function=function,
+        points=1,
+        task="t",
+        make_cases=lambda rng: [],
+        reference=lambda x: x,
+        **kw,
+    )
 
 
 def require_user_mode() -> None:

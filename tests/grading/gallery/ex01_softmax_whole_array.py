@@ -1,5 +1,5 @@
 """ex01: chapter 1's one-vector softmax copied for (..., S) input: one max and one sum over the
-whole array (the attention reuses it, and says so)."""
+whole array (the attention reuses it: graded with the course's own, it keeps its marks)."""
 
 NOTEBOOK = "ex01"
 REPLACE = {
@@ -11,5 +11,4 @@ def softmax(x):
 }
 EXPECT = {
     "ex01_softmax": ("wrong values", "normalised over the whole array"),
-    "ex01_attend": ("wrong values", "this item calls your `softmax` from task 1"),
 }

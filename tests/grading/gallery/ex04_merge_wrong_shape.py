@@ -1,4 +1,5 @@
-"""ex04: merge stops at (B, T, H, D): the wrong shape in letters; the forward then fails."""
+"""ex04: merge stops at (B, T, H, D): the wrong shape in letters; the forward, graded with the
+course's own merge, keeps its marks."""
 
 NOTEBOOK = "ex04"
 REPLACE = {
@@ -9,5 +10,4 @@ def merge_heads(x):
 }
 EXPECT = {
     "ex04_merge_heads": ("wrong shape", "expected shape (B, T, E) = (2, 5, 12), got (2, 5, 3, 4)"),
-    "ex04_mha_forward": ("error", ""),
 }
