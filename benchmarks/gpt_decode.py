@@ -13,8 +13,9 @@ context), same weights, five ways, taking turns round by round:
   once, ``F.scaled_dot_product_attention`` only, no checks (the yardstick);
 * "no cache": every step re-runs the whole prefix.
 
-Issue 12's target: the course's cached generation >= 0.8x the static loop's tokens/s. Not a
-test: the numbers depend on the machine and its load.
+Issue 33's goals: the course's cached generation >= 0.95x the static loop's tokens/s with either
+cache, and StaticKVCache no slower than KVCache; each ratio is the median of the per-round ratios
+(with quartiles). Not a test: the numbers depend on the machine and its load.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from pathlib import Path
 
 import torch
 
-from mha_course.benchmark.timing import time_interleaved
+from mha_course.benchmark.timing import round_ratios, time_interleaved
 from mha_course.gpt import GPT, GPTConfig, load_checkpoint
 from mha_course.gpt.generate import generate
 from mha_course.gpt.reference import static_decode
 
 BASELINE = "torch static loop"  # the row every ratio is taken against
+KV, STATIC = "course KVCache", "course StaticKVCache"
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     n = args.new
     static = model.new_caches(static=True)
     fns = {
-        "course KVCache": lambda: generate(model, prompt, n, temperature=0.0),
-        "course StaticKVCache": lambda: generate(model, prompt, n, temperature=0.0, caches=static),
+        KV: lambda: generate(model, prompt, n, temperature=0.0),
+        STATIC: lambda: generate(model, prompt, n, temperature=0.0, caches=static),
         BASELINE: lambda: static_decode(model, prompt, n),
         "no cache (recompute)": lambda: generate(
             model, prompt, n, temperature=0.0, use_cache=False
@@ -74,13 +76,27 @@ def main(argv: list[str] | None = None) -> int:
         f"{load:.1f} on {os.cpu_count()} CPUs"
     )
     results = time_interleaved(fns, "cpu", rounds=args.rounds, threads=args.threads)
-    base = results[BASELINE]["ms_median"]
     for label, r in results.items():
         tok_s = args.batch * n / (r["ms_median"] / 1e3)
+        rr = round_ratios(results[BASELINE], r)  # tokens/s ratio = the loop's time / this time
         print(
             f"{label:>22}: median {r['ms_median']:8.2f} ms  IQR {r['ms_iqr']:6.2f} ms  "
-            f"{tok_s:8.0f} tokens/s  tokens/s ratio to the static loop {base / r['ms_median']:5.3f}"
+            f"{tok_s:8.0f} tokens/s  tokens/s ratio to the static loop {rr['median']:5.3f} "
+            f"(per-round median; quartiles {rr['q1']:.3f}-{rr['q3']:.3f})"
         )
+    goals = [
+        (f"{c} / static loop, tokens/s", round_ratios(results[BASELINE], results[c]), 0.95)
+        for c in (KV, STATIC)
+    ]
+    goals.append(
+        ("StaticKVCache / KVCache, tokens/s", round_ratios(results[KV], results[STATIC]), 1.0)
+    )
+    for what, rr, goal in goals:
+        print(
+            f"goal (issue 33) {what}: {rr['median']:.3f} [{rr['q1']:.3f}-{rr['q3']:.3f}] "
+            f">= {goal}: {'met' if rr['median'] >= goal else 'MISSED'}"
+        )
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
     return 0
 
 

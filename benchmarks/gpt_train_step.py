@@ -18,7 +18,7 @@ import os
 
 import torch
 
-from mha_course.benchmark.timing import time_interleaved
+from mha_course.benchmark.timing import round_ratios, time_interleaved
 from mha_course.gpt import GPT, GPTConfig, TrainConfig, lm_loss
 from mha_course.gpt.reference import torch_reference
 from mha_course.gpt.train import make_optimizer
@@ -63,11 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         f"on {os.cpu_count()} CPUs"
     )
     results = time_interleaved(fns, "cpu", rounds=args.rounds, threads=args.threads)
-    base = results[BASELINE]["ms_median"]
     for name, r in results.items():
+        rr = round_ratios(r, results[BASELINE])  # per round, then the median
         print(
             f"{name:>34}: median {r['ms_median']:8.2f} ms  IQR {r['ms_iqr']:6.2f} ms  "
-            f"ratio {r['ms_median'] / base:5.3f}"
+            f"ratio {rr['median']:5.3f} (per-round median; quartiles {rr['q1']:.3f}-{rr['q3']:.3f})"
         )
     return 0
 

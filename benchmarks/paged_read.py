@@ -12,9 +12,10 @@ per sequence), each way checked against dense SDPA before it is timed:
   attention on it (what ``paged_attention`` did before);
 - ``gather in L2-sized chunks``: the same, 64 blocks at a time (the buffer stays in the core's L2;
   scores of all chunks, one softmax, then the values chunk by chunk);
-- ``gather K, weighted sum of V``: the keys gathered as in ``gather``, the values never copied —
-  ``F.embedding_bag(..., per_sample_weights=weights)`` sums the value rows the table points at,
-  where they lie (``paged_attention``'s ``gather`` path, for batches the span does not suit);
+- ``gather by one index``: ``paged_attention``'s ``gather`` path (for batches the span does not
+  suit): a slice of (sequence, head) pairs at a time, all their blocks gathered by ONE
+  ``index_select`` into a reused buffer, one batched attention per slice (before issue 33 it
+  gathered the keys per pair and summed the values in place with ``F.embedding_bag``);
 - ``span, one masked SDPA``: ``paged_attention`` here (``read_path``: ``masked span``): ONE SDPA
   over the span of pool blocks the batch fills (a view), a mask keeping each query to its own
   sequence's keys (B times the dot products).
@@ -24,7 +25,8 @@ Also tried, not timed here (a few runs on the course's shared 2-core machine, lo
 2.25x dense: the gather was not fused into the reductions); a batched matmul over strided views
 of the blocks (2.1x dense: many tiny matmuls); scores of every query against the span with the
 values by ``embedding_bag`` (1.4-1.7x, and B times the dot products).
-Prints median ms, the ratio to dense and the load average. Not a test: numbers depend on the machine.
+Prints median ms, the ratio to dense (the median of per-round ratios, with their quartiles) and the
+load average. Not a test: numbers depend on the machine.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from mha_course import BlockPool, PagedKVCache, paged_attention
-from mha_course.benchmark.timing import time_interleaved
+from mha_course.benchmark.timing import round_ratios, time_interleaved
 from mha_course.paged.decode import read_path
 
 
@@ -89,9 +91,7 @@ def ways(B: int, H: int, S: int, D: int, bs: int) -> tuple[dict, torch.Tensor]:
         "dense": lambda: F.scaled_dot_product_attention(q, k, v),
         "gather": per_head(gather),
         "gather in L2-sized chunks": per_head(chunked),
-        "gather K, weighted sum of V": lambda: paged_attention(
-            q, cache, list(range(B)), path="gather"
-        ),
+        "gather by one index": lambda: paged_attention(q, cache, list(range(B)), path="gather"),
         "span, one masked SDPA": lambda: paged_attention(q, cache, list(range(B))),
     }, F.scaled_dot_product_attention(q, k, v)
 
@@ -122,9 +122,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.getloadavg()[0]:.1f}; B={args.B} H={args.H} S={args.S} D={args.D} float32, "
         f"block size {args.block_size}, blocks interleaved; {args.rounds} interleaved rounds, medians"
     )
-    base = res["dense"]["ms_median"]
     for name, r in res.items():
-        print(f"{name:>28} {r['ms_median']:9.2f} ms {r['ms_median'] / base:6.2f}x dense")
+        rr = round_ratios(r, res["dense"])  # per round, then the median
+        print(
+            f"{name:>28} {r['ms_median']:9.2f} ms {rr['median']:6.2f}x dense "
+            f"(quartiles {rr['q1']:.2f}-{rr['q3']:.2f})"
+        )
     return 0
 
 

@@ -21,6 +21,7 @@ from mha_course.benchmark import (
     labels,
     load_results,
     loglog_slope,
+    round_ratios,
     run_benchmark,
     summarize,
     time_interleaved,
@@ -47,6 +48,27 @@ def test_summarize_matches_numpy_quartiles_and_ignores_order():
     assert summarize([2.5])["ms_iqr"] == 0.0
     with pytest.raises(ValueError, match="samples_ms"):
         summarize([])
+
+
+def test_round_ratios_take_the_median_of_each_rounds_ratio_not_the_ratio_of_medians():
+    # round 3 ran under load for both: per round the numerator is 2x; the medians' ratio says 1.5x
+    num = {"status": "ok", "rounds_ms": [2.0, 2.0, 30.0, 3.0], "ms_median": 2.5}
+    den = {"status": "ok", "rounds_ms": [1.0, 1.0, 15.0, 1.5], "ms_median": 1.25 * 4 / 3}
+    rr = round_ratios(num, den)
+    assert rr["median"] == 2.0 and rr["ratios"] == [2.0, 2.0, 2.0, 2.0]
+    assert rr["q1"] == rr["q3"] == 2.0
+    row = ratio_row("x", num | {"ms_q1": 2.0, "ms_q3": 9.75}, den | {"ms_q1": 1, "ms_q3": 5}, 2.0)
+    assert row["ratio"] == 2.0 and row["ratio_of"] == "median of per-round ratios" and row["met"]
+    for bad in ({"rounds_ms": [1.0]}, {}):
+        with pytest.raises(ValueError, match="num, den: expected two results of one"):
+            round_ratios(num, bad)
+
+
+def test_time_interleaved_keeps_each_rounds_sample_in_round_order():
+    res = time_interleaved({"a": lambda: None, "b": lambda: None}, rounds=4, min_block_s=0.0)
+    assert all(len(r["rounds_ms"]) == 4 for r in res.values())
+    assert sorted(res["a"]["rounds_ms"]) == res["a"]["samples_ms"]
+    assert len(round_ratios(res["a"], res["b"])["ratios"]) == 4
 
 
 def test_time_interleaved_ranks_a_slow_call_above_a_fast_one():
@@ -220,6 +242,7 @@ def test_gpu_targets_do_not_apply_to_cpu_results_and_decide_on_gpu_ones(tiny_res
         0.9,
     )
     assert row["ratio"] == 0.5 and row["met"] and row["ratio_range"] == (0.3, 2.5 / 3.0)
+    assert row["ratio_of"] == "ratio of medians"  # a result read back without its rounds
     assert ratio_row("x", {"status": "oom"}, {"status": "ok"}, 1.0)["met"] is None
 
 

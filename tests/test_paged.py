@@ -111,8 +111,8 @@ def test_paged_forward_prompt_then_decode_equals_kv_cache(Gkv, rope):
 )
 @pytest.mark.parametrize("H", [2, 4], ids=["MHA", "GQA"])
 def test_paged_attention_reads_each_layout_by_its_path(layout, path, H):
-    """Each of read_path's ways (views; one masked SDPA over the span; keys gathered and values
-    summed in place by embedding_bag) gives dense attention (float64), MHA and GQA, L = 2."""
+    """Each of read_path's ways (views; one masked SDPA over the span; keys and values gathered
+    by one index) gives dense attention (float64), MHA and GQA, L = 2."""
     torch.manual_seed(3)
     bs, lengths, L = 4, [10, 7, 13], 2
     cache = PagedKVCache(BlockPool(256, bs, G, D, dtype=f64))

@@ -27,7 +27,7 @@ from mha_course.benchmark.results import (
 from mha_course.benchmark.runner import CPU_BANNER, run_benchmark
 from mha_course.benchmark.stamp import environment_stamp, stamp_label
 from mha_course.benchmark.sweep import loglog_slope
-from mha_course.benchmark.timing import classify_failure, summarize, time_interleaved
+from mha_course.benchmark.timing import classify_failure, round_ratios, summarize, time_interleaved
 from mha_course.device import peak_memory_bytes
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "loglog_slope",
     "percent_of_peak",
     "projection_flops",
+    "round_ratios",
     "run_benchmark",
     "scores_bytes",
     "stamp_label",

@@ -209,7 +209,28 @@ def time_interleaved(
 
     for name in live:
         results[name].update(summarize(samples[name]))
+        results[name]["rounds_ms"] = samples[name]  # in round order: for per-round ratios
     return results
+
+
+def round_ratios(num: dict, den: dict) -> dict:
+    """The ratio ``num / den`` of two results of ONE :func:`time_interleaved` call, round by
+    round (a round's two samples ran minutes apart at most, under the same load), summarized:
+    median, quartiles and every ratio. The ratio of the two medians mixes samples of different
+    rounds, so one loaded round moves it; the median of the per-round ratios does not.
+
+    Shape:
+        num, den: result dicts with ``rounds_ms`` of equal length. Returns a dict.
+    """
+    a, b = num.get("rounds_ms"), den.get("rounds_ms")
+    if not a or not b or len(a) != len(b):
+        raise ValueError(
+            f"num, den: expected two results of one time_interleaved call with the same number "
+            f"of rounds (their 'rounds_ms'), got {len(a or [])} and {len(b or [])} rounds"
+        )
+    ratios = [x / y for x, y in zip(a, b)]
+    s = summarize(ratios)
+    return {"median": s["ms_median"], "q1": s["ms_q1"], "q3": s["ms_q3"], "ratios": ratios}
 
 
 def _guarded(

@@ -15,7 +15,7 @@ import torch
 
 from mha_course._checks import check_rank, check_tensor, shape_str
 from mha_course.caches.base import Cache, check_new_kv, kv_cache_bytes
-from mha_course.caches.per_head import attention_by_head
+from mha_course.caches.per_head import attention_by_head, pairs_per_slice
 
 AXES = {"token": -1, "channel": -2}  # which dimension one scale reduces over
 BITS = (8, 4)
@@ -138,8 +138,9 @@ class QuantizedKVCache(Cache):
     Where dequantization happens: ``update`` returns what attention reads, as every cache's
     ``update`` does — here the whole cache dequantized to the input dtype, made afresh each call
     (the MHA path: ``MultiHeadAttention(...)(x, kv_cache=cache)``). :meth:`attend` is the fast
-    decode path: it never makes those floats for the whole cache, only one sequence and head's
-    codes at a time, with the scales applied to the scores and the weights.
+    decode path: on a CPU it never makes those floats for the whole cache, only a slice of
+    (sequence, head) pairs at a time, each slice's codes turned to floats in one op (on a GPU,
+    one slice), the scales applied to the scores and the weights.
 
     Shape:
         q_key, q_value: (B, G, S, D) int8 or (B, G, S, D / 2) uint8; scales (B, G, S, 1).
@@ -241,11 +242,12 @@ class QuantizedKVCache(Cache):
 
     def attend(self, query: torch.Tensor, scale: float | None = None) -> torch.Tensor:
         """Decode-step attention of ``query`` (the newest L tokens, already stored by ``update``)
-        to every cached token, one sequence and key/value head at a time (its codes turned to
-        floats in one vectorised step, a few MiB that stay in the CPU's cache; the scales multiply
-        the scores and the weights, never the codes) instead of dequantizing the whole cache: the
-        fast path of ``benchmarks/kv_cache_decode.py``. Equals causal attention over
-        ``update``'s dequantized keys/values, the queries at the last L positions.
+        to every cached token, a slice of (sequence, key/value head) pairs at a time
+        (:func:`mha_course.caches.per_head.attention_by_head`: each slice's codes turned to floats
+        in one vectorised op, the scales applied to the scores and the weights; on a CPU a few MiB
+        that stay in the core's cache, on a GPU the whole cache at once) instead of dequantizing the whole cache into memory first: the fast path
+        of ``benchmarks/kv_cache_decode.py``. Equals causal attention over ``update``'s
+        dequantized keys/values, the queries at the last L positions.
 
         Shape:
             query: (B, H, L, D) with H a multiple of the cache's G. Returns (B, H, L, Dv).
@@ -267,22 +269,23 @@ class QuantizedKVCache(Cache):
                 f"of G = {G} and 0 < L <= S = {S}, got {shape_str(query)}"
             )
 
-        k_buf = query.new_empty(S, D)  # reused by every (sequence, head): overwritten after its use
-        v_buf = query.new_empty(S, self.q_value.shape[-1] * (2 if self.bits == 4 else 1))
+        P = B * G
+        # (B, G, S, D or D / 2) -> (B·G, S, ...): pair p = (sequence p // G, key/value head p % G)
+        codes = [c.reshape(P, S, -1) for c in (self.q_key, self.q_value)]
+        scales = [s.reshape(P, S, 1).to(query.dtype) for s in (self.key_scale, self.value_scale)]
 
-        def codes(
-            q: torch.Tensor, buf: torch.Tensor
-        ) -> torch.Tensor:  # (S, D) int8 / (S, D/2) uint8 -> floats
-            return buf.copy_(unpack_int4(q) if self.bits == 4 else q)
+        # the floats one pair's keys and values make, and so how many pairs a slice holds
+        per_pair = S * (D + self.q_value.shape[-1]) * query.element_size()
+        step = pairs_per_slice(P, per_pair, query.device)
+        # one float buffer per slice, reused by every slice (fresh memory is page-faulted in)
+        bufs = [query.new_empty(step, S, c.shape[-1] * (2 if self.bits == 4 else 1)) for c in codes]
 
-        def load(
-            b: int, g: int
-        ) -> tuple[torch.Tensor, ...]:  # codes (S, D), (S, Dv); scales (S, 1) twice
-            return (
-                codes(self.q_key[b, g], k_buf),
-                codes(self.q_value[b, g], v_buf),
-                self.key_scale[b, g].to(query.dtype),
-                self.value_scale[b, g].to(query.dtype),
-            )
+        def load(i: int, j: int) -> tuple[torch.Tensor, ...]:
+            """Pairs i..j-1: codes (n, S, D), (n, S, Dv) as floats; scales (n, S, 1) twice."""
+            floats = [
+                buf[: j - i].copy_(unpack_int4(c[i:j]) if self.bits == 4 else c[i:j])
+                for c, buf in zip(codes, bufs)
+            ]  # codes to floats, one vectorised op per slice; the scales go on scores and weights
+            return (*floats, scales[0][i:j], scales[1][i:j])
 
-        return attention_by_head(query, load, num_kv_heads=G, scale=scale)
+        return attention_by_head(query, load, num_kv_heads=G, scale=scale, slice_pairs=step)

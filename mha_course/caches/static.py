@@ -61,7 +61,8 @@ class StaticKVCache(Cache):
             key: (B, G, S_new, D), value: (B, G, S_new, Dv).
             Returns views key (B, G, S_old + S_new, D), value (B, G, S_old + S_new, Dv).
         """
-        check_new_kv(key, value, self.held() or None)
+        # the buffers have the held views' sizes but S: checking against them makes no views
+        check_new_kv(key, value, (self._key, self._value) if self._length else None)
         B, G, S_new, D = key.shape
         end = self._length + S_new
         if end > self.max_len:  # checked before anything is (re)allocated or written
@@ -69,17 +70,16 @@ class StaticKVCache(Cache):
                 f"key: the cache holds max_len = {self.max_len} positions; "
                 f"{self._length} cached + {S_new} new does not fit"
             )
-        fits = self._key is not None and (
-            self._key.shape[:2],
-            self._key.shape[3],
-            self._value.shape[3],
-            self._key.dtype,
-            self._key.device,
-        ) == ((B, G), D, value.shape[3], key.dtype, key.device)
-        if not fits:  # empty (checked above): a new sequence of another shape gets new buffers
-            self._key = key.new_empty(B, G, self.max_len, D)  # allocated once
-            self._value = value.new_empty(B, G, self.max_len, value.shape[-1])
-        self._key[:, :, self._length : end] = key  # in place: only the new positions are written
-        self._value[:, :, self._length : end] = value
+        k_buf, v_buf = self._key, self._value
+        other = k_buf is None or (
+            (*k_buf.shape[:2], k_buf.shape[3], v_buf.shape[3], k_buf.dtype, k_buf.device)
+            != (B, G, D, value.shape[3], key.dtype, key.device)
+        )
+        if other and not self._length:  # a new sequence of another shape gets new buffers
+            k_buf = self._key = key.new_empty(B, G, self.max_len, D)  # allocated once
+            v_buf = self._value = value.new_empty(B, G, self.max_len, value.shape[-1])
+        # in place: only the new positions are written (narrow: a view, no index parsing)
+        k_buf.narrow(2, self._length, S_new).copy_(key)
+        v_buf.narrow(2, self._length, S_new).copy_(value)
         self._length = end
-        return self._key[:, :, :end], self._value[:, :, :end]  # views, (B, G, S, D)
+        return k_buf.narrow(2, 0, end), v_buf.narrow(2, 0, end)  # views, (B, G, S, D)

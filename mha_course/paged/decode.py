@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from mha_course._checks import check_rank, check_tensor, shape_str
 from mha_course.attention.mha import MultiHeadAttention, merge_heads, split_heads
-from mha_course.caches.per_head import attention_by_head
+from mha_course.caches.per_head import attention_by_head, pairs_per_slice
 from mha_course.ops.rope import apply_rope
 from mha_course.paged.tables import PagedKVCache
 
@@ -35,12 +35,13 @@ SPAN_MAX_SEQUENCES = 8  # ... and computes B times the dot products: a small bat
 def read_path(tables: Sequence[Sequence[int]]) -> str:
     """How :func:`paged_attention` reads a batch whose block tables are ``tables``:
 
-    - ``"views"``: every sequence's blocks are one run ``t, t + 1, ...``: each (sequence, head)
-      is a view of the pool, nothing copied;
+    - ``"views"``: every sequence's blocks are one run ``t, t + 1, ...``: a (sequence, head)
+      read alone is a view of the pool, nothing copied;
     - ``"masked span"``: blocks interleaved (as decoding a batch grows them), the batch small
       (B <= SPAN_MAX_SEQUENCES) and its blocks filling most of the span of the pool they lie in
       (span <= SPAN_SLACK x the blocks they hold): :func:`_span_attention`, one attention call;
-    - ``"gather"``: otherwise, per (sequence, head): its keys gathered, its values summed in place.
+    - ``"gather"``: otherwise, a slice of (sequence, head) pairs at a time: their blocks gathered
+      by one index.
     """
     if not isinstance(tables, (list, tuple)) or not all(
         isinstance(t, (list, tuple)) and all(isinstance(n, int) for n in t) for t in tables
@@ -115,16 +116,17 @@ def paged_attention(
 
     The pool is laid out head-major, ``key_heads`` (G, N, bs, D); :func:`read_path` picks how:
     - ``views``: a sequence's blocks one run ``t, ..., t + M - 1``: ``key_heads[g, t:t + M]``
-      (M, bs, D) IS its (S, D) keys, a view — each sequence and key/value head read on its own
+      (M, bs, D) IS its (S, D) keys, a view: where a slice is one (sequence, key/value head)
+      pair (on a CPU, a pair of at least ``SLICE_BYTES``) it is read as that view
       (:func:`mha_course.caches.per_head.attention_by_head`), the same bytes as a dense cache;
+      otherwise as ``gather`` (on a GPU one launch beats B·G small ones);
     - ``masked span``: blocks interleaved (decoding a batch grows it a block per sequence in
       turn), a small batch: :func:`_span_attention`, one attention over the span of the pool;
-    - ``gather``: otherwise, per (sequence, head), the keys by one ``index_select`` of its M blocks
-      into a buffer reused by every (sequence, head); the values never copied: each query's
-      weighted sum of the value rows its table points at, formed where they lie
-      (``F.embedding_bag`` with ``per_sample_weights``: a weighted sum of the rows an index picks).
-    ``path`` forces one (None: :func:`read_path`'s choice; ``"views"`` and ``"gather"`` are one
-    per-(sequence, head) read: a run of blocks as a view, other blocks gathered).
+    - ``gather``: otherwise, a slice of (sequence, head) pairs at a time (on a GPU all of them),
+      the keys and values of all their blocks by ONE ``index_select`` each into a buffer reused
+      by every slice, then one batched attention over the slice, the padding of shorter
+      sequences masked.
+    ``path`` forces one (None: :func:`read_path`'s choice).
     ``benchmarks/kv_cache_decode.py`` times the first two against the dense cache,
     ``benchmarks/paged_read.py`` the ways of reading interleaved blocks that were tried.
 
@@ -161,52 +163,45 @@ def paged_attention(
         return _span_attention(
             query, pool.key_heads, pool.value_heads, tables, lengths, scale=scale
         )
-    firsts = [first_of_run(t) for t in tables]
-    dev = pool.key.device
-    index = [
-        None if f is not None else torch.tensor(t, dtype=torch.long, device=dev)
-        for f, t in zip(firsts, tables)
-    ]
-    N, bs = pool.num_blocks, pool.block_size
-    # the pool rows of sequence b's S_b tokens, in order: block n holds rows n * bs ... n * bs + bs - 1
-    rows = [
-        None if i is None else (i[:, None] * bs + torch.arange(bs, device=dev)).reshape(-1)[:S]
-        for i, S in zip(index, lengths)
-    ]  # (M, 1) * bs + (bs,) -> (M, bs) -> (S_b,)
+    dev, (N, bs) = pool.key.device, (pool.num_blocks, pool.block_size)
+    M = max(1, max(len(t) for t in tables))  # blocks of the longest table
+    # each sequence's blocks, padded to M with block 0 (tokens past S_b are masked by attention)
+    blocks = torch.tensor([list(t) + [0] * (M - len(t)) for t in tables], device=dev)  # (B, M)
+    # pair p = (sequence b, head g) reads rows g·N + blocks[b] of the pool seen as (G·N, bs·D)
+    heads = torch.arange(G, device=dev)[None, :, None] * N  # (1, G, 1): head g's first row
+    rows = (heads + blocks[:, None, :]).reshape(-1, M)  # (1, G, 1) + (B, 1, M) -> (B·G, M)
+    k_rows, v_rows = (
+        t.reshape(G * N, bs * D) for t in (pool.key_heads, pool.value_heads)
+    )  # (G, N, bs, D) -> (G·N, bs·D): one block of one head a row, a view
+
+    step = pairs_per_slice(len(rows), M * bs * 2 * D * pool.key.element_size(), dev)
+    firsts = [first_of_run(t) for t in tables]  # a pair read alone whose blocks are a run: a view
     k_heads, v_heads = pool.key_heads, pool.value_heads  # (G, N, bs, D)
-    k_rows = k_heads.view(
-        G, N, bs * D
-    )  # (G, N, bs, D) -> (G, N, bs * D): a block of one head a row
-    v_tokens = v_heads.view(
-        G, N * bs, D
-    )  # (G, N, bs, D) -> (G, N * bs, D): a token of one head a row
-    most = max((len(t) for t, i in zip(tables, index) if i is not None), default=0)
-    k_buf = k_heads.new_empty(most, bs * D)  # reused by every gathered (sequence, head)
-    grad = torch.is_grad_enabled() and k_heads.requires_grad  # autograd allows no out=
+    # one buffer per slice, reused by every slice: fresh memory would be page-faulted in each time
+    bufs = [t.new_empty(step * M, bs * D) for t in (k_rows, v_rows)]
+    grad = torch.is_grad_enabled() and k_rows.requires_grad  # autograd allows no out=
 
-    def load(b: int, g: int) -> tuple:
-        M, S, first = len(tables[b]), lengths[b], firsts[b]
-        if first is not None:  # head g's blocks t..t+M-1: (M, bs, D) -> (M * bs, D), a view
-            return (
-                k_heads[g, first : first + M].view(-1, D)[:S],
-                v_heads[g, first : first + M].view(-1, D)[:S],
+    def load(i: int, j: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys, values of pairs i..j-1: every block they hold gathered by ONE index.
+
+        Shape: returns (j - i, M·bs, D) twice."""
+        b, first = i // G, firsts[i // G]
+        if j - i == 1 and first is not None:  # one pair, its blocks one run: a view, no copy
+            g, M_b = i % G, len(tables[b])
+            return tuple(
+                t[g, first : first + M_b].view(1, M_b * bs, D) for t in (k_heads, v_heads)
+            )  # (M_b, bs, D) -> (1, M_b·bs, D)
+        index = rows[i:j].reshape(-1)  # (n, M) -> (n·M,)
+        return tuple(
+            torch.index_select(t, 0, index, **({} if grad else {"out": buf[: len(index)]})).view(
+                j - i, M * bs, D
             )
-        # head g (N, bs * D) -> its M blocks (M, bs * D) -> (M * bs, D) -> its S positions
-        k = torch.index_select(k_rows[g], 0, index[b], **({} if grad else {"out": k_buf[:M]}))
+            for t, buf in zip((k_rows, v_rows), bufs)
+        )  # (n·M, bs·D) -> (n, M·bs, D)
 
-        def weighted_values(weights: torch.Tensor) -> torch.Tensor:  # (S, n) -> (n, D)
-            n = weights.shape[1]  # query rows: bag i sums row_j * weights[j, i] over b's S rows
-            return F.embedding_bag(
-                rows[b].repeat(n),
-                v_tokens[g],
-                torch.arange(0, n * S, S, device=dev),
-                mode="sum",
-                per_sample_weights=weights.transpose(0, 1).reshape(-1),
-            )
-
-        return k.view(-1, D)[:S], weighted_values
-
-    return attention_by_head(query, load, num_kv_heads=G, scale=scale)
+    return attention_by_head(
+        query, load, num_kv_heads=G, lengths=lengths, scale=scale, slice_pairs=step
+    )
 
 
 def paged_forward(
