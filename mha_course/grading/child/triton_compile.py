@@ -73,6 +73,7 @@ def check_compiles(
         "cells": [list(c) for c in extracted],
         "kernel": kernel.fn.__name__,
         "launches": _launches(kernel, driver, cases),
+        "target": list(_TARGET),
     }
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = os.path.join(os.environ.get("TMPDIR", "/tmp"), "triton-compile")
@@ -126,7 +127,7 @@ def main() -> None:
         from triton.compiler.compiler import make_backend
         from triton.runtime.jit import JITFunction, create_function_from_signature
 
-        target = GPUTarget(*_TARGET)
+        target = GPUTarget(*job["target"])
         backend = make_backend(target)
     except Exception:  # noqa: BLE001 - no Triton, or no NVIDIA backend: not graded, said so
         print(json.dumps({"verdict": "unavailable"}))
@@ -140,7 +141,9 @@ def main() -> None:
         kernel = ns[job["kernel"]]
         if not isinstance(kernel, JITFunction):
             raise TypeError("not a @triton.jit function here")
-        fn_line = {kernel.fn.__code__.co_filename: kernel.starting_line_number}
+        # Triton parses the kernel from its ``def`` line: that line is its line 1
+        skip = next(i for i, t in enumerate(kernel.raw_src) if t.lstrip().startswith("def "))
+        fn_line = {kernel.fn.__code__.co_filename: kernel.starting_line_number + skip}
         binder = create_function_from_signature(kernel.signature, kernel.params, backend)
         for launch in job["launches"]:
             args = [_decode(a, torch) for a in launch["args"]]
