@@ -19,4 +19,4 @@ def flash_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, scale, L, S, D, H, G,
                           BLOCK_N, BLOCK_D)
 """
 }
-EXPECT = {"ex17_triton_dq": ("not compiled", "does not compile at line 10 of cell 15")}
+EXPECT = {"ex17_triton_dq": ("not compiled", "does not compile at line 11 of cell 15")}
