@@ -25,6 +25,7 @@ WRONG_DTYPE = "wrong dtype"
 WRONG_TYPE = "wrong type"
 NON_FINITE = "non-finite"
 NOT_IMPLEMENTED = "not implemented"
+NOT_COMPILED = "not compiled"  # a defs-only item's compiler refused it (sandbox/defs_only.py)
 MISSING_FUNCTION = "missing function"
 ERROR = "error"
 FORBIDDEN = "forbidden API"
@@ -42,7 +43,7 @@ REJECTED = (
 )
 # What a child may report (anything else is "crashed"), and what only the parent decides.
 CHILD_STATUSES = frozenset(
-    {NOT_IMPLEMENTED, MISSING_FUNCTION, ERROR, FORBIDDEN, MEMORY, WRONG_TYPE}
+    {NOT_IMPLEMENTED, MISSING_FUNCTION, ERROR, FORBIDDEN, MEMORY, WRONG_TYPE, NOT_COMPILED}
 )
 PARENT_STATUSES = frozenset(
     {TIMEOUT, CRASHED, INVALID_NOTEBOOK, MISSING_NOTEBOOK, INVALID_RESULT, REJECTED, DISK}

@@ -158,6 +158,22 @@ def where(report: dict, cell_lines: dict[int, int] | None) -> str:
     return f" at line {line} of cell {cell}"
 
 
+# "not compiled" (a defs-only item, sandbox/defs_only.py), by the check's verdict: the grader
+# compiled the notebook's kernel definitions alone, in a process no cell ran in.
+_NOT_COMPILED = {
+    "refused": (
+        "does not compile{where}: the grader compiles the kernel's definitions alone (no other "
+        "cell runs with them) and the compiler refused it; a kernel's body may use only the "
+        "kernel language (no Python or torch calls, no other cell's names but constants)"
+    ),
+    "unavailable": (
+        "was not graded: its compiler is not available on the grading machine (install the "
+        "item's extra there); the kernel must compile before its values are graded"
+    ),
+    "too long": "its compile ran past the grader's time limit, so it was not graded",
+}
+
+
 def render_child(
     status: str,
     report: dict,
@@ -179,6 +195,10 @@ def render_child(
         )
     if status == "memory limit":
         return "ran out of memory"
+    if status == "not compiled":
+        return _NOT_COMPILED.get(report.get("verdict"), _NOT_COMPILED["refused"]).format(
+            where=where(report, cell_lines)
+        )
     if status == "wrong type":
         kind = report.get("got")
         ok = isinstance(kind, str) and (kind in RETURN_KINDS or kind in _BUILTIN_TYPES)

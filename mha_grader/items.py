@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -44,6 +44,28 @@ class Mistake:
     variant: Callable[..., Any] | None = None
     matches: Callable[[np.ndarray, Case], bool] | None = None
     status: str | None = None
+
+
+@dataclass(frozen=True)
+class DefsOnly:
+    """The item's unit runs the notebook's decorated definitions only, never its cells (see
+    ``mha_grader/sandbox/defs_only.py``), and ``check`` must pass before the item is run.
+
+    Args:
+        decorators: the dotted decorators whose functions are kept, e.g. ``("triton.jit",)``.
+        modules: the modules whose imports are kept, e.g. ``("triton",)`` (submodules too).
+        check: ``"module:function"`` run in the unit before any launch:
+            ``check(fn, driver, cases_args, extracted, wall_s) -> None | {"verdict": ...}``.
+        wall_s: the check's wall-clock limit in seconds (per item).
+        setup: modules the unit imports before the definitions (the course's own set-up, e.g.
+            one that picks Triton's interpreter on a machine without a GPU).
+    """
+
+    decorators: tuple[str, ...]
+    modules: tuple[str, ...]
+    check: str
+    wall_s: float = 60.0
+    setup: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,6 +117,7 @@ class Item:
     service: ClassVar[Callable[[Case], Any] | None] = None
     hidden: ClassVar[Sequence[str]] = ()
     prediction: ClassVar[Callable[[list[np.ndarray]], np.ndarray] | None] = None
+    defs_only: ClassVar[DefsOnly | None] = None
 
     id: str
     notebook: str
@@ -143,6 +166,7 @@ class Item:
             "driver": self.driver,
             "memory_mb": self.memory_mb,
             "service": self.service is not None,
+            "defs_only": None if self.defs_only is None else asdict(self.defs_only),
         }
 
 
@@ -154,6 +178,7 @@ class DriverItem(Item):
     Args:
         driver: ``"module:function"`` run in the child instead of a plain call, for items that
             need set-up (build a module, load weights): ``driver(obj, *args) -> output``.
+        defs_only: run only the notebook's decorated definitions, compiled first (``DefsOnly``).
         hidden: case keys the child never sees (sent as ``None``): what only the parent needs (a service, the reference),
             e.g. the seed of a model's weights or a device's kernel times.
     """
@@ -161,6 +186,7 @@ class DriverItem(Item):
     kind: ClassVar[str] = "driver"
     driver: str = field()  # required (field(): not the base class's None)
     hidden: Sequence[str] = field(default_factory=tuple)
+    defs_only: DefsOnly | None = None  # type: ignore[misc]  # a field here, a ClassVar above
 
 
 @dataclass(frozen=True, kw_only=True)

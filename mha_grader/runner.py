@@ -139,12 +139,13 @@ def _units(
 ) -> dict[str, tuple[str, list[Item]]]:
     """Units: the items of a notebook that forbid the same names, ``{"<stem>~<k>": (stem, items)}``.
     Each unit runs the notebook's cells in its own process with its own staged package (see
-    child.py), so every item is graded with exactly its own forbidden functions absent."""
+    child.py), so every item is graded with exactly its own forbidden functions absent; items
+    that run only the notebook's definitions (``defs_only``) never share a unit with others."""
     units: dict[str, tuple[str, list[Item]]] = {}
     for name in cells:
-        groups: dict[frozenset[str], list[Item]] = {}
+        groups: dict[tuple, list[Item]] = {}
         for it in items[name]:
-            groups.setdefault(frozenset(it.forbidden), []).append(it)
+            groups.setdefault((frozenset(it.forbidden), it.defs_only), []).append(it)
         for g, its in enumerate(groups.values()):
             units[f"{name}~{g}"] = (name, its)
     return units
@@ -344,6 +345,7 @@ def _run(
                 "dir": plan.dirs[u],
                 "course": plan.courses[u],
                 "channel_fd": socks[u].fileno() if u in socks else None,
+                "defs_only": its[0].child_spec()["defs_only"],
                 "cells": [
                     c for c in plan.cells[nb_of[u]] if (nb_of[u], c["index"]) not in plan.skip
                 ],

@@ -28,7 +28,7 @@ import traceback
 
 from mha_grader.errors import ForbiddenCall
 from mha_grader.feedback import exception_report, return_kind
-from mha_grader.sandbox import channel, confine
+from mha_grader.sandbox import channel, confine, defs_only
 
 try:
     import resource
@@ -364,9 +364,15 @@ def _run_unit(
     _use_course(nb["course"], job["_base"])
     ns: dict = {"__name__": "__main__", "__builtins__": builtins}  # a fresh namespace
     cell_errors = []
+    defs = nb.get("defs_only")  # run the decorated definitions only, checked (defs_only.py)
+    cells = defs_only.extract_cells(nb["cells"], defs) if defs else nb["cells"]
+    if not defs:
+        _block_processes()  # before any learner code (a defs-only unit: after its checks)
+    for mod in defs["setup"] if defs else ():
+        importlib.import_module(mod)
     # Forbidden APIs fail in the cells too (no answers precomputed at top level); no penalty.
     wires.armed = {n for it in nb["items"] for n in it["forbidden"]}
-    for cell in nb["cells"]:
+    for cell in cells:
         mark(protocol.cell_stage(nb["name"], cell["index"]))
         _arm_cpu(cpu)
         try:
@@ -375,9 +381,20 @@ def _run_unit(
             cell_errors.append({"index": cell["index"], **exception_report(e)})
     wires.armed, wires.hits = set(), set()
     protocol.write_cells(out_dir, cell_errors)
-    for item in nb["items"]:
+    if defs:
+        ns[defs_only.EXTRACTED] = [(f"<cell {c['index']}>", c["source"]) for c in cells]
+    for k, item in enumerate(nb["items"]):
         mark(protocol.item_stage(item["id"]))
         _arm_cpu(cpu)
+        # A defs-only item: compiled first, in its own stage (a refused kernel never runs); no
+        # more processes once the last is checked (a kernel that ran before compiled: its body
+        # calls nothing but the kernel language).
+        refused = _check_def(item, defs, ns, arrays, np, torch) if defs else None
+        if defs and k == len(nb["items"]) - 1:
+            _block_processes()
+        if refused is not None and not item.get("static_forbidden"):  # that names more
+            protocol.write_result(out_dir, item["id"], refused, [])
+            continue
         status, saved = _run_item(item, ns, arrays, wires, np, torch)
         outs = (
             [[saved[f"c{i}_o{j}"] for j in range(n)] for i, n in enumerate(status["n_outputs"])]
@@ -385,6 +402,24 @@ def _run_unit(
             else []
         )
         protocol.write_result(out_dir, item["id"], status, outs)
+
+
+def _check_def(item: dict, defs: dict, ns: dict, arrays: dict, np, torch) -> dict | None:
+    """A defs-only item's check (``DefsOnly.check``) on all its cases' arguments: None if it
+    passed (or there is no function: "missing function", as in any unit), else its "not
+    compiled" status. A check that fails fails closed."""
+    fn = ns.get(item["function"])
+    if fn is None:
+        return None
+    try:
+        mod, _, name = (item.get("driver") or ":").partition(":")
+        driver = getattr(importlib.import_module(mod), name) if mod else None
+        cases = [_args(c, arrays, item["framework"], np, torch) for c in item["cases"]]
+        check = defs_only.check(defs)
+        verdict = check(fn, driver, cases, ns[defs_only.EXTRACTED], float(defs["wall_s"]))
+    except Exception as e:  # noqa: BLE001 - the learner's definitions broke the check
+        verdict = {"verdict": defs_only.REFUSED, **exception_report(e)}
+    return None if verdict is None else {"status": "not compiled", **verdict}
 
 
 def _unit_dirs(nb: dict, out_dir: str) -> tuple[str, str]:
@@ -410,7 +445,8 @@ def _enter_unit(nb: dict, job: dict, unit_out: str, unit_tmp: str) -> None:
     tempfile.tempdir = None
     os.chdir(unit_tmp)
     if job.get("confine"):
-        confine.confine_unit([*job["_base"], nb["course"]], [unit_out, unit_tmp])
+        run = confine.interpreter_files() if nb.get("defs_only") else []  # its checks' process
+        confine.confine_unit([*job["_base"], nb["course"]], [unit_out, unit_tmp], run)
 
 
 def _unit_process(
@@ -445,7 +481,6 @@ def _unit_process(
                 protocol.write_result(unit_out, item["id"], {"status": "memory limit"}, [])
             mark(protocol.unit_end_stage(nb["name"]))
             os._exit(0)
-        _block_processes()
         _run_unit(nb, job, arrays, wires, mark, cpu, unit_out, np, torch)
         mark(protocol.unit_end_stage(nb["name"]))
     finally:

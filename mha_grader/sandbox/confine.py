@@ -32,8 +32,10 @@ import ctypes
 import functools
 import os
 import signal
+import struct
 import sys
 import time
+from collections.abc import Sequence
 
 ENV_VAR = "MHA_GRADER_UNITS"
 UNIT_MODES = ("landlock", "sandbox")
@@ -146,7 +148,7 @@ def _drop_capabilities() -> None:
         raise ConfineFailed(f"capset: {os.strerror(ctypes.get_errno())}")
 
 
-def _landlock(read: list[str], write: list[str]) -> None:
+def _landlock(read: list[str], write: list[str], execute: Sequence[str] = ()) -> None:
     import landlockpy as L
 
     read_file = L.AccessFS.READ_FILE
@@ -157,12 +159,15 @@ def _landlock(read: list[str], write: list[str]) -> None:
         for p in dict.fromkeys(read):
             if os.path.isdir(p):
                 ruleset.allow_path(p, read_tree)
-            elif os.path.isfile(p):
+            elif os.path.exists(p):  # a file or a device (_READ_FILES: isfile() is False for those)
                 ruleset.allow_path(p, read_file)
         for p in ("/dev/null",):
             ruleset.allow_path(p, L.AccessFS.READ_FILE | L.AccessFS.WRITE_FILE)
         for p in write:
             ruleset.allow_path(p, everything)
+        for p in dict.fromkeys(execute):  # files only (never a folder): each one named
+            if os.path.isfile(p):
+                ruleset.allow_path(p, read_file | L.AccessFS.EXECUTE)
         ruleset.restrict()  # also sets no_new_privs
     finally:
         ruleset.close()
@@ -184,13 +189,37 @@ def warm_up(read: list[str], write: list[str]) -> None:
         ruleset.close()
 
 
-def confine_unit(read: list[str], write: list[str]) -> None:
-    """Confine this (forked, single-threaded) unit; ``ConfineFailed`` if any step fails."""
+def interpreter_files() -> list[str]:
+    """This Python's executable and its ELF interpreter (``PT_INTERP``, which ``execve`` opens
+    for execution too): what a unit needs to start this Python again, and nothing else."""
+    exe = os.path.realpath(sys.executable)
+    out = [exe]
+    try:
+        with open(exe, "rb") as f:
+            head = f.read(64)
+            if head[:5] != b"\x7fELF\x02":  # 64-bit ELF only; otherwise the executable alone
+                return out
+            (phoff,) = struct.unpack_from("<Q", head, 0x20)
+            phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
+            for k in range(phnum):
+                f.seek(phoff + k * phentsize)
+                p_type, _, p_offset, _, _, p_filesz = struct.unpack("<IIQQQQ", f.read(40))
+                if p_type == 3:  # PT_INTERP
+                    f.seek(p_offset)
+                    out.append(os.path.realpath(f.read(p_filesz).rstrip(b"\0").decode()))
+    except (OSError, struct.error, UnicodeDecodeError):
+        pass
+    return out
+
+
+def confine_unit(read: list[str], write: list[str], execute: Sequence[str] = ()) -> None:
+    """Confine this (forked, single-threaded) unit; ``ConfineFailed`` if any step fails.
+    ``execute``: the only files it may execute (none unless given: see ``interpreter_files``)."""
     try:
         _unshare()
         _drop_capabilities()
         here = os.path.realpath(f"/proc/{os.getpid()}")
-        _landlock([*read, *_READ_TREES, *_READ_FILES, here], write)
+        _landlock([*read, *_READ_TREES, *_READ_FILES, here], write, execute)
     except ConfineFailed:
         raise
     except Exception as e:  # noqa: BLE001 - any failure means: not confined

@@ -6,11 +6,12 @@ reads a unit's items only from its folder, see ``unit_dir``). Per item:
 - ``<item id>.json`` (at most ``MAX_STATUS_BYTES``)::
 
       {"status": "ok" | "missing function" | "forbidden API" | "not implemented" | "error"
-                 | "memory limit" | "wrong type",
+                 | "memory limit" | "wrong type" | "not compiled",
        # a failure may DESCRIBE itself, never in free text (see feedback.py):
        "exception": "<a built-in exception's name>", "cell": <int>, "line": <int>,
        "forbidden": ["<a forbidden dotted name>", ...], "got": "<a return kind>",
        "module": "<the top-level module a ModuleNotFoundError could not find>",
+       "verdict": "refused" | "unavailable" | "too long",   # "not compiled" (defs_only.py)
        "outputs": [[{"dtype": "float32", "shape": [2, 5, 8]}, ...], ...]}   # per case, per output
 
   ``outputs`` is present only (and then required) when the status is ``"ok"``.
@@ -36,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mha_grader.sandbox.defs_only import VERDICTS
+
 CHILD_STATUSES = frozenset(
     {
         "ok",
@@ -45,6 +48,7 @@ CHILD_STATUSES = frozenset(
         "error",
         "memory limit",
         "wrong type",
+        "not compiled",
     }
 )
 DTYPES = frozenset(
@@ -70,6 +74,7 @@ DETAILS = {
     "module": lambda v: (
         isinstance(v, str) and bool(_WORD.match(v))
     ),  # rendered only if feedback.py knows it
+    "verdict": lambda v: v in VERDICTS,
 }
 MAX_CASES, MAX_OUTPUTS, MAX_NDIM = 64, 8, 8
 MAX_ARRAY_BYTES = 160 * 2**20

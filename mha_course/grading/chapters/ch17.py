@@ -12,7 +12,7 @@ from mha_course.grading.oracles import triton_dq_kernel as dqk
 from mha_course.grading.oracles import triton_forward as fwd
 from mha_course.kernels.flash_backward import backward_d_term
 from mha_course.kernels.triton_flash import INSTALL_HINT
-from mha_grader.items import DriverItem, Item, Mistake
+from mha_grader.items import DefsOnly, DriverItem, Item, Mistake
 
 NOTEBOOK = "ex17_flash_attention_triton"
 # Reviewed: the package's backward passes answer dQ of a tile (pick ``out`` so that rowsum(dO * O)
@@ -31,6 +31,16 @@ _FORBID = (
     "mha_course.kernels.triton_flash.triton_flash_attention",
     "mha_course.kernels.triton_flash.TritonFlashAttention",
     *ATTENTION,
+)
+# The Triton items' unit runs the notebook's @triton.jit definitions (and the constants and triton
+# imports they need) only, never a cell, and each kernel must compile for a GPU before its values
+# are graded under the interpreter: a body that is Python (torch reaching the interpreter's
+# frames) is not Triton (issue #30, route 3; mha_grader/sandbox/defs_only.py).
+_TRITON_ONLY = DefsOnly(
+    decorators=("triton.jit",),
+    modules=("triton",),
+    check="mha_course.grading.child.triton_compile:check_compiles",
+    setup=("mha_course.kernels.triton_setup",),
 )
 _D_NO_OUTPUT = "D summed dO alone: D_i = rowsum(dO_i * O_i), the product with the output O"
 _D_WRONG_AXIS = "summed over the query rows (dim -2): D has one number per row, sum over dim -1"
@@ -192,6 +202,7 @@ ITEMS = [
         reference=fwd.reference,
         driver="mha_course.grading.child.drivers:drive_forward_kernel",
         requires=(("triton", INSTALL_HINT),),
+        defs_only=_TRITON_ONLY,
         mistakes=(
             Mistake(
                 "accumulator not rescaled", fwd.NO_RESCALE, variant=fwd.variant(rescale_acc=False)
@@ -244,6 +255,7 @@ ITEMS = [
         reference=dqk.reference,
         driver="mha_course.grading.child.drivers:drive_dq_kernel",
         requires=(("triton", INSTALL_HINT),),
+        defs_only=_TRITON_ONLY,
         mistakes=(
             Mistake("P without the scale", dqk.P_NO_SCALE, variant=dqk.variant(scale_p=False)),
             Mistake("dQ not scaled", dqk.DQ_NO_SCALE, variant=dqk.variant(scale_dq=False)),

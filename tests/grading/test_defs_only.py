@@ -1,0 +1,148 @@
+"""Defs-only units (issue #30, route 3): what the static extraction keeps of a cell, how a refusal
+is worded and carried, and ex17's compile check on the course's kernels and on kernels that are
+Python (see ``mha_grader/sandbox/defs_only.py``, ``mha_course/grading/child/triton_compile.py``).
+The gallery's ``ex17_kernel_fills_out_from_*`` cases run the same through the whole grader."""
+
+from __future__ import annotations
+
+import builtins
+import json
+
+import pytest
+from grading_helpers import SOLUTIONS
+
+from mha_grader.feedback import render_child
+from mha_grader.sandbox import protocol
+from mha_grader.sandbox.defs_only import extract
+
+DECORATORS, MODULES = ("triton.jit",), ("triton",)
+_KERNEL = "@triton.jit\ndef k(X, N: tl.constexpr = 4):\n    pass\n"
+
+# (name, cell source, the source lines kept, in order)
+EXTRACTION = [
+    ("imports of triton kept", "import triton\nimport triton.language as tl\n", [1, 2]),
+    ("other imports dropped", "import sys\nimport torch\nfrom os import system\n", []),
+    ("aliases resolved", "from triton import jit\n@jit\ndef k(X):\n    pass\n", [1, 2, 3, 4]),
+    ("a kernel kept whole", _KERNEL, [1, 2, 3]),
+    ("constants kept", "A = 3\nB: tl.constexpr = 4\nC = tl.constexpr(-2.5)\n", [1, 2, 3]),
+    ("computed constants dropped", "A = f()\nB = tl.constexpr(g())\nC = [1]\n", []),
+    ("other decorators dropped", "@torch.jit\ndef k(X):\n    pass\n", []),
+    ("two decorators dropped", "@triton.jit\n@other\ndef k(X):\n    pass\n", []),
+    ("a called decorator dropped", "@triton.jit(debug=True)\ndef k(X):\n    pass\n", []),
+    ("a default that runs code", "@triton.jit\ndef k(X=print('hi')):\n    pass\n", []),
+    ("an annotation that runs code", "@triton.jit\ndef k(X: f()):\n    pass\n", []),
+    ("a plain function dropped", "def helper(x):\n    return x\n", []),
+    ("a class dropped", "class K:\n    pass\n", []),
+    ("attribute assignment dropped", "import triton\ntriton.jit = print\n", [1]),
+    ("a statement on a kept line", "A = 1; print('x')\n" + _KERNEL, [2, 3, 4]),
+    # a body is not run by defining it: the compiler judges it (``print`` is not Triton's)
+    ("a body is the compiler's", _KERNEL.rstrip("\n") + "; print('x')\n", [1, 2, 3]),
+    ("does not parse", "def (:\n", []),
+]
+
+
+@pytest.mark.parametrize(
+    "source, kept", [c[1:] for c in EXTRACTION], ids=[c[0] for c in EXTRACTION]
+)
+def test_extraction_keeps_only_definitions_constants_and_triton_imports(source, kept):
+    text = extract(source, DECORATORS, MODULES)
+    lines = source.splitlines()
+    want = [i + 1 for i, line in enumerate(lines) if i + 1 in kept]
+    got = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip()]
+    assert got == want
+    assert all(text.splitlines()[n - 1] == lines[n - 1] for n in got)  # same lines, same places
+
+
+def test_a_refusal_is_worded_by_its_verdict_and_placed():
+    where = {"cell": 12, "line": 8}
+    refused = render_child(
+        "not compiled", {"verdict": "refused", **where}, function="k", forbidden=()
+    )
+    assert refused.startswith("does not compile at line 8 of cell 12:")
+    for verdict, words in (("unavailable", "not available"), ("too long", "time limit")):
+        msg = render_child("not compiled", {"verdict": verdict}, function="k", forbidden=())
+        assert words in msg
+
+
+@pytest.mark.parametrize("verdict, ok", [("refused", True), ("too long", True), ("mine", False)])
+def test_the_protocol_carries_a_known_verdict_only(verdict, ok):
+    raw = json.dumps({"status": "not compiled", "verdict": verdict}).encode()
+    if ok:
+        assert protocol.parse_status(raw)["verdict"] == verdict
+    else:
+        with pytest.raises(protocol.Invalid):
+            protocol.parse_status(raw)
+
+
+# ---- ex17's compile check (needs Triton: an optional extra) ----------------------------------
+
+triton = pytest.importorskip("triton")
+
+
+def _program(source: str) -> tuple[dict, list]:
+    """``source`` run as a defs-only unit runs it (interpreter mode, as the sandbox sets)."""
+    import mha_course.kernels.triton_setup  # noqa: F401 - TRITON_INTERPRET before the kernels
+
+    cells = [("<cell 5>", source)]
+    ns: dict = {"__builtins__": builtins}
+    exec(compile(source, "<cell 5>", "exec"), ns)
+    return ns, cells
+
+
+def _solution_cell(function: str) -> str:
+    nb = json.loads((SOLUTIONS / "ex17_flash_attention_triton.ipynb").read_text())
+    src = next(
+        "".join(c["source"]) for c in nb["cells"] if f"def {function}(" in "".join(c["source"])
+    )
+    return extract(src, DECORATORS, MODULES)
+
+
+def _forward_case():
+    import torch
+
+    q, k = torch.randn(1, 2, 21, 16), torch.randn(1, 1, 27, 16)
+    return [q, k, k.clone(), True, 16, 16]
+
+
+def _check(source: str):
+    from mha_course.grading.child import drivers
+    from mha_course.grading.child.triton_compile import check_compiles
+
+    ns, cells = _program(source)
+    kernel = ns["flash_fwd_kernel"]
+    return check_compiles(kernel, drivers.drive_forward_kernel, [_forward_case()], cells, 120)
+
+
+def test_the_course_kernel_compiles():
+    assert _check(_solution_cell("flash_fwd_kernel")) is None
+
+
+def test_a_python_call_in_a_kernel_body_is_refused_where_it_is():
+    # Even with ``sys`` defined (extraction never keeps ``import sys``), Triton refuses the call.
+    src = _solution_cell("flash_fwd_kernel").replace(
+        "import triton\n", "import sys\nimport triton\n", 1
+    )
+    lines = src.split("\n")
+    body = next(i for i, line in enumerate(lines) if "start_m = " in line)
+    lines.insert(body, "    f = sys._getframe()")
+    verdict = _check("\n".join(lines))
+    assert verdict == {"verdict": "refused", "cell": 5, "line": body + 1}
+
+
+def test_no_compiler_is_said_not_passed(monkeypatch):
+    from mha_course.grading.child import triton_compile
+
+    monkeypatch.setattr(triton_compile, "_TARGET", ("no-such-backend", 0, 0))
+    assert _check(_solution_cell("flash_fwd_kernel")) == {"verdict": "unavailable"}
+
+
+def test_a_compile_past_its_wall_limit_is_said(monkeypatch):
+    from mha_course.grading.child import drivers
+    from mha_course.grading.child.triton_compile import check_compiles
+
+    ns, cells = _program(_solution_cell("flash_fwd_kernel"))
+    case = _forward_case()
+    verdict = check_compiles(
+        ns["flash_fwd_kernel"], drivers.drive_forward_kernel, [case], cells, 0.01
+    )
+    assert verdict == {"verdict": "too long"}
