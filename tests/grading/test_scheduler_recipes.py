@@ -26,10 +26,12 @@ from grading_helpers import EXERCISES, ROOT, SOLUTIONS
 
 from mha_course.cli import build_parser
 from mha_grader.keys import new_key_file
+from mha_grader.registry import notebooks
 
 RECIPES = ROOT / "classroom" / "schedulers"
 EX01 = "ex01_dot_product_attention.ipynb"
 N = 2  # shards run here
+EX01_POINTS = sum(it.points for it in notebooks()[EX01.removesuffix(".ipynb")])
 pytestmark = pytest.mark.slow
 
 
@@ -159,6 +161,8 @@ def test_recipe_shards_in_parallel_merge_to_the_single_run(klass: Path, recipe: 
     done = subprocess.run(["bash", "-c", merge], cwd=work, env=e, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     single, merged = klass / "single", work / "graded"
+    totals = dict(line.split(",")[:2] for line in (single / "grades.csv").read_text().split()[1:])
+    assert float(totals["alice"]) == EX01_POINTS and float(totals["bob"]) == 0, totals  # graded
     assert (merged / "grades.csv").read_text() == (single / "grades.csv").read_text()
     for s in ("alice", "bob", "carol", "dave"):
         for name in ("results.json", "feedback.md"):
