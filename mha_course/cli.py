@@ -15,6 +15,7 @@ COMMANDS = (
     "hint",
     "grade",
     "merge",
+    "export",
     "report",
     "similarity",
     "release",

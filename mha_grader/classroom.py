@@ -19,6 +19,7 @@ from pathlib import Path
 from mha_grader import compare as C
 from mha_grader.class_report import tag_mistakes, write_class_report
 from mha_grader.collect import COMPETING, FOUND, Collected, collect, summary_rows
+from mha_grader.errors import IsolationUnavailable
 from mha_grader.keys import StudentInputs, fingerprint
 from mha_grader.outputs import (
     check_notebook,
@@ -83,6 +84,7 @@ def grade_class(
     isolation_mode: str | None = None,
     assignment: list[str] | None = None,
     only: list[str] | None = None,
+    own_ci: bool = False,
 ) -> dict[str, dict[str, float]]:
     """Grade every student of the shard; write ``OUT/<student>/`` files and ``OUT/grades.csv``.
 
@@ -92,7 +94,9 @@ def grade_class(
 
     Isolation: the strongest available (``isolation.choose``); ``IsolationUnavailable`` (saying
     how to get some) when there is none, unless ``no_isolation`` (then every output says "not
-    isolated"). ``assignment`` (notebook stems): grade only those exercises; items, totals,
+    isolated"), or ``own_ci``: a student's own CI on PUBLIC inputs (``seed`` only; refused with a
+    ``key``), graded without a sandbox where none can start (e.g. GitHub's runner: not root, no
+    user namespaces), and every output says so. ``assignment`` (notebook stems): grade only those exercises; items, totals,
     columns and feedback are theirs alone. ``only`` (student folder names): grade just those (a
     regrade; ``grading.json`` says so and ``merge`` takes it only with ``replace``). ``OUT`` must
     be new or empty. Refused layouts (a student folder that is a link,
@@ -108,7 +112,20 @@ def grade_class(
     def inputs(student: str):
         return StudentInputs(key, student, submission) if key is not None else int(seed)
 
-    mode = "none" if no_isolation else isolation.choose(isolation_mode, allow_none=False)
+    if own_ci and key is not None:
+        raise ValueError(
+            "--own-ci grades a student's own code on PUBLIC inputs (--seed S) and never with a "
+            "secret key; got a key (--key-file). Grade a class without --own-ci"
+        )
+    mode, unisolated = "none", "graded with --no-isolation (no sandbox)"
+    if own_ci and not no_isolation:
+        try:
+            mode = isolation.choose(isolation_mode, allow_none=False)
+        except IsolationUnavailable:
+            why = "; ".join(filter(None, (isolation.bwrap_problem(), isolation.user_problem())))
+            unisolated = f"a student's own CI on PUBLIC inputs (--own-ci); no sandbox here: {why}"
+    elif not no_isolation:
+        mode = isolation.choose(isolation_mode, allow_none=False)
     limits, control = resource_control(limits or Limits(), workers)
     fresh_folder(out)
     books = notebooks()
@@ -199,7 +216,7 @@ def grade_class(
             flat += res
             notes += [f"{stem}: {n}" for n in nts]
         if check_student_name(s) is None:  # a reserved or odd name gets no folder, only its row
-            write_student(out, s, flat, notes, mode, tag_mistakes(by_id, flat))
+            write_student(out, s, flat, notes, mode, tag_mistakes(by_id, flat), unisolated)
         rows[s] = {r.id: r.points for r in flat}
     ids = [it.id for it in all_items() if it.notebook in books]
     write_gradebook(out, ids, rows, mode)
@@ -214,7 +231,7 @@ def grade_class(
                 "items": ids,
                 "assignment": list(books) if assignment is not None else "all exercises",
                 **({"only students": sorted(only)} if only is not None else {}),
-                "isolation": mode if mode != "none" else "none (NOT ISOLATED: --no-isolation)",
+                "isolation": mode if mode != "none" else f"none (NOT ISOLATED: {unisolated})",
                 "units": _units_meta(mode),
                 "resource_control": control,
                 "rejected": {s: sorted(set(r)) for s, r in rejected.items()},

@@ -115,11 +115,12 @@ def write_student(
     notes: list[str],
     isolation: str = "",
     mistakes: dict[str, str] | None = None,
+    unisolated: str = "graded with --no-isolation (no sandbox)",
 ) -> None:
     """``OUT/<student>/results.json`` and ``feedback.md``: new files in a new folder, no links
-    followed. ``isolation="none"`` stamps "not isolated" on both."""
+    followed. ``isolation="none"`` stamps "not isolated" and why (``unisolated``) on both."""
     if isolation == "none":
-        notes = [f"{NOT_ISOLATED}: graded with --no-isolation (no sandbox)", *notes]
+        notes = [f"{NOT_ISOLATED}: {unisolated}", *notes]
     d = out_dir / student
     mkdir_new(d)
     write_new(d / "results.json", json.dumps(gradescope(results, notes, mistakes), indent=1))

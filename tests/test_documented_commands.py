@@ -114,6 +114,20 @@ DOCUMENTED = [
         "fitted: ",
     ),
     (
+        "docs/instructor_guide.md",
+        (
+            SETUP + "mkdir -p submissions/bob",
+            SETUP + "printf 'folder,Email address\\nbob,bob@example.org\\n' > roster.csv",
+            SETUP + "printf 'Student,ID,SIS User ID,SIS Login ID,Section,folder\\n"
+            "Builder Bob,1002,S2,bob2,A,bob\\n' > canvas_gradebook.csv",
+            "mha-course grade submissions --out graded --workers 4",
+            "mha-course export graded --format canvas --roster canvas_gradebook.csv --out canvas_import.csv",
+            "mha-course export graded --format moodle --roster roster.csv --out moodle_import.csv",
+        ),
+        "root",
+        "exported 1 student(s), out of",
+    ),
+    (
         "classroom/README.md",
         """python -c "from mha_grader.keys import new_key_file; new_key_file('classroom/gradescope/key')\"""",
         "root",

@@ -148,6 +148,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="grade WITHOUT a sandbox where none is available (student code can then "
         "read and change what you can); every output then says 'not isolated'",
     )
+    parser.add_argument(
+        "--own-ci",
+        action="store_true",
+        help="a student's own CI (classroom/autograde.yml): PUBLIC inputs only (needs --seed, "
+        "refused with a key); in a sandbox where one starts, else NOT isolated (GitHub's runner: "
+        "not root, no user namespaces), and every output says so",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -195,6 +202,14 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as e:
             print(f"grade: {e}", file=sys.stderr)
             return 2
+    if args.own_ci and args.seed is None:
+        print(
+            "grade: --own-ci grades a student's own code on PUBLIC inputs: it needs --seed S "
+            "(the learners' seed is 12345) and is refused with a secret key; "
+            f"got {'--key-file ' + str(args.key_file) if args.key_file else 'no --seed'}",
+            file=sys.stderr,
+        )
+        return 2
     key, said = None, ""
     if args.shard[1] > 1 and args.seed is None and args.key_file is None:
         print(
@@ -243,6 +258,7 @@ def run(args: argparse.Namespace) -> int:
             no_isolation=args.no_isolation,
             assignment=assignment,
             only=[w for w in args.students.split(",") if w.strip()] if args.students else None,
+            own_ci=args.own_ci,
         )
     except IsolationUnavailable as e:
         print(f"grade: refusing to grade a class: {e}", file=sys.stderr)
@@ -252,6 +268,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.no_isolation:
         print("NOT ISOLATED: graded without a sandbox (--no-isolation); the gradebook says so")
+    elif args.own_ci:
+        print(f"own CI, PUBLIC inputs: isolation {_isolation(args.out)}")
     how = said or f"PUBLIC seed {args.seed} (every student got the same inputs)"
     _say_collection(args.out)
     if assignment:
@@ -264,6 +282,16 @@ def run(args: argparse.Namespace) -> int:
         f"-> {args.out / 'grades.csv'}; class report: {args.out / 'class_report.html'}"
     )
     return 0
+
+
+def _isolation(out: Path) -> str:
+    """How the run was isolated, as ``OUT/grading.json`` records it."""
+    import json
+
+    try:
+        return str(json.loads((out / "grading.json").read_text(encoding="utf-8"))["isolation"])
+    except (OSError, ValueError, KeyError):
+        return "unknown"
 
 
 def _say_collection(out: Path) -> None:
