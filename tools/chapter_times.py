@@ -26,12 +26,12 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
+
+from run_times import RUN_TIMES, load_run_times, record_run_time  # tools/run_times.py, beside this file
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-RUN_TIMES = Path(__file__).with_name("notebook_run_times.json")
 
 WORDS_PER_MINUTE = 150  # prose with maths, read to be understood (fitted: 155)
 MINUTES_PER_CODE_CELL = 1.75  # read the cell, run it, read its output (fitted: 1.85)
@@ -80,10 +80,6 @@ def prose_words(nb: dict) -> int:
     return len(STATED.sub("", text).split())
 
 
-def load_run_times() -> dict[str, dict]:
-    return json.loads(RUN_TIMES.read_text()) if RUN_TIMES.is_file() else {}
-
-
 def chapter_time(path: Path, run_times: dict[str, dict] | None = None) -> ChapterTime:
     """The figure for one notebook; a notebook never measured has no run time to add, and says so."""
     run_times = load_run_times() if run_times is None else run_times
@@ -95,19 +91,6 @@ def chapter_time(path: Path, run_times: dict[str, dict] | None = None) -> Chapte
     nb = json.loads(path.read_text(encoding="utf-8"))
     cells = sum(c["cell_type"] == "code" for c in nb["cells"])
     return ChapterTime(path.name, prose_words(nb), cells, run_times[path.name]["seconds"])
-
-
-def record_run_time(path: Path, seconds: float) -> None:
-    """Keep a measured wall time with what it was measured under (load average, cores, threads)."""
-    run_times = load_run_times()
-    run_times[path.name] = {
-        "seconds": round(seconds, 1),
-        "load_1min": round(os.getloadavg()[0], 2),
-        "cores": os.cpu_count(),
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
-        "date_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
-    }
-    RUN_TIMES.write_text(json.dumps(dict(sorted(run_times.items())), indent=1) + "\n")
 
 
 def measure(path: Path) -> float:

@@ -20,7 +20,7 @@ from nbclient import NotebookClient
 from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import chapter_times  # noqa: E402  (tools/ is not a package)
+import run_times  # noqa: E402  (tools/ is not a package)
 
 
 def run(nb, path: Path, timeout: int = 300) -> float:
@@ -39,7 +39,7 @@ def execute(path: Path, timeout: int = 300) -> float:
     nb = nbformat.read(path, as_version=4)
     seconds = run(nb, path, timeout)
     if path.parent.name == "notebooks":  # a lecture: its run time goes into its stated time
-        chapter_times.record_run_time(path, seconds)
+        run_times.record_run_time(path, seconds)
     coalesce = CoalesceStreamsPreprocessor()
     for index, cell in enumerate(nb.cells):
         cell.metadata.pop("execution", None)
