@@ -90,7 +90,13 @@ def check_equal(family, ms, ids, prompt):
         got = prefill(name, ms[name], ids)
         _, got_step = decode(name, ms[name], prompt, 2)
         for what, a, b in (("prefill", got, want), ("decode", got_step, want_step)):
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4, msg=f"{family} {name} {what}")
+            try:
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+            except AssertionError as e:  # a wrong model is not timed: say which, in one line
+                first = str(e).splitlines()[0]
+                raise SystemExit(
+                    f"{family} impl={name} {what}: logits differ from transformers' ({first})"
+                ) from None
         diff = (got - want).abs().max().item()
         print(f"  {family} impl={name}: logits equal transformers' (max |diff| {diff:.1e})")
 

@@ -28,7 +28,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from run_times import RUN_TIMES, load_run_times, record_run_time  # tools/run_times.py, beside this file
+from run_times import (
+    RUN_TIMES,
+    load_run_times,
+    record_run_time,
+)  # tools/run_times.py, beside this file
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"

@@ -69,7 +69,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"export: refused: {e}", file=sys.stderr)
         return 2
-    args.out.write_text(text, encoding="utf-8")
+    try:
+        args.out.write_text(text, encoding="utf-8")
+    except OSError as e:
+        print(f"export: --out: cannot write {str(args.out)!r} ({e.strerror or e})", file=sys.stderr)
+        return 2
     if ungraded:
         print(
             f"{len(ungraded)} roster student(s) have no grade and are left out (the LMS keeps "

@@ -126,3 +126,12 @@ def test_not_a_gradebook_and_existing_out_are_refused(tmp_path: Path, gradebook:
     proc = _cli(tmp_path, "graded", "--format", "moodle", "--roster", roster.name, "--out", "m.csv")
     assert proc.returncode == 2 and "expected a new file" in proc.stderr
     assert (tmp_path / "m.csv").read_text() == "keep me"
+
+
+def test_an_out_file_that_cannot_be_written_is_one_line(tmp_path: Path, gradebook: Path) -> None:
+    roster = _write_csv(tmp_path / "moodle.csv", MOODLE_ROSTER)
+    proc = _cli(
+        tmp_path, "graded", "--format", "moodle", "--roster", roster.name, "--out", "no/dir/m.csv"
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--out: cannot write 'no/dir/m.csv'" in proc.stderr
