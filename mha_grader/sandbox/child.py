@@ -406,11 +406,13 @@ def _run_unit(
 
 def _check_def(item: dict, defs: dict, ns: dict, arrays: dict, np, torch) -> dict | None:
     """A defs-only item's check (``DefsOnly.check``) on all its cases' arguments: None if it
-    passed (or there is no function: "missing function", as in any unit), else its "not
-    compiled" status. A check that fails fails closed."""
+    passed (or there is no function: "missing function", as in any unit), "not implemented" for
+    the untouched stub, else its "not compiled" status. A check that fails fails closed."""
     fn = ns.get(item["function"])
     if fn is None:
         return None
+    if defs_only.unwritten(ns[defs_only.EXTRACTED], item["function"]):
+        return {"status": "not implemented"}
     try:
         mod, _, name = (item.get("driver") or ":").partition(":")
         driver = getattr(importlib.import_module(mod), name) if mod else None

@@ -170,3 +170,22 @@ def check(spec: dict) -> Callable:
     """The declared check, ``"module:function"``."""
     mod, _, name = spec["check"].partition(":")
     return getattr(importlib.import_module(mod), name)
+
+
+def unwritten(cells: list[tuple[str, str]], function: str) -> bool:
+    """The handed-out stub: ``function``'s last definition is only a docstring and ``raise
+    NotImplementedError`` — "not implemented", as any unit says of a stub, not "not compiled"
+    (the compiler refuses the raise). Read from the extracted text; nothing runs."""
+    body = None
+    for _, source in cells:
+        for stmt in ast.parse(source).body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == function:
+                body = stmt.body
+    if not body:
+        return False
+    if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
+        return False
+    exc = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
+    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"

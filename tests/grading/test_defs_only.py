@@ -12,7 +12,7 @@ import pytest
 from grading_helpers import SOLUTIONS
 
 from mha_grader.feedback import render_child
-from mha_grader.sandbox import protocol
+from mha_grader.sandbox import defs_only, protocol
 from mha_grader.sandbox.defs_only import extract
 
 DECORATORS, MODULES = ("triton.jit",), ("triton",)
@@ -146,3 +146,21 @@ def test_a_compile_past_its_wall_limit_is_said(monkeypatch):
         ns["flash_fwd_kernel"], drivers.drive_forward_kernel, [case], cells, 0.01
     )
     assert verdict == {"verdict": "too long"}
+
+
+@pytest.mark.parametrize(
+    ("body", "unwritten"),
+    [
+        ("    '''doc'''\n    raise NotImplementedError('task 4 is not written yet')\n", True),
+        ("    raise NotImplementedError\n", True),
+        ("    '''doc'''\n    x = 1\n    raise NotImplementedError('half done')\n", False),
+        ("    raise ValueError('no')\n", False),
+        ("    pid = tl.program_id(0)\n", False),
+    ],
+)
+def test_the_untouched_stub_is_not_implemented_not_refused(body, unwritten):
+    """The handed-out kernel is only ``raise NotImplementedError``, which Triton refuses to
+    compile: it is reported as any unit reports a stub; a kernel with any work in it is compiled."""
+    cells = [("<cell 3>", "@triton.jit\ndef k(X):\n" + body)]
+    assert defs_only.unwritten(cells, "k") is unwritten
+    assert defs_only.unwritten(cells, "other") is False

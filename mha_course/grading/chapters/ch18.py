@@ -128,6 +128,8 @@ def _block_cases(rng: np.random.Generator) -> list[dict]:
             mask = rng.random((L, S)) < 0.5
             mask[:block, :block] = True
             mask[-block:, :block] = False
+        if L % block or S % block:  # a ragged corner tile, all of it allowed: partial, never full
+            mask[L - L % block or L - block :, S - S % block or S - block :] = True
         cases.append({"mask": np.ascontiguousarray(mask), "block": block})
     return cases
 
