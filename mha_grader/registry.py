@@ -21,6 +21,13 @@ COURSE_CHAPTERS = "mha_course.grading.chapters"
 
 def all_items() -> list[Item]:
     """Every graded item of the course, in chapter order (ids must be unique)."""
+    return list(_all_items())
+
+
+@functools.lru_cache(maxsize=1)
+def _all_items() -> tuple[Item, ...]:
+    """Computed once per process: the checks below parse the course's modules (a few ms), and
+    ``resolve`` asks for the items at every call (a class's generator called it 8,448 times)."""
     chapters = importlib.import_module(COURSE_CHAPTERS)
 
     items: list[Item] = []
@@ -38,7 +45,7 @@ def all_items() -> list[Item]:
     from mha_grader.substitute import check as check_substitutes
 
     check_substitutes(items)
-    return items
+    return tuple(items)
 
 
 @functools.lru_cache(maxsize=8)
