@@ -4,11 +4,15 @@ computed as the lecture states them, and a wrong file or name refused with a mes
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import torch
 
 from mha_course.experiments import kv_quant_report as kvr
 from mha_course.experiments import sink_report as sr
+
+ROOT_RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
 def test_scheme_bytes_count_codes_and_fp16_scales():
@@ -96,3 +100,71 @@ def test_sink_report_reads_the_committed_files():
     assert len(sr.excess_table(sk).splitlines()) == 2 * len(sk["excess"])
     assert "renumbering removes" in sr.renumbered_table(sk)
     assert "window 60 + 4 sinks" in sr.long_context_table(lc)
+
+
+def test_survivor_population_scores_every_pair_once():
+    from mha_course.analysis.random_orders import percentile_in, survivor_population
+
+    seen = []
+
+    def score(mask):
+        seen.append(tuple(mask.flatten().nonzero().flatten().tolist()))
+        return float(mask[0].sum())  # how many kept heads sit in layer 0
+
+    pop = survivor_population(score, layers=2, heads=3, keep=2)
+    assert len(pop) == 15 and len(set(seen)) == 15 and all(len(k) == 2 for k in seen)
+    assert sorted(pop.tolist()).count(2.0) == 3  # C(3, 2) pairs inside layer 0
+    assert percentile_in(2.0, pop) == pytest.approx((12 + 0.5 * 3) / 15)
+    with pytest.raises(ValueError, match="keep: expected at most"):
+        survivor_population(score, 1, 2, keep=3)
+    with pytest.raises(ValueError, match="population: expected a non-empty 1-D array"):
+        percentile_in(0.5, pop[:0])
+
+
+def test_head_removal_report_counts_heads_within_a_budget():
+    from mha_course.experiments import head_removal_report as hrr
+
+    curve = [1.0, 1.005, 1.02, 1.2]  # perplexity +0.5 %, +2 %, +22 % after 1, 2, 3 heads
+    assert hrr.most_removed(curve, 1.0, 0.01) == 1 and hrr.most_removed(curve, 1.0, 0.05) == 2
+    with pytest.raises(ValueError, match="tolerance: expected a share >= 0"):
+        hrr.most_removed(curve, 1.0, -0.1)
+    hr = json.loads((ROOT_RESULTS / "ch13_head_removal.json").read_text())
+    counts = hrr.heads_within(hr, 0.10)
+    assert set(counts) == {"importance", "single_removal", "greedy", "random median"}
+    first, ends, share = hrr.curve_windows(hr, 240)
+    assert first == 240 * hr["block_size"] and 0 < share <= 1 and ends[-1] == hr["val_chars"]
+    assert "retraining:" in hrr.pruning_text(hr) and "per validation file" in hrr.loss_table(hr)
+
+
+def test_induction_report_summarises_every_seed():
+    from mha_course.experiments import induction_report as ir
+    from mha_course.experiments.induction_formation import load_results
+
+    ind = load_results()
+    s, ab = ir.formation_summary(ind), ir.ablation(ind)
+    n = len(ind["curves"])
+    assert len(s["together"]) == len(s["prev_first"]) == len(s["spans"]) == len(ab) == n
+    assert all(p["fall"][0] <= p["fall"][1] for p in s["phases"].values())
+    assert all(
+        a["top"] != a["low"] and a["n"] == len(ind["curves"]["0"]["ablation"]["none"])
+        for a in ab.values()
+    )
+    assert ir.phase_table(ind).count("\n") == n and ir.ablation_text(ind, ab).count("seed ") == n
+    assert "controls (uniform head" in ir.formation_text(ind, s)
+
+
+def test_score_intervals_match_whole_batch_scores():
+    from mha_course.experiments.head_scores_report import per_window_scores
+    from mha_course.gpt.heads import previous_token_score
+
+    torch.manual_seed(0)
+    w = [torch.softmax(torch.randn(3, 2, 6, 6), -1) for _ in range(2)]  # 2 layers, B = 3, H = 2
+    ids = torch.randint(0, 5, (3, 6))
+    per = per_window_scores(w, ids, [0])
+    assert per["previous"].shape == (3, 2, 2) and per["newline"].shape == (3, 2, 2)
+    # equal-length windows: the mean over windows is the whole batch's score
+    torch.testing.assert_close(
+        per["previous"].mean(0), torch.stack([previous_token_score(x) for x in w])
+    )
+    with pytest.raises(ValueError, match="weights, ids: expected a non-empty list"):
+        per_window_scores(w, ids[:2], [0])
