@@ -168,3 +168,12 @@ def test_score_intervals_match_whole_batch_scores():
     )
     with pytest.raises(ValueError, match="weights, ids: expected a non-empty list"):
         per_window_scores(w, ids[:2], [0])
+
+
+def test_unseen_text_report_prints_every_loss_and_difference():
+    from mha_course.experiments.gpt_unseen_text import load_results, report
+
+    un = load_results()
+    text = report(un)
+    assert len(text.splitlines()) == 1 + len(un["loss"]) + 2
+    assert "never minus trained" in text and f"{un['never_trained_stretches']} stretches" in text

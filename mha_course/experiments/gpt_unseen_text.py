@@ -162,6 +162,27 @@ def load_results(path: Path = DEFAULT_OUT) -> dict:
     return read_results(path, SCHEMA)
 
 
+def report(r: dict) -> str:
+    """The lines chapter 13 prints for result ``r``: how much training text was never a target,
+    each loss with its 95 % interval, and the two differences."""
+    frac = r["never_trained_targets"] / r["train_chars"]
+    lines = [
+        f"{r['training_windows_drawn']:,} training windows on {r['train_chars']:,} training "
+        f"characters: {r['never_trained_targets']:,} ({frac:.1%}) never a target, in "
+        f"{r['never_trained_stretches']} stretches ({r['wall_time_s'] / 60:.1f} min wall to "
+        "replay and score)"
+    ]
+    for k, v in r["loss"].items():
+        lo, hi = r["ci95"][k]
+        lines.append(f"{k:>32}: {v:.3f} nats/char [{lo:.3f}, {hi:.3f}] over {r['units'][k]}")
+    for k in ("never_minus_trained", "validation_minus_never"):
+        d = r[k]
+        lines.append(
+            f"{k.replace('_', ' '):>32}: {d['mean']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
