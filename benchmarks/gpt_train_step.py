@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     course = GPT(GPTConfig(n_kv_head=args.n_kv_head)).train()
     ref = torch_reference(course).train()
-    T, V = course.config.block_size, course.config.vocab_size
+    T, V = course.config.context_length, course.config.vocab_size
     x = torch.randint(0, V, (args.batch_size, T))
     y = torch.randint(0, V, (args.batch_size, T))
     with torch.no_grad():  # never time a wrong answer

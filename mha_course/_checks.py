@@ -8,7 +8,15 @@ nanoGPT's ``n_*`` spelling, as ``n_head`` and ``n_embd``)."""
 
 from __future__ import annotations
 
+import functools
+import warnings
+from collections.abc import Callable
+from typing import TypeVar
+
 import torch
+
+F = TypeVar("F", bound=Callable)
+C = TypeVar("C", bound=type)
 
 
 def shape_str(t: torch.Tensor) -> str:
@@ -164,3 +172,61 @@ def check_shape(name: str, x: object, want: tuple[int, ...], letters: str) -> to
     if tuple(x.shape) != tuple(want):
         raise ValueError(f"{name}: expected shape {letters} = {tuple(want)}, got {shape_str(x)}")
     return x
+
+
+def _renamed_warning(where: str, old: str, new: str) -> None:
+    warnings.warn(
+        f"{where}: {old} was renamed {new}; write {new} (the old name will go away)",
+        FutureWarning,
+        stacklevel=3,
+    )
+
+
+def renamed_keywords(**renamed: str) -> Callable[[F], F]:
+    """``fn(old=x)`` still works as ``fn(new=x)``, with a FutureWarning naming the new keyword, so a
+    notebook saved before a rename still runs (``renamed_keywords(block_size="context_length")``);
+    passing both names is a ValueError."""
+
+    def wrap(fn: F) -> F:
+        where = fn.__qualname__.removesuffix(".__init__")
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            for old, new in renamed.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise ValueError(
+                            f"{old}: renamed {new}; expected only {new}, got both "
+                            f"({old}={kwargs[old]!r}, {new}={kwargs[new]!r})"
+                        )
+                    _renamed_warning(where, old, new)
+                    kwargs[new] = kwargs.pop(old)
+            return fn(*args, **kwargs)
+
+        return call  # type: ignore[return-value]
+
+    return wrap
+
+
+def renamed_fields(**renamed: str) -> Callable[[C], C]:
+    """A dataclass whose field ``new`` was called ``old``: ``Cls(old=x)``, ``obj.old`` and
+    ``obj.old = x`` still work, each with a FutureWarning naming ``new`` (put it above
+    ``@dataclass``). Stored dicts with the old keys are the loader's business
+    (``gpt.config.from_dict``)."""
+
+    def wrap(cls: C) -> C:
+        cls.__init__ = renamed_keywords(**renamed)(cls.__init__)
+        for old, new in renamed.items():
+
+            def get(self, old=old, new=new):
+                _renamed_warning(type(self).__name__, old, new)
+                return getattr(self, new)
+
+            def put(self, value, old=old, new=new):
+                _renamed_warning(type(self).__name__, old, new)
+                setattr(self, new, value)
+
+            setattr(cls, old, property(get, put, doc=f"Renamed ``{new}``."))
+        return cls
+
+    return wrap

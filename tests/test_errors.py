@@ -278,6 +278,7 @@ from mha_course.analysis import pruning as pr  # noqa: E402
 from mha_course.attention.mla import MultiHeadLatentAttention  # noqa: E402
 from mha_course.caches import window as win  # noqa: E402
 from mha_course.gpt import GPT, GPTConfig  # noqa: E402
+from mha_course.gpt.config import from_dict  # noqa: E402
 from mha_course.kernels import flash_backward as fb  # noqa: E402
 from mha_course.kernels import ring, ring_run, tiled  # noqa: E402
 from mha_course.kernels import triton_dq as tdq  # noqa: E402
@@ -426,7 +427,15 @@ PART_II_IV = {
     ),
     "GPTConfig: zero layers": (lambda: GPTConfig(n_layer=0), ["n_layer", "0"]),
     "GPTConfig: zero vocabulary": (lambda: GPTConfig(vocab_size=0), ["vocab_size", "0"]),
-    "GPTConfig: zero context": (lambda: GPTConfig(block_size=0), ["block_size", "0"]),
+    "GPTConfig: zero context": (lambda: GPTConfig(context_length=0), ["context_length", "0"]),
+    "GPTConfig: old and new name of T both given": (
+        lambda: GPTConfig(block_size=8, context_length=16),
+        ["block_size", "renamed context_length", "block_size=8", "context_length=16"],
+    ),
+    "gpt config file: old and new name of T both given": (
+        lambda: from_dict(GPTConfig, {"block_size": 8, "context_length": 16}),
+        ["config", "block_size", "context_length"],
+    ),
     "GPTConfig: float width": (lambda: GPTConfig(n_embd=128.0), ["n_embd", "128.0"]),
     "GPTConfig: zero mlp_ratio": (lambda: GPTConfig(mlp_ratio=0), ["mlp_ratio", "0"]),
     "GPTConfig: E % H": (lambda: GPTConfig(n_embd=10, n_head=4), ["n_embd", "E=10", "H=4"]),
@@ -476,9 +485,9 @@ PART_II_IV = {
         ["ids", "int64", "torch.float64"],
     ),
     "GPT: 1-D ids": (lambda: GPT(GPTConfig(n_layer=1))(ar(3)), ["ids", "(B, L)", "(3,)"]),
-    "GPT: past block_size": (
-        lambda: GPT(GPTConfig(n_layer=1, block_size=4))(torch.zeros(1, 5, dtype=torch.long)),
-        ["ids", "block_size = 4", "(1, 5)"],
+    "GPT: past context_length": (
+        lambda: GPT(GPTConfig(n_layer=1, context_length=4))(torch.zeros(1, 5, dtype=torch.long)),
+        ["ids", "context_length = 4", "(1, 5)"],
     ),
     # ---- mla (the attention module; LatentKVCache is in the caches' table) ----
     "mla: zero heads": (

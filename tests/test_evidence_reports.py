@@ -95,7 +95,7 @@ def test_sink_report_reads_the_committed_files():
     with pytest.raises(ValueError, match="window, name: expected a window and difference"):
         sr.across_models(sk, 7, "sinks_minus_wider")
     full, others = sr.per_block(lc)
-    assert len(full) == lc["length"] // lc["block_size"] and "full" not in others
+    assert len(full) == lc["length"] // lc["context_length"] and "full" not in others
     assert sr.window_table(sk).count("full cache") == len(sk["learned"])
     assert len(sr.excess_table(sk).splitlines()) == 2 * len(sk["excess"])
     assert "renumbering removes" in sr.renumbered_table(sk)
@@ -132,7 +132,7 @@ def test_head_removal_report_counts_heads_within_a_budget():
     counts = hrr.heads_within(hr, 0.10)
     assert set(counts) == {"importance", "single_removal", "greedy", "random median"}
     first, ends, share = hrr.curve_windows(hr, 240)
-    assert first == 240 * hr["block_size"] and 0 < share <= 1 and ends[-1] == hr["val_chars"]
+    assert first == 240 * hr["context_length"] and 0 < share <= 1 and ends[-1] == hr["val_chars"]
     assert "retraining:" in hrr.pruning_text(hr) and "per validation file" in hrr.loss_table(hr)
 
 

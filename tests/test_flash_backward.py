@@ -80,7 +80,7 @@ def test_backward_from_saved_tensors_only():
         torch.testing.assert_close(got, want)
 
 
-def test_bad_block_size_names_argument():
+def test_bad_tile_size_names_argument():
     q, k, v = _qkv(1, L=4, S=4, D=2, grad=False)
     with pytest.raises(ValueError, match="block_k"):
         flash_attention(q, k, v, block_k=0)

@@ -30,7 +30,7 @@ from mha_course.gpt.corpus import REFERENCE_SHA256, STDLIB_FILES, check_corpus
 from mha_course.gpt.data import training_batch
 from mha_course.gpt.generate import generate, sample_next
 
-TINY = dict(vocab_size=11, block_size=16, n_layer=2, n_head=4, n_embd=16)
+TINY = dict(vocab_size=11, context_length=16, n_layer=2, n_head=4, n_embd=16)
 
 
 def tiny(**kw) -> GPT:
@@ -64,9 +64,9 @@ def test_static_cache_matches_concatenating_cache():
         b.update(torch.randn(2, 2, 2, 4), torch.randn(2, 2, 2, 5))
 
 
-def test_learned_positions_refuse_beyond_block_size():
+def test_learned_positions_refuse_beyond_context_length():
     model = tiny()
-    with pytest.raises(ValueError, match="block_size"):
+    with pytest.raises(ValueError, match="context_length"):
         model(torch.zeros(1, 17, dtype=torch.long))
 
 
@@ -74,7 +74,7 @@ def test_learned_positions_refuse_beyond_block_size():
 def test_generate_with_cache_equals_recomputing(temperature, top_k):
     model = tiny()
     prompt = torch.randint(0, 11, (2, 4), generator=torch.Generator().manual_seed(2))
-    n = 30  # longer than block_size: the window slides on both paths
+    n = 30  # longer than context_length: the window slides on both paths
     out = [
         generate(
             model,
@@ -140,7 +140,7 @@ def test_convert_to_gqa_keeps_outputs_when_heads_are_equal():
 
 
 def _tiny_train(tmp_path, steps, **kw):
-    mc = GPTConfig(block_size=16, n_layer=1, n_head=2, n_embd=16)
+    mc = GPTConfig(context_length=16, n_layer=1, n_head=2, n_embd=16)
     tc = TrainConfig(
         batch_size=4,
         max_iters=steps,

@@ -13,7 +13,7 @@ from mha_course.gpt import GPTConfig, TrainConfig, train
 from mha_course.gpt.checkpoint import resume_path
 
 FLAGS = dict(
-    block_size=16,
+    context_length=16,
     n_layer=1,
     n_head=2,
     n_embd=16,
@@ -28,7 +28,7 @@ FLAGS = dict(
 
 
 def test_two_gloo_ranks_equal_one_process(tmp_path):
-    model_keys = ("block_size", "n_layer", "n_head", "n_embd")
+    model_keys = ("context_length", "n_layer", "n_head", "n_embd")
     train(
         GPTConfig(**{k: FLAGS[k] for k in model_keys}),
         TrainConfig(**{k: v for k, v in FLAGS.items() if k not in model_keys}),

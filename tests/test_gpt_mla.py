@@ -17,7 +17,13 @@ from mha_course.gpt.generate import generate
 from mha_course.gpt.tokenizer import CharTokenizer
 
 TINY = dict(
-    vocab_size=11, block_size=16, n_layer=2, n_head=4, n_embd=16, attention="mla", kv_latent_dim=6
+    vocab_size=11,
+    context_length=16,
+    n_layer=2,
+    n_head=4,
+    n_embd=16,
+    attention="mla",
+    kv_latent_dim=6,
 )
 
 
@@ -69,7 +75,7 @@ def test_mla_generate_with_cache_equals_recomputing():
             model, prompt, 30, 1.0, None, generator=torch.Generator().manual_seed(4), use_cache=c
         )
         for c in (True, False)
-    ]  # 30 > block_size: the window slides
+    ]  # 30 > context_length: the window slides
     torch.testing.assert_close(out[0], out[1], rtol=0, atol=0)
 
 

@@ -31,7 +31,7 @@ def test_replayed_starts_are_the_training_batches():
 
 
 def test_trained_targets_are_the_shifted_window():
-    t = trained_targets(20, torch.tensor([2, 10]), block_size=3)  # targets 3..5 and 11..13
+    t = trained_targets(20, torch.tensor([2, 10]), context_length=3)  # targets 3..5 and 11..13
     assert t.nonzero().flatten().tolist() == [3, 4, 5, 11, 12, 13]
 
 
@@ -41,7 +41,7 @@ def test_runs():
 
 def test_last_position_losses():
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=11, block_size=6, n_layer=1, n_head=2, n_embd=8)).eval()
+    model = GPT(GPTConfig(vocab_size=11, context_length=6, n_layer=1, n_head=2, n_embd=8)).eval()
     data = torch.randint(0, 11, (40,))
     targets = torch.tensor([6, 17, 39])
     got = last_position_losses(model, data, targets, 6)

@@ -27,7 +27,7 @@ def tiny(positions: str = "learned") -> GPT:
     return (
         GPT(
             GPTConfig(
-                vocab_size=V, block_size=T, n_layer=2, n_head=2, n_embd=16, positions=positions
+                vocab_size=V, context_length=T, n_layer=2, n_head=2, n_embd=16, positions=positions
             )
         )
         .double()

@@ -150,6 +150,24 @@ def test_a_moved_module_imports_from_its_old_path_with_a_warning_naming_the_new(
     assert module is importlib.import_module(new)
 
 
+# Modules split by concept: the public names each had before its split (they now live beside it).
+SPLIT = {
+    "mha_course.attention.mha": "IMPLS MultiHeadAttention merge_heads split_heads",
+    "mha_course.authoring.release": (
+        "BEGIN END HIDDEN_BEGIN HIDDEN_END HINTS_FILE MISTAKES_FILE NBGRADER_CONFIG RUN_ON "
+        "CONVENTIONS CONVENTIONS_ID Task conventions_cell exercise_from_solution hints_table "
+        "hints_text levels mistakes_page nbgrader_source release release_nbgrader stub_source "
+        "task_outside tasks test_cell test_cell_source"
+    ),
+}
+
+
+@pytest.mark.parametrize("module", sorted(SPLIT))
+def test_a_split_module_still_offers_the_public_names_it_had(module):
+    m = importlib.import_module(module)
+    assert [n for n in SPLIT[module].split() if not hasattr(m, n)] == []
+
+
 def test_a_saved_notebook_line_with_an_old_path_still_runs(monkeypatch):
     for old in ("mha_course.window", "mha_course.sdpa"):  # as in a fresh kernel
         monkeypatch.delitem(sys.modules, old, raising=False)

@@ -19,7 +19,11 @@ V, N = 11, 24
 def model() -> GPT:
     torch.manual_seed(0)
     return (
-        GPT(GPTConfig(vocab_size=V, block_size=8, n_layer=2, n_head=2, n_embd=16, positions="rope"))
+        GPT(
+            GPTConfig(
+                vocab_size=V, context_length=8, n_layer=2, n_head=2, n_embd=16, positions="rope"
+            )
+        )
         .double()
         .eval()
     )
@@ -57,7 +61,7 @@ def test_segments_are_consecutive_stretches():
 
 
 def test_full_cache_decoding_equals_the_dense_forward(model, data):
-    x, y = data  # N = 3 x block_size: past the training context
+    x, y = data  # N = 3 x context_length: past the training context
     with torch.no_grad():
         got = lc.decode_losses(model, x, y, lc.cache_kinds((6,), 2)["full"])
         torch.testing.assert_close(got, dense_losses(model, x, y), **TOL64)

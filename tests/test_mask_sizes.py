@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import mha_course.attention.mha as mha_module
+import mha_course.attention.inputs as inputs_module
 from mha_course import KVCache, MultiHeadAttention, RenumberedSinkCache, SlidingWindowCache
 from mha_course.ops.masks import causal_mask
 
@@ -44,15 +44,15 @@ def test_decoding_through_a_window_never_builds_a_mask_over_every_position(monke
     x = torch.randn(1, 40, 16, dtype=f64)
     full, _ = m(x, is_causal=True, attn_mask=None)  # reference without a cache below
     widths = []
-    real = mha_module.combine_masks
+    real = inputs_module.combine_masks
 
     def spy(*masks, **kw):
         widths.extend(t.shape[-1] for t in masks if t is not None)
         return real(*masks, **kw)
 
-    monkeypatch.setattr(mha_module, "combine_masks", spy)
+    monkeypatch.setattr(inputs_module, "combine_masks", spy)
     monkeypatch.setattr(
-        mha_module, "causal_mask", lambda *a, **k: pytest.fail("full causal mask built")
+        inputs_module, "causal_mask", lambda *a, **k: pytest.fail("full causal mask built")
     )
     cache = SlidingWindowCache(8)
     pad = torch.zeros(1, 40, dtype=torch.bool)  # a padding mask over every position seen

@@ -9,30 +9,26 @@ How ``q_proj`` relates to chapter 3's ``W_Q``: ``q_proj`` is the H heads' query 
 side. Head ``h``'s own (E -> D) matrix, chapter 3's ``SelfAttentionHead.W_Q`` for that head, is the
 slice ``q_proj.weight[h * D:(h + 1) * D]`` (rows, because ``nn.Linear`` stores (out, in) and computes
 ``x @ weight.T``); ``split_heads`` cuts the projected features at the same boundaries. The same holds
-for ``k_proj``/``v_proj`` (W_K, W_V, with G heads) and ``out_proj`` is W_O."""
+for ``k_proj``/``v_proj`` (W_K, W_V, with G heads) and ``out_proj`` is W_O.
+
+Beside it: ``attention/inputs.py`` checks a call's inputs and builds its one mask,
+``attention/dispatch.py`` runs the chosen attention function (or eager, and says why), and
+``attention/from_torch.py`` copies ``torch.nn.MultiheadAttention``'s weights."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from mha_course._checks import (
-    check_base,
-    check_broadcast,
-    check_float,
-    check_kv_heads,
-    check_mask_dtype,
-    check_rank,
-    check_tensor,
-    shape_str,
-)
+from mha_course._checks import check_base, check_kv_heads, check_rank, check_tensor, shape_str
+from mha_course.attention.dispatch import run_attention
+from mha_course.attention.from_torch import from_torch_module
 from mha_course.attention.functions import ATTENTION_FUNCTIONS
+from mha_course.attention.inputs import add_alibi, build_mask, check_inputs, head_multipliers
 from mha_course.caches.base import Cache
-from mha_course.ops.masks import causal_mask, combine_masks, key_padding_to_attn_mask
-from mha_course.ops.positions import alibi_bias, alibi_slopes
+from mha_course.ops.positions import alibi_slopes
 from mha_course.ops.rope import LAYOUTS as ROPE_LAYOUTS
 from mha_course.ops.rope import apply_rope
-from mha_course.ops.sdpa import scaled_dot_product_attention
 
 IMPLS = tuple(ATTENTION_FUNCTIONS)  # "eager", "sdpa", "tiled", "flash", "triton", "flex"
 
@@ -196,125 +192,9 @@ class MultiHeadAttention(nn.Module):
         same in both (True = padding). ``need_weights=True`` returns per-head weights
         ``(B, H, L, S)``: their mean over H is torch's default (averaged) output.
         """
-        if not isinstance(module, nn.MultiheadAttention):
-            raise ValueError(
-                f"module: expected torch.nn.MultiheadAttention, got {type(module).__name__}"
-            )
-        if module.bias_k is not None or module.add_zero_attn:
-            raise ValueError(
-                "module: add_bias_kv / add_zero_attn have no equivalent in MultiHeadAttention"
-            )
-        has_bias = module.in_proj_bias is not None
-        w = module.out_proj.weight
-        ours = cls(
-            module.embed_dim,
-            module.num_heads,
-            bias=has_bias,
-            dropout=module.dropout,
-            kdim=module.kdim,
-            vdim=module.vdim,
-            impl=impl,
-            device=w.device,
-            dtype=w.dtype,
-        )
-        with torch.no_grad():
-            if module._qkv_same_embed_dim:
-                W_Q, W_K, W_V = module.in_proj_weight.chunk(3, dim=0)  # (3E, E) -> 3 × (E, E)
-            else:
-                W_Q, W_K, W_V = module.q_proj_weight, module.k_proj_weight, module.v_proj_weight
-            for lin, W in (
-                (ours.q_proj, W_Q),
-                (ours.k_proj, W_K),
-                (ours.v_proj, W_V),
-                (ours.out_proj, module.out_proj.weight),
-            ):
-                lin.weight.copy_(W)
-            if has_bias:
-                b_Q, b_K, b_V = module.in_proj_bias.chunk(3)  # (3E,) -> 3 × (E,)
-                for lin, b in (
-                    (ours.q_proj, b_Q),
-                    (ours.k_proj, b_K),
-                    (ours.v_proj, b_V),
-                    (ours.out_proj, module.out_proj.bias),
-                ):
-                    lin.bias.copy_(b)
-        ours.train(module.training)
-        return ours
+        return from_torch_module(cls, module, impl)
 
     # ---- forward -------------------------------------------------------------------------
-    def _check_inputs(self, query, key, value) -> None:
-        E = self.embed_dim
-        for name, t, width, letters in (
-            ("query", query, E, "(B, L, E)"),
-            ("key", key, self.kdim, "(B, S, kdim)"),
-            ("value", value, self.vdim, "(B, S, vdim)"),
-        ):
-            if name != "query" and t is query and width == E:
-                continue  # self-attention: key/value are the query tensor, checked already
-            check_tensor(name, t)
-            check_float(name, t)
-            check_rank(name, t, letters, rank=3)
-            if t.shape[-1] != width:
-                raise ValueError(
-                    f"{name}: expected shape {letters} with last size {width}, got {shape_str(t)}"
-                )
-            if t.dtype != self.q_proj.weight.dtype:
-                raise ValueError(
-                    f"{name}: expected dtype {self.q_proj.weight.dtype} (the module's parameters), "
-                    f"got {t.dtype}; cast the input or the module (e.g. module.double())"
-                )
-        if key.shape[0] != query.shape[0] or value.shape[0] != query.shape[0]:
-            raise ValueError(
-                f"key/value: expected shapes (B, S, kdim) / (B, S, vdim) with B = {query.shape[0]} "
-                f"(query's batch size), got key {shape_str(key)}, value {shape_str(value)}"
-            )
-        if key.shape[1] != value.shape[1]:
-            raise ValueError(
-                f"value: expected shape (B, S, vdim) with S = {key.shape[1]} (key's length), "
-                f"got {shape_str(value)}"
-            )
-
-    def _build_mask(
-        self, attn_mask, key_padding_mask, is_causal, B, L, S, offset, dtype, device, positions=None
-    ):
-        """One SDPA-convention mask (bool True = may attend, or additive) of shape broadcastable
-        to (B, H, L, S), or None. With ``positions`` (the keys a cache will return,
-        :meth:`~mha_course.caches.base.Cache.mask_positions`) it is built over those keys only:
-        (B, H, L, S_read), never over every position seen."""
-        H = self.num_heads
-        if attn_mask is not None:
-            check_tensor("attn_mask", attn_mask)
-            check_mask_dtype("attn_mask", attn_mask)
-            if attn_mask.dim() not in (2, 3, 4):
-                raise ValueError(
-                    f"attn_mask: expected shape (L, S), (B, L, S) or (B, H, L, S), "
-                    f"got {shape_str(attn_mask)}"
-                )
-            if attn_mask.dim() == 3:  # (B, L, S); torch's module would take (B*H, L, S) here
-                check_broadcast("attn_mask", attn_mask, (B, L, S), "(B, L, S)")
-                attn_mask = attn_mask.unsqueeze(1)  # (B, L, S) -> (B, 1, L, S)
-            check_broadcast("attn_mask", attn_mask, (B, H, L, S), "(B, H, L, S)")
-        kpm = None
-        if key_padding_mask is not None:
-            kpm = key_padding_to_attn_mask(key_padding_mask, B, S)  # (B, S) -> (B, 1, 1, S)
-        # One new query at the end (a decode step, S = offset + 1) sees every key: no mask.
-        needs_causal = is_causal and not (L == 1 and S == offset + 1)
-        if positions is None:
-            causal = causal_mask(L, S, offset=offset, device=device) if needs_causal else None
-            return combine_masks(attn_mask, kpm, causal, dtype=dtype)
-        j = positions.to(device)  # (S_read,) the positions of the keys the cache will return
-        if attn_mask is not None and attn_mask.shape[-1] != 1:
-            attn_mask = attn_mask[..., j]  # (..., L, S) -> (..., L, S_read)
-        if kpm is not None:
-            kpm = kpm[..., j]  # (B, 1, 1, S) -> (B, 1, 1, S_read)
-        # query i sits at position offset + i: (L, 1) vs (1, S_read) -> (L, S_read)
-        causal = (
-            j[None, :] <= torch.arange(offset, offset + L, device=device)[:, None]
-            if needs_causal
-            else None
-        )
-        return combine_masks(attn_mask, kpm, causal, dtype=dtype)
-
     def forward(
         self,
         query: torch.Tensor,
@@ -351,7 +231,8 @@ class MultiHeadAttention(nn.Module):
         """
         key = query if key is None else key
         value = key if value is None else value
-        self._check_inputs(query, key, value)
+        widths = (self.embed_dim, self.kdim, self.vdim)
+        check_inputs(query, key, value, widths, self.q_proj.weight.dtype)
         B, L, _ = query.shape
         H, G = self.num_heads, self.num_kv_heads
         offset = 0 if kv_cache is None else kv_cache.length  # positions cached before this call
@@ -359,40 +240,18 @@ class MultiHeadAttention(nn.Module):
         # the keys the cache will return (None: all S, in order): masks are built at that size
         positions = None if kv_cache is None else kv_cache.mask_positions(key.shape[1])
         # Check (and build) every mask before the cache grows: a bad call leaves the cache as it was.
-        mask = self._build_mask(
-            attn_mask,
-            key_padding_mask,
-            is_causal,
-            B,
-            L,
-            S,
-            offset,
-            query.dtype,
-            query.device,
-            positions,
+        dtype, dev = query.dtype, query.device
+        mask = build_mask(
+            attn_mask, key_padding_mask, is_causal, (B, H, L, S), offset, dtype, dev, positions
         )  # (B, H, L, S_read), or None
-        if self.alibi:  # (H, L, S) bias on the scores; query i sits at position offset + i
-            bias = alibi_bias(
-                H,
-                L,
-                S,
-                offset=offset,
-                slopes=self.alibi_slopes,
-                dtype=query.dtype,
-                device=query.device,
-            )
-            if positions is not None:
-                bias = bias[..., positions.to(query.device)]  # (H, L, S) -> (H, L, S_read)
-            mask = combine_masks(
-                mask, bias, dtype=query.dtype
-            )  # -> broadcasts to (B, H, L, S_read)
-        multipliers = None if head_mask is None else _head_multipliers(head_mask, B, H, query.dtype)
+        if self.alibi:  # + (H, L, S_read) bias on the scores
+            mask = add_alibi(mask, self.alibi_slopes, L, S, offset, dtype, dev, positions)
+        multipliers = None if head_mask is None else head_multipliers(head_mask, B, H, dtype)
 
         q = _split(self.q_proj(query), H)  # (B, L, E) -> (B, H, L, D)
         k = _split(self.k_proj(key), G)  # (B, S_new, kdim) -> (B, G, S_new, D)
         v = _split(self.v_proj(value), G)  # (B, S_new, vdim) -> (B, G, S_new, D)
         if self.rope is not None:  # rotate by absolute position; the cache holds rotated keys
-            dev = query.device
             q = apply_rope(
                 q,
                 torch.arange(offset, offset + L, device=dev),
@@ -405,17 +264,10 @@ class MultiHeadAttention(nn.Module):
         restricted = False
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)  # (B, G, S_new, D) -> (B, G, S_old + S_new, D)
-            narrowed = kv_cache.restrict_mask(
-                mask, L
-            )  # a window's band on (..., L, S_kept); same object if none
-            restricted, mask = (
-                narrowed is not mask,
-                narrowed,
-            )  # chapter 14: a cache that drops tokens
+            # chapter 14: a cache that drops tokens narrows the mask to (..., L, S_kept)
+            narrowed = kv_cache.restrict_mask(mask, L)  # the same object when it keeps all
+            restricted, mask = narrowed is not mask, narrowed
 
-        p = self.dropout if self.training else 0.0
-        gqa = G != H
-        weights = None
         only_causal = (
             is_causal
             and offset == 0
@@ -424,33 +276,18 @@ class MultiHeadAttention(nn.Module):
             and not self.alibi
             and not restricted
         )  # SDPA's top-left causal, nothing else
-        call_mask = None if only_causal else mask
-        chosen = ATTENTION_FUNCTIONS[self.impl]
-        why = chosen.why_not(attn_mask=call_mask, dropout_p=p, need_weights=need_weights, query=q)
-        if why is None and self.impl != "eager":  # let the chosen kernel run (torch's: its fastest)
-            out = chosen.run(
-                q, k, v, attn_mask=call_mask, is_causal=only_causal, dropout_p=p, enable_gqa=gqa
-            )  # (B, H, L, D)
-        else:
-            out, weights = scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=p, enable_gqa=gqa, return_weights=True
-            )  # out (B, H, L, D), weights (B, H, L, S)
-        self.dispatch = (self.impl if why is None else "eager", why)
-        if multipliers is not None:
-            out = (
-                out * multipliers
-            )  # (B, H, L, D) * (1 or B, H, 1, 1): head h scaled by head_mask[h]
+        p = self.dropout if self.training else 0.0
+        out, weights, self.dispatch = run_attention(
+            self.impl,
+            q,
+            k,
+            v,
+            mask=mask,
+            only_causal=only_causal,
+            dropout_p=p,
+            need_weights=need_weights,
+        )  # out (B, H, L, D), weights (B, H, L, S) or None
+        if multipliers is not None:  # head h scaled by head_mask[h]
+            out = out * multipliers  # (B, H, L, D) * (1 or B, H, 1, 1)
         output = self.out_proj(merge_heads(out))  # (B, H, L, D) -> (B, L, H*D) -> (B, L, E)
         return output, (weights if need_weights else None)
-
-
-def _head_multipliers(head_mask: torch.Tensor, B: int, H: int, dtype: torch.dtype) -> torch.Tensor:
-    """(H,) or (B, H) head mask -> (B or 1, H, 1, 1) multipliers."""
-    check_tensor("head_mask", head_mask)
-    if head_mask.shape not in ((H,), (B, H)):
-        raise ValueError(
-            f"head_mask: expected shape (H,) = ({H},) or (B, H) = ({B}, {H}), "
-            f"got {shape_str(head_mask)}"
-        )
-    m = head_mask.to(dtype)
-    return m.reshape(-1, H, 1, 1)  # (H,) or (B, H) -> (1 or B, H, 1, 1)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import fields
 from pathlib import Path
 
 HELP = "train chapter 13's small GPT (one process, or DDP under torchrun); write a checkpoint"
 
 _MODEL_FLAGS = (
-    "block_size",
+    "context_length",
     "n_layer",
     "n_head",
     "n_kv_head",
@@ -49,6 +50,15 @@ _TRAIN_FLAGS = (
     "seed",
     "dtype",
 )
+
+
+class _RenamedFlag(argparse.Action):
+    """A flag from before a rename (``--block-size``): sets the new one and says so on stderr."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        new = "--" + self.dest.replace("_", "-")
+        print(f"{parser.prog}: {option_string} was renamed {new}; write {new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +100,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             str(types[name]).split(" ")[0].replace("|", "").strip(), str
         )
         parser.add_argument("--" + name.replace("_", "-"), type=kind, default=None, dest=name)
+    # GPTConfig.block_size became context_length (nanoGPT's T; block_size is chapter 16's word).
+    parser.add_argument(
+        "--block-size", type=int, dest="context_length", action=_RenamedFlag, help=argparse.SUPPRESS
+    )
 
 
 def resolve(args: argparse.Namespace):

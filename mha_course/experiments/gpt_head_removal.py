@@ -48,7 +48,7 @@ from mha_course.gpt.data import step_generator, training_batch, validation_windo
 from mha_course.gpt.model import lm_loss
 from mha_course.gpt.train import make_optimizer
 
-SCHEMA = "mha-course-gpt-head-removal/1"
+SCHEMA = "mha-course-gpt-head-removal/2"  # 2: "block_size" is now "context_length" (GPTConfig's T)
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "results" / "ch13_head_removal.json"
 MODELS = {
@@ -194,7 +194,7 @@ def run(
     mha = ckpts["MHA"]
     model, cfg = mha.model, mha.config
     train_ids, val_ids = mha.data(corpus)
-    L, H, T = cfg.n_layer, cfg.n_head, cfg.block_size
+    L, H, T = cfg.n_layer, cfg.n_head, cfg.context_length
     xv, yv = validation_windows(val_ids, T)  # every non-overlapping window: (593, T)
     xt, yt = spread_windows(train_ids, T, train_windows)
     full = torch.ones(L, H)
@@ -281,7 +281,7 @@ def run(
         "val_windows": len(xv),
         "val_chars": int(yv.numel()),
         "train_windows": train_windows,
-        "block_size": T,
+        "context_length": T,
         "val_loss": {m: round(v.mean().item(), 5) for m, v in per_model.items()},
         "val_loss_ci95": {m: interval(v.mean(1).numpy()) for m, v in per_model.items()},
         "minus_mha": {m: paired(v, base_v) for m, v in per_model.items() if m != "MHA"},

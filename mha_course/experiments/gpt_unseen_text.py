@@ -38,13 +38,13 @@ from mha_course.gpt.checkpoint import load_checkpoint
 from mha_course.gpt.corpus import load_corpus
 from mha_course.gpt.data import batch_starts, step_generator, windows
 
-SCHEMA = "mha-course-gpt-unseen-text/1"
+SCHEMA = "mha-course-gpt-unseen-text/2"  # 2: "block_size" is now "context_length" (GPTConfig's T)
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "results" / "ch13_unseen_text.json"
 
 
 def training_starts(
-    n_tokens: int, block_size: int, batch_size: int, seed: int, steps: range
+    n_tokens: int, context_length: int, batch_size: int, seed: int, steps: range
 ) -> torch.Tensor:
     """The window starts training drew at ``steps`` (the same calls as ``training_batch``).
 
@@ -52,11 +52,11 @@ def training_starts(
         Returns (len(steps), batch_size) int64.
     """
     return torch.stack(
-        [batch_starts(n_tokens, block_size, batch_size, step_generator(seed, s)) for s in steps]
+        [batch_starts(n_tokens, context_length, batch_size, step_generator(seed, s)) for s in steps]
     )
 
 
-def trained_targets(n_tokens: int, starts: torch.Tensor, block_size: int) -> torch.Tensor:
+def trained_targets(n_tokens: int, starts: torch.Tensor, context_length: int) -> torch.Tensor:
     """True at every id that some training window was scored on as a target
     (ids ``start + 1 … start + T``).
 
@@ -66,7 +66,7 @@ def trained_targets(n_tokens: int, starts: torch.Tensor, block_size: int) -> tor
     delta = torch.zeros(n_tokens + 1, dtype=torch.int64)
     flat = starts.flatten()
     delta.index_add_(0, flat + 1, torch.ones_like(flat))
-    delta.index_add_(0, flat + block_size + 1, -torch.ones_like(flat))
+    delta.index_add_(0, flat + context_length + 1, -torch.ones_like(flat))
     return delta.cumsum(0)[:n_tokens] > 0  # (n_tokens + 1,) -> (n_tokens,)
 
 
@@ -112,7 +112,7 @@ def run(out: Path = DEFAULT_OUT, checkpoint: str = "ch13_mha.pt", sample: int = 
     start = time.perf_counter()
     ckpt = load_checkpoint(ROOT / "checkpoints" / checkpoint)
     train_ids, val_ids = ckpt.data(load_corpus())
-    tc, T = ckpt.train_config, ckpt.config.block_size
+    tc, T = ckpt.train_config, ckpt.config.context_length
     every = training_starts(len(train_ids), T, tc.batch_size, tc.seed, range(tc.max_iters))
     trained = trained_targets(len(train_ids), every, T)
     trained[:T] = True  # targets need T ids of context before them: leave the first T out
@@ -138,7 +138,7 @@ def run(out: Path = DEFAULT_OUT, checkpoint: str = "ch13_mha.pt", sample: int = 
     result = {
         "schema": SCHEMA,
         "checkpoint": checkpoint,
-        "block_size": T,
+        "context_length": T,
         "training_windows_drawn": int(every.numel()),
         "train_chars": len(train_ids),
         "never_trained_targets": len(never),

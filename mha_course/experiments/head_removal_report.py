@@ -91,7 +91,7 @@ def curve_windows(hr: dict, windows: int = 240) -> tuple[int, list[int], float]:
     the cumulative characters at the end of each validation file, and the share of the file
     they end in that they cover."""
     chars = torch.tensor([r["chars"] for r in hr["per_file"].values()])
-    ends, first = chars.cumsum(0), windows * hr["block_size"]
+    ends, first = chars.cumsum(0), windows * hr["context_length"]
     i = int((ends < first).sum())  # the file the windows end in
     start = ends[i - 1].item() if i else 0
     return first, ends.tolist(), (first - start) / chars[i].item()

@@ -53,7 +53,7 @@ from mha_course.experiments.sink_distance import chunk_losses, stretch_losses
 from mha_course.gpt.checkpoint import load_checkpoint
 from mha_course.gpt.data import validation_windows
 
-SCHEMA = "mha-course-ch16-kv-quant/1"
+SCHEMA = "mha-course-ch16-kv-quant/2"  # 2: "block_size" is now "context_length" (GPTConfig's T)
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "results" / "ch16_kv_quant.json"
 CHECKPOINTS = ("ch13_mha.pt", "ch13_gqa.pt", "ch13_mqa.pt")
@@ -184,7 +184,7 @@ def run(out: Path = DEFAULT_OUT) -> dict:
     result: dict = {"schema": SCHEMA, "group": GROUP, "residual": RESIDUAL, "models": {}}
     for name in CHECKPOINTS:
         ckpt = load_checkpoint(ROOT / "checkpoints" / name)
-        model, T = ckpt.model.eval(), ckpt.config.block_size
+        model, T = ckpt.model.eval(), ckpt.config.context_length
         _, val_ids = ckpt.data()
         x, y = validation_windows(val_ids, T)
         result["val_windows"] = len(x)
@@ -192,7 +192,7 @@ def run(out: Path = DEFAULT_OUT) -> dict:
         per |= {k: stretch_losses(model, x, y, make) for k, make in DECODE.items()}
         attn = model.blocks[0].attn
         result["models"][name] = {
-            "block_size": T,
+            "context_length": T,
             "n_layer": ckpt.config.n_layer,
             "n_kv_head": attn.num_kv_heads,
             "head_dim": attn.head_dim,

@@ -40,7 +40,7 @@ from mha_course.experiments._common import run_main, write_result
 from mha_course.gpt.checkpoint import load_checkpoint
 from mha_course.gpt.heads import attention_weights
 
-SCHEMA = "mha-course-ch14-long-context/1"
+SCHEMA = "mha-course-ch14-long-context/2"  # 2: "block_size" is now "context_length" (GPTConfig's T)
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "results" / "ch14_long_context.json"
 CHECKPOINT = "ch13_mha_rope.pt"
@@ -113,9 +113,10 @@ def first_token_mass(model, x: torch.Tensor, from_position: int = 1) -> dict[str
     return {"first": first.tolist(), "other": other.mean(dim=(1, 3)).tolist()}
 
 
-def summarise(losses: torch.Tensor, block_size: int) -> dict:
-    """Mean loss overall, inside the first ``block_size`` positions, past them, and per block."""
-    T = block_size
+def summarise(losses: torch.Tensor, context_length: int) -> dict:
+    """Mean loss overall, inside the first ``context_length`` (T) positions, past them, and per
+    block of T."""
+    T = context_length
     blocks = losses.view(-1, T).mean(dim=1) if losses.numel() % T == 0 else losses[:0]
     return {
         "all": round(losses.mean().item(), 5),
@@ -133,7 +134,7 @@ def run(
 ) -> dict:
     t0 = time.perf_counter()
     ckpt = load_checkpoint(checkpoint or ROOT / "checkpoints" / CHECKPOINT)
-    model, T = ckpt.model.eval(), ckpt.config.block_size
+    model, T = ckpt.model.eval(), ckpt.config.context_length
     _, val_ids = ckpt.data()
     N = length_factor * T
     x, y = segments(val_ids, N, num_segments)
@@ -141,7 +142,7 @@ def run(
         "schema": SCHEMA,
         "checkpoint": Path(checkpoint or CHECKPOINT).name,
         "positions": ckpt.config.positions,
-        "block_size": T,
+        "context_length": T,
         "length": N,
         "num_segments": num_segments,
         "num_sink": NUM_SINK,

@@ -40,7 +40,7 @@ from mha_course.gpt.checkpoint import load_checkpoint
 from mha_course.gpt.data import validation_windows
 from mha_course.gpt.heads import attention_weights
 
-SCHEMA = "mha-course-ch14-sinks/1"
+SCHEMA = "mha-course-ch14-sinks/2"  # 2: "block_size" is now "context_length" (GPTConfig's T)
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "results" / "ch14_sinks.json"
 NUM_SINK = 4
@@ -128,7 +128,7 @@ def run(
     result: dict = {"schema": SCHEMA, "num_sink": n, "excess": {}, "excess_raw": {}, "learned": {}}
     for name in ("ch13_mha.pt", "ch13_gqa.pt", "ch13_mqa.pt", "ch13_mha_rope.pt"):
         ckpt = load_checkpoint(ROOT / "checkpoints" / name)
-        model, T = ckpt.model.eval(), ckpt.config.block_size
+        model, T = ckpt.model.eval(), ckpt.config.context_length
         _, val_ids = ckpt.data()
         x, y = validation_windows(val_ids, T)
         result["val_windows"] = len(x)
@@ -152,12 +152,12 @@ def run(
         result["learned"][name] = r
 
     ckpt = load_checkpoint(ROOT / "checkpoints" / "ch13_mha_rope.pt")
-    model, T = ckpt.model.eval(), ckpt.config.block_size
+    model, T = ckpt.model.eval(), ckpt.config.context_length
     attn = model.blocks[0].attn
     _, val_ids = ckpt.data()
     N = length_factor * T
     xs, ys = segments(val_ids, N, (len(val_ids) - 1) // N)
-    rope = {"stretches": len(xs), "length": N, "block_size": T, "sizes": list(sizes)}
+    rope = {"stretches": len(xs), "length": N, "context_length": T, "sizes": list(sizes)}
     for s in sizes:
         kinds = {
             "window": lambda s=s: SlidingWindowCache(s),

@@ -104,7 +104,7 @@ def long_context_table(lc: dict) -> str:
     """Section 7: each cache's loss inside and past the training context."""
     lines = [
         f"stamp: {lc['stamp']['date_utc'][:10]} | torch {lc['stamp']['torch']} | {lc['checkpoint']} "
-        f"({lc['positions']} positions, trained on T = {lc['block_size']})",
+        f"({lc['positions']} positions, trained on T = {lc['context_length']})",
         f"{lc['num_segments']} validation stretches of N = {lc['length']} characters, "
         "decoded one at a time",
         f"{lc['wall_time_s'] / 60:.1f} min wall; for scale, the checkpoint's own val loss over all "
@@ -151,7 +151,7 @@ def renumbered_table(sinks: dict) -> str:
     rp = sinks["rope"]
     lines = [
         f"{rp['stretches']} stretches of {rp['length']} characters; loss at positions >= "
-        f"{rp['block_size']}, nats/char"
+        f"{rp['context_length']}, nats/char"
     ]
     for s in rp["sizes"]:
         r = rp[f"S={s}"]

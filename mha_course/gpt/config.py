@@ -10,14 +10,19 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from mha_course._checks import check_base, check_kv_heads, check_positive_int
+from mha_course._checks import check_base, check_kv_heads, check_positive_int, renamed_fields
 from mha_course.attention.mha import IMPLS
 from mha_course.ops.rope import LAYOUTS as ROPE_LAYOUTS
 
 POSITIONS = ("learned", "rope", "none")
 ATTENTIONS = ("mha", "mla")
+# Fields renamed since checkpoints were first written (old -> new): ``from_dict`` reads old files,
+# and ``GPTConfig(block_size=...)`` / ``config.block_size`` still work with a FutureWarning.
+# ``block_size`` was nanoGPT's word for T; the course keeps it for paged blocks (chapter 16).
+RENAMED = {"block_size": "context_length"}
 
 
+@renamed_fields(**RENAMED)
 @dataclass
 class GPTConfig:
     """The model's shape.
@@ -34,7 +39,7 @@ class GPTConfig:
     """
 
     vocab_size: int = 96
-    block_size: int = 64  # T, the longest context
+    context_length: int = 64  # T, the longest context (nanoGPT's block_size)
     n_layer: int = 4
     n_head: int = 4  # H
     n_kv_head: int | None = None  # G
@@ -54,7 +59,7 @@ class GPTConfig:
     def __post_init__(self) -> None:
         for name, what in (
             ("vocab_size", "V"),
-            ("block_size", "T (the longest context)"),
+            ("context_length", "T (the longest context)"),
             ("n_layer", ""),
             ("n_head", "H"),
             ("n_embd", "E"),
@@ -169,7 +174,16 @@ def to_dict(config) -> dict:
 
 
 def from_dict(cls, values: dict):
-    """``cls(**values)``; unknown keys raise a ValueError that names them."""
+    """``cls(**values)``; unknown keys raise a ValueError that names them. A stored
+    :class:`GPTConfig` written before a field was renamed (:data:`RENAMED`) is read as the new
+    name, silently: the file is not the reader's mistake."""
+    if cls is GPTConfig:
+        both = sorted(old for old, new in RENAMED.items() if old in values and new in values)
+        if both:
+            raise ValueError(
+                f"config: {both} and their new names {[RENAMED[k] for k in both]} both given"
+            )
+        values = {RENAMED.get(k, k): v for k, v in values.items()}
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(values) - known)
     if unknown:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import torch
 
+from mha_course._checks import renamed_keywords
+from mha_course.gpt.config import RENAMED
+
 
 def step_generator(seed: int, step: int) -> torch.Generator:
     """The random stream of one training step (independent of anything that ran before)."""
@@ -17,22 +20,23 @@ def step_generator(seed: int, step: int) -> torch.Generator:
 
 
 def batch_starts(
-    n_tokens: int, block_size: int, batch_size: int, generator: torch.Generator
+    n_tokens: int, context_length: int, batch_size: int, generator: torch.Generator
 ) -> torch.Tensor:
-    """``batch_size`` random window starts in ``[0, n_tokens - block_size - 1]``.
+    """``batch_size`` random window starts in ``[0, n_tokens - context_length - 1]``.
 
     Shape:
         Returns (B,) int64.
     """
-    if n_tokens <= block_size + 1:
+    if n_tokens <= context_length + 1:
         raise ValueError(
-            f"data: expected more than block_size + 1 = {block_size + 1} tokens, got {n_tokens}"
+            f"data: expected more than context_length + 1 = {context_length + 1} tokens, "
+            f"got {n_tokens}"
         )
-    return torch.randint(n_tokens - block_size - 1, (batch_size,), generator=generator)
+    return torch.randint(n_tokens - context_length - 1, (batch_size,), generator=generator)
 
 
 def windows(
-    data: torch.Tensor, starts: torch.Tensor, block_size: int
+    data: torch.Tensor, starts: torch.Tensor, context_length: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Inputs and shifted-by-one targets for windows starting at ``starts``.
 
@@ -40,14 +44,15 @@ def windows(
         data: (N,) int64; starts: (B,). Returns x (B, T) and y (B, T), ``y[:, t] = x[:, t + 1]``
         inside the window (and ``y[:, T-1]`` the id after it).
     """
-    offsets = torch.arange(block_size + 1)  # (T + 1,)
+    offsets = torch.arange(context_length + 1)  # (T + 1,)
     chunk = data[starts[:, None] + offsets]  # (B, 1) + (T + 1,) -> (B, T + 1)
     return chunk[:, :-1], chunk[:, 1:]
 
 
+@renamed_keywords(**RENAMED)
 def training_batch(
     data: torch.Tensor,
-    block_size: int,
+    context_length: int,
     global_batch: int,
     seed: int,
     step: int,
@@ -64,13 +69,14 @@ def training_batch(
             f"batch_size: the global batch ({global_batch}) must be divisible by "
             f"the number of processes ({world_size})"
         )
-    starts = batch_starts(len(data), block_size, global_batch, step_generator(seed, step))
+    starts = batch_starts(len(data), context_length, global_batch, step_generator(seed, step))
     share = global_batch // world_size
-    return windows(data, starts[rank * share : (rank + 1) * share], block_size)
+    return windows(data, starts[rank * share : (rank + 1) * share], context_length)
 
 
+@renamed_keywords(**RENAMED)
 def validation_windows(
-    data: torch.Tensor, block_size: int, max_windows: int | None = None
+    data: torch.Tensor, context_length: int, max_windows: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Non-overlapping windows that tile the validation text from its start (fixed, no
     randomness), at most ``max_windows`` of them.
@@ -78,8 +84,8 @@ def validation_windows(
     Shape:
         Returns x, y: (N_windows, T) each.
     """
-    n = (len(data) - 1) // block_size
+    n = (len(data) - 1) // context_length
     if max_windows is not None:
         n = min(n, max_windows)
-    starts = torch.arange(n) * block_size  # (N_windows,)
-    return windows(data, starts, block_size)
+    starts = torch.arange(n) * context_length  # (N_windows,)
+    return windows(data, starts, context_length)

@@ -19,12 +19,12 @@ def draw_gpt(config: GPTConfig, ax=None):
     E, H, G, p = config.n_embd, config.n_head, config.kv_heads, config.dropout
     kind = "MHA" if G == H else ("MQA" if G == 1 else "GQA")
     pos = {
-        "learned": f"+ learned positions ({config.block_size}, {E})",
+        "learned": f"+ learned positions ({config.context_length}, {E})",
         "rope": f"(RoPE, {config.rope_layout} layout, inside attention)",
         "none": "(no positions)",
     }[config.positions]
     boxes = [  # (y, text, colour)
-        (0.3, f"ids (B, T), T <= {config.block_size}", "#eeeeee"),
+        (0.3, f"ids (B, T), T <= {config.context_length}", "#eeeeee"),
         (1.3, f"token embedding ({config.vocab_size}, {E}) {pos}\ndropout p={p}", "#dbe9f6"),
         (2.6, "LayerNorm", "#fff2cc"),
         (

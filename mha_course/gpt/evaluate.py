@@ -13,15 +13,18 @@ import math
 import torch
 from torch import nn
 
+from mha_course._checks import renamed_keywords
+from mha_course.gpt.config import RENAMED
 from mha_course.gpt.data import validation_windows
 from mha_course.gpt.model import lm_loss
 
 
+@renamed_keywords(**RENAMED)
 @torch.no_grad()
 def evaluate(
     model: nn.Module,
     data: torch.Tensor,
-    block_size: int,
+    context_length: int,
     batch_size: int = 64,
     max_windows: int | None = None,
     head_mask: torch.Tensor | None = None,
@@ -35,7 +38,7 @@ def evaluate(
     Shape:
         data: (N,) int64 ids. Returns a float.
     """
-    x, y = validation_windows(data, block_size, max_windows)  # (N_windows, T) each
+    x, y = validation_windows(data, context_length, max_windows)  # (N_windows, T) each
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device

@@ -4,8 +4,8 @@ One step: logits of the last position -> divide by the temperature -> keep the `
 largest -> softmax -> draw one id. With the cache the prompt is run once (prefill) and each
 new id costs one position's work; without it every step re-runs the whole context.
 
-A model with learned positions cannot look further back than ``block_size`` ids. When the
-context is full, both paths keep its last ``block_size // 2`` ids and carry on from there
+A model with learned positions cannot look further back than ``context_length`` ids. When the
+context is full, both paths keep its last ``context_length // 2`` ids and carry on from there
 (the cached path re-fills its cache with them), so the two paths draw the same text.
 """
 
@@ -84,7 +84,7 @@ def generate(
         raise ValueError(f"prompt: expected shape (B, P) with P >= 1, got {tuple(prompt.shape)}")
     was_training = model.training
     model.eval()
-    T = model.config.block_size
+    T = model.config.context_length
     keep = max(1, T // 2)
     ids = prompt
     start = max(0, ids.shape[1] - T)  # first id of the current context window

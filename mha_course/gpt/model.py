@@ -121,7 +121,7 @@ class GPT(nn.Module):
     goes to layer ``i``'s attention (chapter 10's pruning uses it).
 
     Shape:
-        ids: (B, L) int64 with cached + L <= block_size. Returns logits (B, L, V).
+        ids: (B, L) int64 with cached + L <= context_length. Returns logits (B, L, V).
     """
 
     def __init__(self, config: GPTConfig) -> None:
@@ -130,7 +130,7 @@ class GPT(nn.Module):
         E = config.n_embd
         self.wte = nn.Embedding(config.vocab_size, E)
         self.wpe = (
-            LearnedPositionEmbedding(config.block_size, E)  # chapter 12
+            LearnedPositionEmbedding(config.context_length, E)  # chapter 12
             if config.positions == "learned"
             else None
         )
@@ -147,14 +147,14 @@ class GPT(nn.Module):
 
     def new_caches(self, static: bool = False) -> list[Cache]:
         """One empty cache per layer: :class:`KVCache` (grows by concatenation), or with
-        ``static`` a :class:`~mha_course.caches.static.StaticKVCache` of ``block_size``;
+        ``static`` a :class:`~mha_course.caches.static.StaticKVCache` of ``context_length``;
         with ``attention="mla"`` a :class:`~mha_course.attention.mla.LatentKVCache` (no static form)."""
         if self.config.attention == "mla":
             if static:
                 raise ValueError("static: attention='mla' has no static cache; use static=False")
             return [LatentKVCache() for _ in range(self.config.n_layer)]
         if static:
-            return [StaticKVCache(self.config.block_size) for _ in range(self.config.n_layer)]
+            return [StaticKVCache(self.config.context_length) for _ in range(self.config.n_layer)]
         return [KVCache() for _ in range(self.config.n_layer)]
 
     def num_parameters(self) -> int:
@@ -191,9 +191,9 @@ class GPT(nn.Module):
         if head_mask is not None and len(head_mask) != n:
             raise ValueError(f"head_mask: expected one entry per layer ({n}), got {len(head_mask)}")
         start = 0 if caches is None else caches[0].length  # positions already cached
-        if self.wpe is not None and start + ids.shape[1] > self.config.block_size:
+        if self.wpe is not None and start + ids.shape[1] > self.config.context_length:
             raise ValueError(
-                f"ids: expected at most block_size = {self.config.block_size} "
+                f"ids: expected at most context_length = {self.config.context_length} "
                 f"positions in all, got {start} cached + {shape_str(ids)}"
             )
         x = self.wte(ids)  # (B, L) -> (B, L, E)

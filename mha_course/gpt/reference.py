@@ -75,13 +75,13 @@ def static_decode(model: GPT, prompt: torch.Tensor, max_new_tokens: int) -> torc
     """Greedy decoding with preallocated per-layer key/value buffers and torch's SDPA only.
 
     Shape:
-        prompt: (B, P) with P + max_new_tokens <= block_size. Returns (B, P + max_new_tokens).
+        prompt: (B, P) with P + max_new_tokens <= context_length. Returns (B, P + max_new_tokens).
     """
     c = model.config
     B, P = prompt.shape
     H, G, D, T = c.n_head, c.kv_heads, c.head_dim, P + max_new_tokens
-    if c.positions != "learned" or T > c.block_size:
-        raise ValueError(f"prompt: expected learned positions and P + new <= {c.block_size}")
+    if c.positions != "learned" or T > c.context_length:
+        raise ValueError(f"prompt: expected learned positions and P + new <= {c.context_length}")
     w = model.wte.weight
     ks = [w.new_empty(B, G, T, D) for _ in model.blocks]  # allocated once
     vs = [w.new_empty(B, G, T, D) for _ in model.blocks]

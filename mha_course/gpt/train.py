@@ -124,7 +124,10 @@ def train(
     if init_from is not None and rank == 0 and not resume:  # e.g. the converted model, untrained
         source_meta["val_loss_at_start"] = round(
             evaluate(
-                model, val_ids, model_config.block_size, max_windows=train_config.final_eval_windows
+                model,
+                val_ids,
+                model_config.context_length,
+                max_windows=train_config.final_eval_windows,
             ),
             5,
         )
@@ -146,7 +149,7 @@ def train(
         ddp = DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None
         )
-    tc, T = train_config, model_config.block_size
+    tc, T = train_config, model_config.context_length
     tokens_per_step = tc.batch_size * T
     bar = tqdm(
         range(start_step, tc.max_iters),

@@ -8,7 +8,7 @@ import re
 import nbformat
 from grading_helpers import EXERCISES, ROOT, SOLUTIONS
 
-from mha_course.authoring import release
+from mha_course.authoring import conventions, release
 
 
 def test_every_exercise_has_the_same_conventions_box():
@@ -16,16 +16,18 @@ def test_every_exercise_has_the_same_conventions_box():
     assert books
     for path in books:
         cells = nbformat.read(path, as_version=4).cells
-        boxes = [c for c in cells if c.get("id") == release.CONVENTIONS_ID]
+        boxes = [c for c in cells if c.get("id") == conventions.CONVENTIONS_ID]
         assert len(boxes) == 1 and cells[1] is boxes[0], path.name
-        assert boxes[0].cell_type == "markdown" and boxes[0].source == release.CONVENTIONS.rstrip(
-            "\n"
-        ), path.name
+        assert boxes[0].cell_type == "markdown" and boxes[
+            0
+        ].source == conventions.CONVENTIONS.rstrip("\n"), path.name
 
 
 def test_the_weight_layouts_are_the_solutions():
     rows = re.findall(
-        r"^\| (ex[\d, ex]+) \| [^|]+ \| `x @ (W(?:\.T)?)` \|$", release.CONVENTIONS, re.MULTILINE
+        r"^\| (ex[\d, ex]+) \| [^|]+ \| `x @ (W(?:\.T)?)` \|$",
+        conventions.CONVENTIONS,
+        re.MULTILINE,
     )
     assert len(rows) == 3
     for names, proj in rows:

@@ -9,7 +9,7 @@ import torch
 from grading_helpers import solution
 
 import mha_course
-from mha_course.authoring import release
+from mha_course.authoring import test_cells
 from mha_course.grading import all_items
 from mha_grader.compare import dtype_rule, reference_dtypes
 from mha_grader.inprocess import grade_namespace
@@ -56,7 +56,7 @@ def test_self_check_and_grader_agree_on_the_dtype(item_id, source, dtype, capsys
 def test_every_test_cell_states_its_dtype_rule():
     for it in all_items():
         dtypes = reference_dtypes(it) if it.dtype_must_match else None
-        assert f"# dtype rule: {dtype_rule(it, dtypes)}." in release.test_cell_source(it)
+        assert f"# dtype rule: {dtype_rule(it, dtypes)}." in test_cells.test_cell_source(it)
 
 
 def test_bool_and_int_items_state_no_float_rule():
@@ -67,7 +67,7 @@ def test_bool_and_int_items_state_no_float_rule():
         if not it.dtype_must_match:
             continue
         kinds = {d.kind for d in reference_dtypes(it)}
-        rule = release.test_cell_source(it).split("# dtype rule: ")[1].split("\n")[0]
+        rule = test_cells.test_cell_source(it).split("# dtype rule: ")[1].split("\n")[0]
         if "f" not in kinds and ("float32" in rule or "floating" in rule):
             wrong.append((it.id, rule))
     assert not wrong, wrong

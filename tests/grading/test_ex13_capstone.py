@@ -74,7 +74,7 @@ def test_variants_with_no_switch_are_the_course_forward():
                     for k in (
                         "seed",
                         "vocab_size",
-                        "block_size",
+                        "context_length",
                         "n_layer",
                         "n_head",
                         "n_kv_head",
@@ -101,7 +101,7 @@ def test_schedule_is_the_recipe_and_each_mistake_moves_it():
 
 def test_recipe_steps_reproduce_mha_course_train():
     """The reference against the real loop: 6 steps of ``train`` on the corpus (tiny model)."""
-    cfg = GPTConfig(block_size=8, n_layer=1, n_head=2, n_embd=16)
+    cfg = GPTConfig(context_length=8, n_layer=1, n_head=2, n_embd=16)
     tc = TrainConfig(
         batch_size=3,
         max_iters=6,
@@ -118,7 +118,9 @@ def test_recipe_steps_reproduce_mha_course_train():
     model = GPT(cfg).train()
     corpus = load_corpus()
     data = CharTokenizer.from_text(corpus.text).encode(corpus.train)
-    batches = [training_batch(data, cfg.block_size, tc.batch_size, tc.seed, s) for s in range(6)]
+    batches = [
+        training_batch(data, cfg.context_length, tc.batch_size, tc.seed, s) for s in range(6)
+    ]
     losses, lrs = T.recipe_steps(
         model, tc, torch.stack([b[0] for b in batches]), torch.stack([b[1] for b in batches]), 0
     )

@@ -114,7 +114,7 @@ return CourseBlock(config)""",
 import importlib
 drivers = importlib.import_module("mha_course.grad" + "ing.drivers")
 c = config
-return drivers.course_gpt(0, c.vocab_size, c.block_size, c.n_layer, c.n_head, c.kv_heads, c.n_embd, c.bias).float()""",
+return drivers.course_gpt(0, c.vocab_size, c.context_length, c.n_layer, c.n_head, c.kv_heads, c.n_embd, c.bias).float()""",
     ),
     ("ex13", "ex13_train_steps"): _fn(
         "def train_steps(model, tc, xs, ys, start):",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from mha_course.authoring.release import stub_source
+from mha_course.authoring.solution_blocks import stub_source
 from mha_course.grading import all_items, notebooks, resolve
 from mha_grader import compare
 from mha_grader.classroom import students

@@ -10,14 +10,8 @@ import torch
 from grading_helpers import EXERCISES, SOLUTIONS
 
 from mha_course import hint
-from mha_course.authoring.release import (
-    Task,
-    _map_blocks,
-    levels,
-    nbgrader_source,
-    release,
-    stub_source,
-)
+from mha_course.authoring.release import nbgrader_source, release
+from mha_course.authoring.solution_blocks import Task, _map_blocks, levels, stub_source
 from mha_course.grading import check, notebooks
 from mha_course.grading import hints as H
 

@@ -160,7 +160,7 @@ def _model_cases(rng: np.random.Generator) -> list[dict]:
         return {
             "seed": int(rng.integers(2**31)),
             "vocab_size": V,
-            "block_size": T,
+            "context_length": T,
             "n_layer": n_layer,
             "n_head": H,
             "n_kv_head": G,

@@ -72,12 +72,12 @@ def drive_head_grads(fn, seed, vocab_size, num_layers, num_heads, embed_dim, tok
     return fn(model, tokens.long(), targets.long(), _sequence_loss())
 
 
-def gpt_config(vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, bias) -> GPTConfig:
+def gpt_config(vocab_size, context_length, n_layer, n_head, n_kv_head, n_embd, bias) -> GPTConfig:
     """The case's model config (learned positions, no dropout, tied read-out)."""
     G = int(n_kv_head)
     return GPTConfig(
         vocab_size=int(vocab_size),
-        block_size=int(block_size),
+        context_length=int(context_length),
         n_layer=int(n_layer),
         n_head=int(n_head),
         n_kv_head=None if G == int(n_head) else G,
@@ -119,7 +119,7 @@ def block_shapes(c: GPTConfig, prefix: str = "") -> dict[str, tuple[int, ...]]:
 
 def gpt_shapes(c: GPTConfig) -> dict[str, tuple[int, ...]]:
     """``GPT``'s state_dict names and shapes as a checkpoint stores them (no ``lm_head.weight``)."""
-    out = {"wte.weight": (c.vocab_size, c.n_embd), "wpe.weight": (c.block_size, c.n_embd)}
+    out = {"wte.weight": (c.vocab_size, c.n_embd), "wpe.weight": (c.context_length, c.n_embd)}
     for i in range(c.n_layer):
         out.update(block_shapes(c, f"blocks.{i}."))
     out["ln_f.weight"] = (c.n_embd,)
@@ -159,11 +159,11 @@ def load_state(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> bool:
     return True
 
 
-def course_gpt(seed, vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, bias):
+def course_gpt(seed, vocab_size, context_length, n_layer, n_head, n_kv_head, n_embd, bias):
     """The course's :class:`~mha_course.gpt.model.GPT` holding the case's state (float64)."""
     from mha_course.gpt.model import GPT
 
-    c = gpt_config(vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, bias)
+    c = gpt_config(vocab_size, context_length, n_layer, n_head, n_kv_head, n_embd, bias)
     model = GPT(c)
     load_state(model, seeded_state(gpt_shapes(c), seed))
     return model.double().eval()
@@ -181,10 +181,10 @@ def drive_block(cls, seed, n_head, n_kv_head, n_embd, bias, x):
 
 
 def drive_model(
-    cls, seed, vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, bias, dtype, ids
+    cls, seed, vocab_size, context_length, n_layer, n_head, n_kv_head, n_embd, bias, dtype, ids
 ):
     """CHILD: build ``cls(config)``, load the case's state (no lm_head.weight), return logits."""
-    c = gpt_config(vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, bias)
+    c = gpt_config(vocab_size, context_length, n_layer, n_head, n_kv_head, n_embd, bias)
     model = cls(c)
     if not load_state(model, seeded_state(gpt_shapes(c), seed)):
         return torch.empty(0)
@@ -206,9 +206,11 @@ def _train_setup(
     lr_decay_iters,
     grad_clip,
     weight_decay,
-    block_size,
+    context_length,
 ):
-    model = course_gpt(seed, vocab_size, block_size, n_layer, n_head, n_head, n_embd, False).train()
+    model = course_gpt(
+        seed, vocab_size, context_length, n_layer, n_head, n_head, n_embd, False
+    ).train()
     tc = TrainConfig(
         batch_size=1,
         max_iters=int(max_iters),
@@ -230,7 +232,7 @@ def drive_train(fn, *case):
     return fn(model, tc, xs.long(), ys.long(), int(start))
 
 
-def ablation_models(n_layer, heads, kv_heads, latent, n_embd, dtype, block_size) -> list:
+def ablation_models(n_layer, heads, kv_heads, latent, n_embd, dtype, context_length) -> list:
     """The course's GPTs of an ablation, one per row: ``heads[i]`` query heads at width
     ``n_embd``, ``kv_heads[i]`` key/value heads (0: MLA with a latent of ``latent[i]``). Their
     weights do not matter to what is measured (the cache's bytes), so they are the default ones."""
@@ -240,7 +242,7 @@ def ablation_models(n_layer, heads, kv_heads, latent, n_embd, dtype, block_size)
     for H, G, C in zip(heads.tolist(), kv_heads.tolist(), latent.tolist()):
         c = GPTConfig(
             vocab_size=ABLATION_VOCAB,
-            block_size=int(block_size),
+            context_length=int(context_length),
             n_layer=int(n_layer),
             n_head=H,
             n_kv_head=None if G in (0, H) else G,
