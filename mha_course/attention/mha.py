@@ -244,6 +244,16 @@ class MultiHeadAttention(nn.Module):
     # ---- forward -------------------------------------------------------------------------
     def _check_inputs(self, query, key, value) -> None:
         E = self.embed_dim
+        if (  # self-attention on a float (B, L, E) tensor of the parameters' dtype: all is well
+            key is query
+            and value is query
+            and type(query) is torch.Tensor
+            and query.dim() == 3
+            and query.shape[-1] == E == self.kdim == self.vdim
+            and query.dtype == self.q_proj.weight.dtype
+            and query.is_floating_point()
+        ):
+            return  # (one decode step: these few comparisons instead of every check below)
         for name, t, width, letters in (
             ("query", query, E, "(B, L, E)"),
             ("key", key, self.kdim, "(B, S, kdim)"),
@@ -352,6 +362,20 @@ class MultiHeadAttention(nn.Module):
         key = query if key is None else key
         value = key if value is None else value
         self._check_inputs(query, key, value)
+        if (
+            kv_cache is not None
+            and query.shape[1] == 1
+            and key is query
+            and value is query
+            and attn_mask is None
+            and key_padding_mask is None
+            and head_mask is None
+            and not (need_weights or self.training or self.alibi)
+            and self.rope is None
+            and self.impl == "sdpa"
+            and type(kv_cache).restrict_mask is Cache.restrict_mask
+        ):  # a plain decode step: one new query sees every key, so no mask to build or narrow
+            return self._decode_step(query, kv_cache), None
         B, L, _ = query.shape
         H, G = self.num_heads, self.num_kv_heads
         offset = 0 if kv_cache is None else kv_cache.length  # positions cached before this call
@@ -442,6 +466,21 @@ class MultiHeadAttention(nn.Module):
             )  # (B, H, L, D) * (1 or B, H, 1, 1): head h scaled by head_mask[h]
         output = self.out_proj(merge_heads(out))  # (B, H, L, D) -> (B, L, H*D) -> (B, L, E)
         return output, (weights if need_weights else None)
+
+    def _decode_step(self, x: torch.Tensor, kv_cache: Cache) -> torch.Tensor:
+        """``forward``'s own result for one new position of self-attention with a cache, no
+        masks, no positions in attention, torch's SDPA: the same steps, none of the branches.
+
+        Shape:
+            x: (B, 1, E). Returns (B, 1, E).
+        """
+        H, G = self.num_heads, self.num_kv_heads
+        q = _split(self.q_proj(x), H)  # (B, 1, E) -> (B, H, 1, D)
+        k, v = kv_cache.update(_split(self.k_proj(x), G), _split(self.v_proj(x), G))
+        out = ATTENTION_FUNCTIONS["sdpa"].run(q, k, v, enable_gqa=G != H)  # (B, H, 1, D)
+        if self.dispatch != ("sdpa", None):  # nn.Module's __setattr__ is slow: set on change
+            self.dispatch = ("sdpa", None)
+        return self.out_proj(merge_heads(out))  # (B, H, 1, D) -> (B, 1, E)
 
 
 def _head_multipliers(head_mask: torch.Tensor, B: int, H: int, dtype: torch.dtype) -> torch.Tensor:
