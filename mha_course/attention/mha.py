@@ -233,6 +233,20 @@ class MultiHeadAttention(nn.Module):
         value = key if value is None else value
         widths = (self.embed_dim, self.kdim, self.vdim)
         check_inputs(query, key, value, widths, self.q_proj.weight.dtype)
+        if (
+            kv_cache is not None
+            and query.shape[1] == 1
+            and key is query
+            and value is query
+            and attn_mask is None
+            and key_padding_mask is None
+            and head_mask is None
+            and not (need_weights or self.training or self.alibi)
+            and self.rope is None
+            and self.impl == "sdpa"
+            and type(kv_cache).restrict_mask is Cache.restrict_mask
+        ):  # a plain decode step: one new query sees every key, so no mask to build or narrow
+            return self._decode_step(query, kv_cache), None
         B, L, _ = query.shape
         H, G = self.num_heads, self.num_kv_heads
         offset = 0 if kv_cache is None else kv_cache.length  # positions cached before this call
@@ -291,3 +305,18 @@ class MultiHeadAttention(nn.Module):
             out = out * multipliers  # (B, H, L, D) * (1 or B, H, 1, 1)
         output = self.out_proj(merge_heads(out))  # (B, H, L, D) -> (B, L, H*D) -> (B, L, E)
         return output, (weights if need_weights else None)
+
+    def _decode_step(self, x: torch.Tensor, kv_cache: Cache) -> torch.Tensor:
+        """``forward``'s own result for one new position of self-attention with a cache, no
+        masks, no positions in attention, torch's SDPA: the same steps, none of the branches.
+
+        Shape:
+            x: (B, 1, E). Returns (B, 1, E).
+        """
+        H, G = self.num_heads, self.num_kv_heads
+        q = _split(self.q_proj(x), H)  # (B, 1, E) -> (B, H, 1, D)
+        k, v = kv_cache.update(_split(self.k_proj(x), G), _split(self.v_proj(x), G))
+        out = ATTENTION_FUNCTIONS["sdpa"].run(q, k, v, enable_gqa=G != H)  # (B, H, 1, D)
+        if self.dispatch != ("sdpa", None):  # nn.Module's __setattr__ is slow: set on change
+            self.dispatch = ("sdpa", None)
+        return self.out_proj(merge_heads(out))  # (B, H, 1, D) -> (B, 1, E)

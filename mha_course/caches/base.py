@@ -172,6 +172,17 @@ class Cache(ABC):
         return mask
 
 
+def kv_signature(key: object, value: object) -> tuple | None:
+    """What :func:`check_new_kv`'s verdict on ``(key, value)`` depends on, besides the held
+    tensors: their sizes, dtypes and devices (None if either is not a tensor). A cache that
+    checked one call may skip the checks of the next call with the same signature against
+    the same held tensors (a decode step: one new position at a time) — the verdict is the same.
+    """
+    if type(key) is not torch.Tensor or type(value) is not torch.Tensor:
+        return None
+    return (key.shape, value.shape, key.dtype, value.dtype, key.device, value.device)
+
+
 def check_new_kv(
     key: object,
     value: object,

@@ -86,27 +86,31 @@ def generate(
     model.eval()
     T = model.config.context_length
     keep = max(1, T // 2)
-    ids = prompt
-    start = max(0, ids.shape[1] - T)  # first id of the current context window
+    B, P = prompt.shape
+    ids = prompt.new_empty(B, P + max_new_tokens)  # written in place, one column per step
+    ids[:, :P] = prompt
+    n = P  # ids filled so far
+    start = max(0, n - T)  # first id of the current context window
     if use_cache:
         caches = model.new_caches() if caches is None else caches
         for c in caches:
             c.reset()
-        logits = model(ids[:, start:], caches=caches)[:, -1]  # prefill: (B, P, V) -> (B, V)
+        logits = model(ids[:, start:n], caches=caches)[:, -1]  # prefill: (B, P, V) -> (B, V)
     for i in range(max_new_tokens):
         if not use_cache:
-            logits = model(ids[:, start:])[:, -1]  # (B, context, V) -> (B, V)
+            logits = model(ids[:, start:n])[:, -1]  # (B, context, V) -> (B, V)
         next_id = sample_next(logits, temperature, top_k, generator)  # (B, 1)
-        ids = torch.cat([ids, next_id], dim=1)  # (B, n) -> (B, n + 1)
+        ids[:, n : n + 1] = next_id
+        n += 1
         if i == max_new_tokens - 1:
             break
-        if ids.shape[1] - start > T:  # the window is full: slide it
-            start = ids.shape[1] - keep
+        if n - start > T:  # the window is full: slide it
+            start = n - keep
             if use_cache:
                 for c in caches:
                     c.reset()
-                logits = model(ids[:, start:], caches=caches)[:, -1]  # re-fill with `keep` ids
-        elif use_cache:
-            logits = model(next_id, caches=caches)[:, -1]  # one position: (B, 1, V) -> (B, V)
+                logits = model(ids[:, start:n], caches=caches)[:, -1]  # re-fill: `keep` ids
+        elif use_cache:  # one position, checked once above: (B, 1, V) -> (B, V)
+            logits = model.decode_step(next_id, caches)[:, -1]
     model.train(was_training)
     return ids

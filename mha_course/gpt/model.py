@@ -196,6 +196,23 @@ class GPT(nn.Module):
                 f"ids: expected at most context_length = {self.config.context_length} "
                 f"positions in all, got {start} cached + {shape_str(ids)}"
             )
+        return self._run(ids, caches, head_mask, need_weights, start)
+
+    @torch.no_grad()
+    def decode_step(self, ids: torch.Tensor, caches: Sequence[Cache]) -> torch.Tensor:
+        """``forward(ids, caches)`` without its checks of ``ids`` and ``caches``: for a caller
+        that made the checked call first and guarantees the rest — :func:`generate`, whose ids
+        are the model's own samples (in range) and which slides its window before
+        ``block_size``. One decode step of this small model is mostly Python; the checks were a
+        fifth of it.
+
+        Shape:
+            ids: (B, L) int64. Returns logits (B, L, V).
+        """
+        return self._run(ids, caches, None, False, caches[0].length)
+
+    def _run(self, ids, caches, head_mask, need_weights, start):
+        """The forward pass after the checks; ``start`` = positions already cached."""
         x = self.wte(ids)  # (B, L) -> (B, L, E)
         if self.wpe is not None:
             # rows start .. start+L-1 of chapter 12's table (the bound is checked above)

@@ -1,0 +1,126 @@
+"""Chapter 9, beside the lesson: the same tiled attention with the passes over each tile cut.
+
+:func:`mha_course.kernels.tiled.tiled_attention` is the version chapter 9 teaches (every step
+of the online softmax written out). This one computes the same thing, to rounding, with the
+tricks a real kernel uses to touch each (block_q, block_k) tile of scores as few times as
+possible; ``benchmarks/tiled_vs_sdpa.py`` times both against torch's SDPA.
+
+1. **The running sum comes out of the matmul.** Values get a column of ones: ``p @ [V | 1]``
+   gives ``p @ V`` and ``rowsum(p)`` in one product (no separate sum over the tile).
+2. **The maximum is subtracted inside the matmul.** Queries get a column holding ``-m`` (the
+   running maximum of the row) and keys a column of ones, so ``[q | -m] @ [k | 1]ᵀ = q kᵀ - m``.
+3. **The maximum is updated lazily** (as FlashAttention 4 does): ``exp(s - m)`` is exact for any
+   reference ``m``; it must only not overflow. While no new score exceeds the reference by more
+   than ``LAZY_MARGIN`` the tile is exponentiated as it is and nothing is rescaled; otherwise the
+   reference moves up, the tile is shifted and the accumulator rescaled (the teaching version's
+   step). Per tile: one matmul writes it, one ``amax`` reads it, one in-place ``exp`` and the
+   second matmul read it.
+4. **All heads in one batched matmul**, scores written into one reused buffer, the causal mask
+   added by the matmul itself (``baddbmm``) on the tiles that cross the diagonal; tiles wholly
+   above it are never computed.
+
+Memory stays linear in L: the largest intermediate is (B·H, block_q, block_k) plus copies of
+Q, K, V one column wider.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from mha_course.kernels.tiled import _check_inputs
+
+# exp(s - m) for s - m <= 16 stays below 9e6; summed over 2**20 keys it is < 1e13, far from
+# float32's overflow (3.4e38). A row whose scores pass m + LAZY_MARGIN is rescaled. 16-bit
+# inputs are computed in float32 (float16 itself would overflow at 65504).
+LAZY_MARGIN = 16.0
+
+
+def tiled_attention_fast(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    is_causal: bool = False,
+    scale: float | None = None,
+    block_q: int = 256,
+    block_k: int = 1024,
+) -> torch.Tensor:
+    """softmax(Q Kᵀ · scale) V tile by tile, as :func:`tiled_attention`, with fewer passes.
+
+    No gradients (use :func:`tiled_attention` or the FlashAttention backward of chapter 9 for
+    training); ``is_causal`` is top-left aligned, as torch's SDPA.
+
+    Shape:
+        query: (..., L, D); key: (..., S, D); value: (..., S, Dv). Returns (..., L, Dv).
+    """
+    _check_inputs(query, key, value, block_q, block_k)
+    L, S, D = query.shape[-2], key.shape[-2], query.shape[-1]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    lead, Dv = query.shape[:-2], value.shape[-1]
+    n = math.prod(lead)
+    if query.dtype in (torch.float16, torch.bfloat16):
+        args = (query.float(), key.float(), value.float(), is_causal, scale, block_q, block_k)
+        return tiled_attention_fast(*args).to(query.dtype)
+    with torch.no_grad():
+        q_aug = query.new_empty(n, L, D + 1)  # [q * scale | -m]
+        torch.mul(query.reshape(n, L, D), scale, out=q_aug[..., :D])
+        k_aug = key.new_ones(n, S, D + 1)  # [k | 1]
+        k_aug[..., :D] = key.reshape(n, S, D)
+        v_aug = value.new_ones(n, S, Dv + 1)  # [v | 1]: p @ v_aug = [p @ v | rowsum(p)]
+        v_aug[..., :Dv] = value.reshape(n, S, Dv)
+        k_t = k_aug.transpose(1, 2)  # (n, D + 1, S)
+        out = query.new_empty(n, L, Dv)
+        widest = max(block_k, block_q) if is_causal else block_k  # causal: the diagonal tile
+        buf = query.new_empty(n * min(block_q, L) * min(widest, S))  # every tile's scores
+        for i0 in range(0, L, block_q):
+            i1 = min(i0 + block_q, L)
+            _query_block(q_aug[:, i0:i1], k_t, v_aug, out[:, i0:i1], i0, is_causal, block_k, buf)
+    return out.reshape(*lead, L, Dv)
+
+
+def _query_block(q_aug, k_t, v_aug, out, i0, is_causal, block_k, buf) -> None:
+    """One block of query rows against every key tile it sees; writes ``out`` in place.
+
+    Shape:
+        q_aug: (n, Bq, D + 1); k_t: (n, D + 1, S); v_aug: (n, S, Dv + 1); out: (n, Bq, Dv).
+    """
+    n, bq, _ = q_aug.shape
+    S, Dv = k_t.shape[-1], out.shape[-1]
+    # causal: keys before the block's first row in tiles of block_k, then the (Bq, Bq) tile on
+    # the diagonal (masked); keys past the block's last row are never computed
+    k_end = min(S, i0) if is_causal else S
+    tiles = [(j0, min(j0 + block_k, k_end)) for j0 in range(0, k_end, block_k)]
+    if is_causal and i0 < S:
+        tiles.append((i0, min(S, i0 + bq)))
+    m = None  # (n, Bq, 1) the reference maximum, set by the first tile
+    acc = None  # (n, Bq, Dv + 1) = [unnormalised output | running sum]
+    for j0, j1 in tiles:
+        scores = buf[: n * bq * (j1 - j0)].view(n, bq, j1 - j0)
+        if m is not None:
+            q_aug[..., -1:] = -m  # the matmul below then subtracts m from every score
+        else:
+            q_aug[..., -1] = 0.0
+        if is_causal and j1 - 1 > i0:  # the tile crosses the diagonal: mask j > i by adding -inf
+            rows = torch.arange(i0, i0 + bq, device=q_aug.device).unsqueeze(-1)  # (Bq, 1)
+            cols = torch.arange(j0, j1, device=q_aug.device)  # (Bk,)
+            mask = torch.zeros(bq, j1 - j0, dtype=q_aug.dtype, device=q_aug.device)
+            mask.masked_fill_(cols > rows, float("-inf"))
+            torch.baddbmm(mask, q_aug, k_t[..., j0:j1], out=scores)
+        else:
+            torch.bmm(q_aug, k_t[..., j0:j1], out=scores)
+        top = scores.amax(dim=-1, keepdim=True)  # (n, Bq, 1): s - m, -inf where all masked
+        if m is None:  # first tile: its own maximum is the reference (finite: key 0 is seen)
+            m = top
+            scores.sub_(m)
+        elif bool((top > LAZY_MARGIN).any()):  # some row grew too much: move its reference
+            shift = top.clamp(min=0.0)
+            scores.sub_(shift)
+            m = m + shift
+            acc.mul_(torch.exp(-shift))
+        p = scores.exp_()
+        if acc is None:
+            acc = torch.bmm(p, v_aug[:, j0:j1])
+        else:
+            acc.baddbmm_(p, v_aug[:, j0:j1])
+    torch.div(acc[..., :Dv], acc[..., Dv:], out=out)

@@ -1,0 +1,58 @@
+"""Chapter 9, beside the lesson: the fast tiled attention equals torch's SDPA (float64)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mha_course.kernels.tiled_fast import LAZY_MARGIN, tiled_attention_fast
+
+
+def _qkv(*lead, L=37, S=37, D=8, Dv=None, dtype=torch.float64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    Dv = D if Dv is None else Dv
+    return (
+        torch.randn(*lead, L, D, generator=g, dtype=dtype),
+        torch.randn(*lead, S, D, generator=g, dtype=dtype),
+        torch.randn(*lead, S, Dv, generator=g, dtype=dtype),
+    )
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("L,S", [(37, 37), (10, 37), (37, 10), (1, 5)])
+@pytest.mark.parametrize("block_q,block_k", [(1, 1), (7, 5), (16, 64), (100, 100)])
+def test_matches_torch_sdpa(is_causal, L, S, block_q, block_k):
+    q, k, v = _qkv(2, 3, L=L, S=S, Dv=5)
+    out = tiled_attention_fast(q, k, v, is_causal=is_causal, block_q=block_q, block_k=block_k)
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_growing_scores_move_the_reference(is_causal):
+    # keys grow along S: each tile's scores pass the last reference by more than LAZY_MARGIN,
+    # so the rescaling branch runs (and large scores must not overflow)
+    q, k, v = _qkv(1, 2, L=12, S=12, D=4)
+    q = q.abs() + 1.0
+    k = (torch.arange(12, dtype=torch.float64) * LAZY_MARGIN).view(1, 1, 12, 1).expand(1, 2, 12, 4)
+    out = tiled_attention_fast(q, k, v, is_causal=is_causal, block_q=4, block_k=3)
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out, want, rtol=1e-10, atol=1e-10)
+
+
+def test_float32_and_16_bit_within_their_tolerance():
+    q, k, v = _qkv(2, L=300, S=300, D=16, dtype=torch.float32)
+    for dtype in (torch.float32, torch.bfloat16):
+        qd, kd, vd = (t.to(dtype) for t in (q, k, v))
+        out = tiled_attention_fast(qd, kd, vd, is_causal=True, block_q=64, block_k=128)
+        assert out.dtype == dtype
+        want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        torch.testing.assert_close(
+            out.float(), want, **({} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2})
+        )
+
+
+def test_bad_block_size_names_the_argument():
+    q, k, v = _qkv(L=4, S=4)
+    with pytest.raises(ValueError, match="block_k"):
+        tiled_attention_fast(q, k, v, block_k=0)
