@@ -4,8 +4,11 @@ its own mistake is still named and still costs its points; nothing is gained by 
 
 from __future__ import annotations
 
+import runpy
+from pathlib import Path
+
 import pytest
-from grading_helpers import MASK_AFTER_SOFTMAX, build, grade_many, toy_item
+from grading_helpers import MASK_AFTER_SOFTMAX, build, grade_many, solution, toy_item
 
 from mha_course.grading import check, items_for
 
@@ -28,6 +31,104 @@ def split_heads(x, num_heads):
     B, T, E = x.shape
     return x.view(B, num_heads, T, E // num_heads)
 """
+
+
+# The torch exercises' chains (their substitutes: grading/child/substitutes_torch.py), from the
+# gallery: exercise, earlier item, a wrong earlier task, later item (it calls the earlier
+# function), a later task with a mistake of its own
+CHAINS = {
+    "ex07": ("ex07_repeat_kv", "ex07_repeat_not_interleave", "ex07_gqa_forward", "ex07_gqa_forward_scaled_by_e"),
+    # ex09's task 3 calls tasks 1 and 2: with both failing, it is graded with both of the course's
+    "ex09": ("ex09_online_update", "ex09_update_no_rescale", "ex09_tile_step", "ex09_tile_no_scale"),
+    "ex12": ("ex12_rope", "ex12_rope_rotate_half_sign", "ex12_rope_decode_step", "ex12_step_positions_not_offset"),
+    "ex13": ("ex13_block", "ex13_block_post_norm", "ex13_gpt", "ex13_gpt_untied_readout"),
+    "ex14": ("ex14_ring_slots", "ex14_ring_not_wrapped", "ex14_ring_write", "ex14_positions_not_updated"),
+    "ex19": ("ex19_safe_merge", "ex19_merge_no_max", "ex19_ring_step", "ex19_step_local_offset"),
+}  # fmt: skip
+
+
+def _gallery(case: str) -> dict:
+    return runpy.run_path(str(Path(__file__).parent / "gallery" / f"{case}.py"))
+
+
+def _chain_code(ex: str) -> dict[str, dict[str, str]]:
+    """The three students of a chain: its earlier task wrong; both wrong; the earlier task
+    "solved" by importing the course's substitute (a name the grader does not skip cells for)."""
+    earlier, wrong, later, own = CHAINS[ex]
+    fn = next(it.function for it in items_for(ex) if it.id == earlier)
+    first = {earlier: _gallery(wrong)["REPLACE"][earlier]}  # only that task: the rest solved
+    borrowed = (
+        f"import importlib\n{fn} = importlib.import_module("
+        f'"mha_course.grad" + "ing.child.substitutes_torch").{fn}\n'
+    )
+    return {
+        "wrong": first,
+        "two": {**first, later: _gallery(own)["REPLACE"][later]},
+        "borrowed": {earlier: borrowed},
+    }
+
+
+@pytest.fixture(scope="module")
+def chains(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("chains")
+    return grade_many(
+        {
+            (ex, kind): (build(ex, tmp / ex / kind / "sub.ipynb", replace=rep), ex)
+            for ex in CHAINS
+            for kind, rep in _chain_code(ex).items()
+        }
+    )
+
+
+@pytest.mark.parametrize("ex", list(CHAINS))
+def test_each_chain_costs_the_earlier_task_only_its_own_points(chains, ex):
+    earlier, wrong, later, own = CHAINS[ex]
+    name = next(it.function for it in items_for(ex) if it.id == earlier)
+    results, _ = chains[(ex, "wrong")]
+    status, text = _gallery(wrong)["EXPECT"][earlier]
+    assert (results[earlier].status, text in results[earlier].message) == (status, True)
+    assert _lost(results, ex) == {earlier}, {i: results[i].message for i in _lost(results, ex)}
+    r = results[later]
+    assert r.points == r.max_points, r.message
+    assert r.message.startswith(f"graded with the course's `{name}`") and earlier in r.message
+
+    results, _ = chains[(ex, "two")]  # the later task's own mistake is named, and costs it
+    assert _lost(results, ex) == {earlier, later}, {i: results[i].message for i in results}
+    r = results[later]
+    assert r.points == 0 and "this item's own mistake" in r.message, r.message
+    assert _gallery(own)["EXPECT"][later][1] in r.message, r.message
+    assert "inherits" not in r.message
+
+
+@pytest.mark.parametrize("ex", list(CHAINS))
+def test_a_torch_substitute_cannot_pass_the_earlier_task(chains, ex):
+    earlier, _, later, _ = CHAINS[ex]
+    results, _ = chains[(ex, "borrowed")]
+    assert results[earlier].status == "forbidden API", results[earlier]
+    assert results[later].passed, results[later].message  # graded with the course's own
+    assert _lost(results, ex) == {earlier}, {i: results[i].message for i in _lost(results, ex)}
+
+
+def test_a_parameter_named_like_an_earlier_task_is_not_a_call():
+    """ex17's ``dq_tile(..., d_term, scale)`` reads its argument ``d_term``, not task 1's
+    function: a wrong task 1 is not blamed for task 2's own mistake (the scanner read every
+    loaded name as a call, and said task 2 "inherits the failure of task 1")."""
+    from mha_grader.causes import call_graph, explain, reached
+    from mha_grader.compare import ItemResult
+    from mha_grader.notebook import code_cells
+
+    items = items_for("ex17")
+    graph = call_graph(code_cells(solution("ex17")))
+    assert "d_term" not in reached(graph, "dq_tile")
+    assert (
+        "Block"
+        in call_graph([{"index": 0, "source": "class SmallGPT(Block):\n    pass"}])["SmallGPT"]
+    )  # what the class statement itself reads counts
+    results = [ItemResult(it.id, it.function, 0.0, it.points, "passed") for it in items]
+    results[0] = ItemResult(items[0].id, "d_term", 0.0, 1, "wrong values", "dO alone")
+    results[1] = ItemResult(items[1].id, "dq_tile", 0.0, 2, "wrong values", "no D: ...")
+    out, _ = explain(results, [], items, graph=graph)
+    assert out[1].message == "no D: ...", out[1].message
 
 
 @pytest.fixture(scope="module")
