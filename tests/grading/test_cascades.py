@@ -274,3 +274,24 @@ def test_which_items_are_graded_again(earlier, later, retried):
         "b": ItemResult("b", "g", 0.0, 1, later),
     }
     assert retries(items, verdicts, None) == ({"b": {"f": SUB}} if retried else {})
+
+
+# (item, earlier function) chains decided NOT to be graded with the course's own: the feedback
+# says which failure the item inherits (causes.INHERITS). None at present: every chain of the
+# course has its substitute (docs/grading.md lists them).
+INHERITED: frozenset[tuple[str, str]] = frozenset()
+
+
+def test_every_chain_of_the_course_is_decided():
+    """A later item that calls an earlier task's function (``uses``, kept equal to the solution's
+    calls by test_causes) declares the course's own for it, or is listed in INHERITED: a new
+    chain cannot silently cost the earlier task's points twice."""
+    from mha_grader.registry import all_items
+
+    undecided = [
+        (it.id, fn)
+        for it in all_items()
+        for fn in it.uses
+        if fn not in dict(it.substitutes) and (it.id, fn) not in INHERITED
+    ]
+    assert not undecided, undecided
