@@ -206,6 +206,34 @@ def test_the_in_kernel_check_grades_alone_too():
     assert res["ex02_attention"].passed, res["ex02_attention"].message
 
 
+def test_the_in_kernel_check_grades_a_torch_chain_alone_too():
+    """ex09's blockwise pass over a wrong update: the in-kernel check swaps in both of the
+    course's earlier functions (substitutes_torch), as grading does."""
+    import torch
+
+    ns: dict = {"torch": torch, "math": __import__("math")}
+    for item in ("ex09_online_update", "ex09_tile_step", "ex09_tiled_attention"):
+        code = (
+            _gallery("ex09_update_no_rescale")["REPLACE"][item]
+            if item == "ex09_online_update"
+            else _solution_code("ex09", item)
+        )
+        exec(code, ns)
+    res = {r.id: r for r in check("ex09", namespace=ns, quiet=True)}
+    assert not res["ex09_online_update"].passed
+    for item in ("ex09_tile_step", "ex09_tiled_attention"):
+        assert res[item].passed and "graded with the course's" in res[item].message, res[item]
+
+
+def _solution_code(ex: str, grade_id: str) -> str:
+    """The solution's cell of one graded item (its code, the solution markers kept as comments)."""
+    import json
+
+    cells = json.loads(solution(ex).read_text())["cells"]
+    cell = next(c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+    return "".join(cell["source"])
+
+
 SUB = "mha_course.grading.child.substitutes.softmax"
 
 

@@ -10,6 +10,8 @@ call one to pass the earlier task itself, nor reach another item's answer throug
 
 Plain code over what the learner's function passes in: no course import (a stubbed course
 function must not be reached through these), no torch import (ex01's NumPy child stays light).
+Chapters 1-4 here; the torch exercises' (chapters 7-19) in :mod:`substitutes_torch`. Each is
+self-contained: in a second run the other defs of its module may be stubbed.
 """
 
 from __future__ import annotations
