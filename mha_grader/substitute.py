@@ -54,12 +54,16 @@ def _task(item: Item) -> str:
 
 
 def stubbed(items: Iterable[Item]) -> frozenset[str]:
-    """Every function of every module that holds a declared substitute (dotted names): what each
-    unit's staged course lacks, but for the retried item's own substitutes."""
+    """Every function of every module that holds a substitute declared by ``items`` or by any
+    item of the course (dotted names): what each unit's staged course lacks, but for the retried
+    item's own substitutes. The whole course's, because a substitute may answer an item of an
+    exercise that declares none from its module: ex19's ``merge_safe`` is ex17's
+    ``merge_partials``, and ex17 graded alone must not find it."""
+    from mha_grader.registry import all_items
     from mha_grader.stage import locate  # the parse of the course's source, as for forbidden names
 
     out: set[str] = set()
-    for path in sorted({p for it in items for _, p in it.substitutes}):
+    for path in sorted({p for it in (*items, *all_items()) for _, p in it.substitutes}):
         file, _ = locate(path)
         mod = path.rpartition(".")[0]
         tree = ast.parse(file.read_text(encoding="utf-8"))

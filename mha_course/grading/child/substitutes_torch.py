@@ -1,4 +1,4 @@
-"""The course's own earlier tasks of the torch exercises (chapters 7-19) that a later task of the
+"""The course's own earlier tasks of the torch exercises (chapters 5-19) that a later task of the
 same exercise calls, for grading the later item on its own (issue #31 item 5; the design, and
 chapters 1-4's, in :mod:`mha_course.grading.child.substitutes`).
 
@@ -15,6 +15,16 @@ import math
 
 import torch
 import torch.nn.functional as F
+
+
+def offset_causal_mask(L: int, offset: int) -> torch.Tensor:
+    """ex05 task 1: True where new query i may attend to key j, ``j <= i + offset`` (the
+    solution's decoding step builds its mask inline; a learner's often calls this).
+
+    Shape:
+        Returns (L, offset + L) bool.
+    """
+    return torch.ones(L, offset + L, dtype=torch.bool).tril(diagonal=offset)
 
 
 def repeat_kv_heads(x: torch.Tensor, n_rep: int) -> torch.Tensor:
