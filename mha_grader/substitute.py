@@ -45,10 +45,6 @@ _RETRY = frozenset(
 )
 
 
-class BadSubstitute(ValueError):
-    """An item declares a substitute the engine cannot use safely."""
-
-
 def _task(item: Item) -> str:
     return item.label or f"item {item.id}"
 
@@ -73,29 +69,6 @@ def stubbed(items: Iterable[Item]) -> frozenset[str]:
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
         }
     return frozenset(out)
-
-
-def check(items: Sequence[Item]) -> None:
-    """A declared substitute replaces the function of an EARLIER item of the same notebook, is
-    not among the later item's own forbidden names, and names a def of the course (``locate``)."""
-    from mha_grader.stage import UnresolvedForbidden, locate
-
-    seen: dict[str, list[str]] = {}
-    for it in items:
-        earlier = seen.setdefault(it.notebook, [])
-        for fn, path in it.substitutes:
-            if fn not in earlier:
-                raise BadSubstitute(
-                    f"{it.id}: substitutes: expected the function of an earlier item of "
-                    f"{it.notebook} (one of {earlier}), got {fn!r}"
-                )
-            if path in it.forbidden:
-                raise BadSubstitute(f"{it.id}: substitutes: {path} is forbidden to this item")
-            try:
-                locate(path)
-            except UnresolvedForbidden as e:
-                raise BadSubstitute(f"{it.id}: substitutes: {e}") from None
-        earlier.append(it.function)
 
 
 def retries(
