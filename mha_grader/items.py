@@ -102,10 +102,12 @@ class Item:
             as the cause (``causes.py``). Grading derives it from the learner's own code where it
             can; this declaration is the fallback, and a test keeps it equal to the solutions'.
         substitutes: ``(function, "mha_course.module.function")`` pairs: the EARLIER items'
-            functions (a subset of ``uses``) that grading may replace by the course's own when
-            that earlier item fails, so that this item is graded on its own (issue #31 item 5;
-            ``substitute.py``). The replacement is a function the sandbox holds; the engine stubs
-            every function of its module out of every unit but such a second run.
+            functions (those of ``uses``, and any a learner's version may call where the
+            solution's does not) that grading may replace by the course's own when that earlier
+            item fails and the learner's function reaches it, so that this item is graded on its
+            own (issue #31 item 5; ``substitute.py``). The replacement is a function the sandbox
+            holds; the engine stubs every function of every such module of the course out of
+            every unit but such a second run.
         label: how feedback names the item to a learner, e.g. ``"task 3"`` (the course hands it in
             through its chapters package's ``item_label``; see ``registry.all_items``); empty:
             ``"item <id>"``.

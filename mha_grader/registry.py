@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -42,8 +43,6 @@ def _all_items() -> tuple[Item, ...]:
     if dup:
         raise ValueError(f"grade ids must be unique; repeated: {sorted(dup)}")
     _check_forbidden(tuple(sorted({f for it in items for f in it.forbidden})))
-    from mha_grader.substitute import check as check_substitutes
-
     check_substitutes(items)
     return tuple(items)
 
@@ -82,3 +81,31 @@ def resolve(name: str | Path) -> str:
 def items_for(notebook: str | Path) -> list[Item]:
     """The items graded in one exercise notebook."""
     return notebooks()[resolve(notebook)]
+
+
+class BadSubstitute(ValueError):
+    """An item declares a substitute the engine cannot use safely."""
+
+
+def check_substitutes(items: Sequence[Item]) -> None:
+    """A declared substitute replaces the function of an EARLIER item of the same notebook, is
+    not among the later item's own forbidden names, and names a def of the course (``locate``).
+    Here, not in ``substitute.py``: that one asks this module for the course's items."""
+    from mha_grader.stage import UnresolvedForbidden, locate
+
+    seen: dict[str, list[str]] = {}
+    for it in items:
+        earlier = seen.setdefault(it.notebook, [])
+        for fn, path in it.substitutes:
+            if fn not in earlier:
+                raise BadSubstitute(
+                    f"{it.id}: substitutes: expected the function of an earlier item of "
+                    f"{it.notebook} (one of {earlier}), got {fn!r}"
+                )
+            if path in it.forbidden:
+                raise BadSubstitute(f"{it.id}: substitutes: {path} is forbidden to this item")
+            try:
+                locate(path)
+            except UnresolvedForbidden as e:
+                raise BadSubstitute(f"{it.id}: substitutes: {e}") from None
+        earlier.append(it.function)

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import subprocess
+import symtable
 import sys
 import time
 from collections.abc import Sequence
@@ -97,17 +98,54 @@ def _loaded_names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+def _global_reads(table: symtable.SymbolTable) -> set[str]:
+    """The global names a scope and the scopes inside it read: not a parameter or a local of
+    theirs (ex17's ``dq_tile(..., d_term, ...)`` reads its argument, not task 1's function)."""
+    out = {s.get_name() for s in table.get_symbols() if s.is_global() and s.is_referenced()}
+    for child in table.get_children():
+        out |= _global_reads(child)
+    return out
+
+
+def _read_at_def(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> set[str]:
+    """What the ``def``/``class`` statement itself reads where it stands: decorators, base
+    classes, default values (``class SmallGPT(Block)`` reads ``Block``)."""
+    if isinstance(node, ast.ClassDef):
+        parts = [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]
+    else:
+        parts = [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]
+    return set().union(*(_loaded_names(p) for p in parts if p is not None))
+
+
 def call_graph(cells: Sequence[dict]) -> dict[str, set[str]]:
-    """Top-level function/class name -> the names its body loads (all its definitions together)."""
+    """Top-level function/class name -> the global names its body reads (all its definitions
+    together), by Python's own scoping rules (``symtable``); every loaded name where those
+    cannot be computed."""
     graph: dict[str, set[str]] = {}
     for cell in cells:
         try:
             tree = ast.parse(cell["source"])
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                graph.setdefault(node.name, set()).update(_loaded_names(node))
+        defs = [
+            n
+            for n in tree.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        ]
+        try:
+            scopes = [
+                t
+                for t in symtable.symtable(cell["source"], "<cell>", "exec").get_children()
+                if t.get_type() in ("function", "class")
+            ]
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            scopes = []
+        rest = iter(scopes)  # a def's table, in order (a lambda or comprehension has one too)
+        tables = [next((t for t in rest if t.get_name() == n.name), None) for n in defs]
+        for node, table in zip(defs, tables):
+            reads = _loaded_names(node) if None in tables else _global_reads(table)
+            reads |= _read_at_def(node)
+            graph.setdefault(node.name, set()).update(reads)
     return graph
 
 

@@ -45,21 +45,21 @@ _RETRY = frozenset(
 )
 
 
-class BadSubstitute(ValueError):
-    """An item declares a substitute the engine cannot use safely."""
-
-
 def _task(item: Item) -> str:
     return item.label or f"item {item.id}"
 
 
 def stubbed(items: Iterable[Item]) -> frozenset[str]:
-    """Every function of every module that holds a declared substitute (dotted names): what each
-    unit's staged course lacks, but for the retried item's own substitutes."""
+    """Every function of every module that holds a substitute declared by ``items`` or by any
+    item of the course (dotted names): what each unit's staged course lacks, but for the retried
+    item's own substitutes. The whole course's, because a substitute may answer an item of an
+    exercise that declares none from its module: ex19's ``merge_safe`` is ex17's
+    ``merge_partials``, and ex17 graded alone must not find it."""
+    from mha_grader.registry import all_items
     from mha_grader.stage import locate  # the parse of the course's source, as for forbidden names
 
     out: set[str] = set()
-    for path in sorted({p for it in items for _, p in it.substitutes}):
+    for path in sorted({p for it in (*items, *all_items()) for _, p in it.substitutes}):
         file, _ = locate(path)
         mod = path.rpartition(".")[0]
         tree = ast.parse(file.read_text(encoding="utf-8"))
@@ -69,29 +69,6 @@ def stubbed(items: Iterable[Item]) -> frozenset[str]:
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
         }
     return frozenset(out)
-
-
-def check(items: Sequence[Item]) -> None:
-    """A declared substitute replaces the function of an EARLIER item of the same notebook, is
-    not among the later item's own forbidden names, and names a def of the course (``locate``)."""
-    from mha_grader.stage import UnresolvedForbidden, locate
-
-    seen: dict[str, list[str]] = {}
-    for it in items:
-        earlier = seen.setdefault(it.notebook, [])
-        for fn, path in it.substitutes:
-            if fn not in earlier:
-                raise BadSubstitute(
-                    f"{it.id}: substitutes: expected the function of an earlier item of "
-                    f"{it.notebook} (one of {earlier}), got {fn!r}"
-                )
-            if path in it.forbidden:
-                raise BadSubstitute(f"{it.id}: substitutes: {path} is forbidden to this item")
-            try:
-                locate(path)
-            except UnresolvedForbidden as e:
-                raise BadSubstitute(f"{it.id}: substitutes: {e}") from None
-        earlier.append(it.function)
 
 
 def retries(

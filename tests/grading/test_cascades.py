@@ -126,8 +126,7 @@ SUB = "mha_course.grading.child.substitutes.softmax"
     ],
 )
 def test_a_bad_substitute_declaration_is_refused(items, says):
-    from mha_grader.substitute import BadSubstitute
-    from mha_grader.substitute import check as check_substitutes
+    from mha_grader.registry import BadSubstitute, check_substitutes
 
     with pytest.raises(BadSubstitute, match=says):
         check_substitutes([toy_item(i, f, **kw) for i, f, kw in items])

@@ -13,6 +13,8 @@ from mha_course.ops.sdpa import scaled_dot_product_attention
 from mha_grader.items import Item, Mistake
 
 NOTEBOOK = "ex03_self_attention"
+# graded alone when an earlier task fails: the course's own earlier functions (issue #31)
+_SUB = "mha_course.grading.child.substitutes."
 _SDPA_FORBID = ATTENTION + NUMPY_ATTENTION
 
 PARAMS_NO_BIAS = "bias forgotten: with bias=True each of W_Q, W_K, W_V also has D biases (+3·D)"
@@ -83,6 +85,8 @@ ITEMS = [
     ),
     Item(
         id="ex03_head_forward",
+        # the solution projects inline; a learner's head that calls task 1 is graded alone too
+        substitutes=(("project_qkv", _SUB + "project_qkv"),),
         notebook=NOTEBOOK,
         function="self_attention_head",
         points=2,

@@ -16,6 +16,8 @@ from mha_course.ops.masks import causal_mask
 from mha_grader.items import Item, Mistake, ServiceItem
 
 NOTEBOOK = "ex05_causal_attention_kv_cache"
+# graded alone when an earlier task fails: the course's own earlier functions (issue #31)
+_SUB = "mha_course.grading.child.substitutes_torch."
 
 OFFSET_FORGOTTEN = (
     "new query i sits at position offset + i, so it "
@@ -236,6 +238,8 @@ ITEMS = [
     ),
     Item(
         id="ex05_decode_step",
+        # the solution builds its mask inline; a learner's step that calls task 1 is graded alone
+        substitutes=(("offset_causal_mask", _SUB + "offset_causal_mask"),),
         notebook=NOTEBOOK,
         function="decode_step",
         points=2,

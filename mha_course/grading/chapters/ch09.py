@@ -14,6 +14,8 @@ from mha_course.ops.flex_masks import block_counts
 from mha_grader.items import Item, Mistake
 
 NOTEBOOK = "ex09_flash_attention"
+# graded alone when an earlier task fails: the course's own earlier functions (issue #31)
+_SUB = "mha_course.grading.child.substitutes_torch."
 _FORBID = (*TILED, defining_name(block_counts))  # block_counts: a BlockMask's computed tiles
 _FORBID_ATTENTION = (*ATTENTION, defining_name(block_counts))  # includes _FORBID
 _NO_RESCALE = (
@@ -211,6 +213,7 @@ ITEMS = [
     Item(
         id="ex09_tile_step",
         uses=("online_update",),
+        substitutes=(("online_update", _SUB + "online_update"),),
         notebook=NOTEBOOK,
         function="tile_step",
         points=2,
@@ -228,6 +231,10 @@ ITEMS = [
     Item(
         id="ex09_tiled_attention",
         uses=("online_update", "tile_step"),
+        substitutes=(
+            ("online_update", _SUB + "online_update"),
+            ("tile_step", _SUB + "tile_step"),
+        ),
         notebook=NOTEBOOK,
         function="blockwise_attention",
         points=3,

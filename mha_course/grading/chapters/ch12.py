@@ -16,6 +16,8 @@ from mha_course.ops.rope import apply_rope, rope_angles, rotate_pairs
 from mha_grader.items import DriverItem, Item, Mistake
 
 NOTEBOOK = "ex12_positions"
+# graded alone when an earlier task fails: the course's own earlier functions (issue #31)
+_SUB = "mha_course.grading.child.substitutes_torch."
 # Reviewed: everything in the package that rotates pairs, makes RoPE's angles or frequencies, or
 # builds the ALiBi bias or the sinusoidal table. One list for the notebook (none of its solutions
 # needs these), so its items share one unit in the sandbox.
@@ -252,6 +254,7 @@ ITEMS = [
     Item(
         id="ex12_rope_decode_step",
         uses=("rope",),
+        substitutes=(("rope", _SUB + "rope"),),
         notebook=NOTEBOOK,
         function="rope_decode_step",
         points=2,
@@ -269,7 +272,7 @@ ITEMS = [
             Mistake("values rotated", VALUES_ROTATED, variant=_step_variant(rotate_values=True)),
             Mistake(
                 "wrong direction",
-                f"{WRONG_DIRECTION} (your rope from task 1 is reused here)",
+                f"{WRONG_DIRECTION} (this step's rotation of the new queries and keys)",
                 variant=_step_variant(sign=-1.0),
             ),
             Mistake(

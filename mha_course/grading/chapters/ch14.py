@@ -12,6 +12,8 @@ from mha_course.caches.window import SlidingWindowCache, layout_cache_bytes, sli
 from mha_grader.items import Dtype, Item, Mistake
 
 NOTEBOOK = "ex14_sliding_window_sinks"
+# graded alone when an earlier task fails: the course's own earlier functions (issue #31)
+_SUB = "mha_course.grading.child.substitutes_torch."
 # Reviewed: the banded mask (chapter 14's and chapter 18's FlexAttention rule), the cache whose
 # update writes the ring (and whose nbytes sizes a local layer), and every function that counts
 # cache bytes. One list for the notebook (no solution needs them), so its items share one unit.
@@ -323,6 +325,7 @@ ITEMS = [
     Item(
         id="ex14_ring_write",
         uses=("ring_slots",),
+        substitutes=(("ring_slots", _SUB + "ring_slots"),),
         notebook=NOTEBOOK,
         function="ring_write",
         points=2,

@@ -145,7 +145,6 @@ ITEMS = [
     ),
     Item(
         id="ex17_dq_tile",
-        uses=("d_term",),
         notebook=NOTEBOOK,
         function="dq_tile",
         points=2,

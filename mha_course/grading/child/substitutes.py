@@ -10,6 +10,8 @@ call one to pass the earlier task itself, nor reach another item's answer throug
 
 Plain code over what the learner's function passes in: no course import (a stubbed course
 function must not be reached through these), no torch import (ex01's NumPy child stays light).
+Chapters 1-4 here; the torch exercises' (chapters 5-19) in :mod:`substitutes_torch`. Each is
+self-contained: in a second run the other defs of its module may be stubbed.
 """
 
 from __future__ import annotations
@@ -46,6 +48,16 @@ def scaled_scores(query: Any, key: Any) -> Any:
         query: (..., L, D), key: (..., S, D). Returns (..., L, S).
     """
     return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., L, D) @ (..., D, S)
+
+
+def project_qkv(x: Any, W_Q: Any, W_K: Any, W_V: Any) -> tuple[Any, Any, Any]:
+    """ex03 task 1: queries, keys and values of a sequence (the solution's head does not call
+    it; a learner's often does).
+
+    Shape:
+        x: (B, T, E); W_Q, W_K, W_V: (E, D). Returns (q, k, v), each (B, T, D).
+    """
+    return x @ W_Q, x @ W_K, x @ W_V  # (B, T, E) @ (E, D) -> (B, T, D) each
 
 
 def split_heads(x: Any, num_heads: int) -> Any:

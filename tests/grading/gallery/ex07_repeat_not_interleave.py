@@ -1,5 +1,5 @@
 """ex07: key/value heads copied with repeat (0, 1, 0, 1) instead of repeat_interleave (0, 0, 1, 1).
-The solution's gqa_forward calls repeat_kv_heads, so it loses its marks too, with the same message."""
+The solution's gqa_forward calls repeat_kv_heads: graded with the course's own, it keeps its marks."""
 
 NOTEBOOK = "ex07"
 REPLACE = {
@@ -10,5 +10,4 @@ def repeat_kv_heads(x, n_rep):
 }
 EXPECT = {
     "ex07_repeat_kv": ("wrong values", "key/value heads in the order 0, 1, 0, 1"),
-    "ex07_gqa_forward": ("wrong values", "key/value heads in the order 0, 1, 0, 1"),
 }

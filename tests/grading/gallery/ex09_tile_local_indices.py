@@ -1,4 +1,5 @@
-"""ex09: the causal mask of a tile uses the tile's local row/column numbers, not positions."""
+"""ex09: the causal mask of a tile uses the tile's local row/column numbers, not positions (the
+blockwise pass that calls it is graded with the course's own tile step and keeps its marks)."""
 
 NOTEBOOK = "ex09"
 REPLACE = {
@@ -14,5 +15,4 @@ def tile_step(q_block, k_block, v_block, m, row_sum, acc, q_start, k_start, is_c
 }
 EXPECT = {
     "ex09_tile_step": ("wrong values", "local indices"),
-    "ex09_tiled_attention": ("wrong values", "values differ"),
 }

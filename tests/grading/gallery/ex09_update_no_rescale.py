@@ -1,5 +1,5 @@
-"""ex09: the running sum and output are not rescaled when the maximum grows (and every later
-step that uses the update inherits the error)."""
+"""ex09: the running sum and output are not rescaled when the maximum grows (the later
+steps that call the update are graded with the course's own and keep their marks)."""
 
 NOTEBOOK = "ex09"
 REPLACE = {
@@ -12,6 +12,4 @@ def online_update(m, row_sum, acc, scores, value):
 }
 EXPECT = {
     "ex09_online_update": ("wrong values", "no rescaling"),
-    "ex09_tile_step": ("wrong values", "values differ"),
-    "ex09_tiled_attention": ("wrong values", "values differ"),
 }

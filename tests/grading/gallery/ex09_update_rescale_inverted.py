@@ -1,4 +1,5 @@
-"""ex09: alpha = exp(m_new - m) instead of exp(m - m_new) (inf on the first block)."""
+"""ex09: alpha = exp(m_new - m) instead of exp(m - m_new) (inf on the first block);
+the later steps that call it are graded with the course's own update and keep their marks."""
 
 NOTEBOOK = "ex09"
 REPLACE = {
@@ -12,6 +13,4 @@ def online_update(m, row_sum, acc, scores, value):
 }
 EXPECT = {
     "ex09_online_update": ("wrong values", "rescale inverted"),
-    "ex09_tile_step": ("non-finite", "NaN/inf"),
-    "ex09_tiled_attention": ("non-finite", "NaN/inf"),
 }

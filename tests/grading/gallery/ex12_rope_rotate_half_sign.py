@@ -1,5 +1,5 @@
 """ex12: the rotate-half trick with the sign on the wrong half (a rotation by -θ); the decoding
-step reuses that rope, so it loses its marks too, with the same diagnosis."""
+step that reuses that rope is graded with the course's own and keeps its marks."""
 
 NOTEBOOK = "ex12"
 REPLACE = {
@@ -21,5 +21,4 @@ def rope(x, positions, layout):
 }
 EXPECT = {
     "ex12_rope": ("wrong values", "wrong direction"),
-    "ex12_rope_decode_step": ("wrong values", "wrong direction"),
 }

@@ -1,4 +1,5 @@
-"""ex19: the merge without the maximum: exp(lse) overflows in float32 (inf / inf = NaN)."""
+"""ex19: the merge without the maximum: exp(lse) overflows in float32 (inf / inf = NaN); the
+ring step that calls it is graded with the course's own merge and keeps its marks."""
 
 NOTEBOOK = "ex19"
 REPLACE = {
@@ -12,5 +13,4 @@ def merge_safe(out_a, lse_a, out_b, lse_b):
 }
 EXPECT = {
     "ex19_safe_merge": ("wrong values", "without the maximum subtracted"),
-    "ex19_ring_step": ("wrong values", "without the maximum subtracted"),
 }
