@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
+import subprocess
+import sys
 
 import pytest
-from grading_helpers import SOLUTIONS
+from grading_helpers import ROOT, SOLUTIONS
 
 from mha_grader.feedback import render_child
 from mha_grader.sandbox import defs_only, protocol
@@ -146,6 +149,88 @@ def test_a_compile_past_its_wall_limit_is_said(monkeypatch):
         ns["flash_fwd_kernel"], drivers.drive_forward_kernel, [case], cells, 0.01
     )
     assert verdict == {"verdict": "too long"}
+
+
+# Compiles each launch (recorded by the grader's drivers on the graded cases) twice, in a process
+# without the interpreter: with torch's tensors (what the compile process used to build) and with
+# the stand-ins it builds now without importing torch; prints how many launches matched.
+_SAME_IR = r"""
+import builtins, json, linecache, sys
+import torch
+from triton.backends.compiler import GPUTarget
+from triton.compiler.compiler import make_backend
+from triton.runtime.jit import create_function_from_signature
+from mha_course.grading.child import triton_compile as tc
+
+job = json.load(sys.stdin)
+ns = {"__builtins__": builtins}
+for name, src in job["cells"]:
+    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+    exec(compile(src, name, "exec"), ns)
+target = GPUTarget(*tc._TARGET)
+backend = make_backend(target)
+old = lambda x: torch.empty(16, dtype=getattr(torch, x["tensor"])) if isinstance(x, dict) else x
+same = 0
+for name, launches in job["launches"].items():
+    kernel = ns[name]
+    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
+    for launch in launches:
+        ir = [
+            str(tc._ttir(kernel, backend, target, binder, [decode(a) for a in launch["args"]],
+                         {k: decode(v) for k, v in launch["kwargs"].items()}))
+            for decode in (old, tc._decode)
+        ]
+        assert ir[0] == ir[1], (name, launch)
+        same += 1
+print(same)
+"""
+
+
+def test_the_compile_without_torch_is_the_same_launch():
+    """Triton's IR for each graded launch of the course's two kernels is the same whether the
+    compile process passes torch's tensors or its torch-free stand-ins."""
+    pytest.importorskip("triton")
+    import numpy as np
+    import torch
+
+    from mha_course.grading.child import drivers
+    from mha_course.grading.child.triton_compile import _launches
+    from mha_course.grading.oracles import triton_dq_kernel, triton_forward
+
+    source = _solution_cell("flash_fwd_kernel") + _solution_cell("flash_dq_kernel")
+    ns, cells = _program(source)
+    launches = {}
+    for name, driver, oracle in [
+        ("flash_fwd_kernel", drivers.drive_forward_kernel, triton_forward),
+        ("flash_dq_kernel", drivers.drive_dq_kernel, triton_dq_kernel),
+    ]:
+        cases = [
+            [torch.from_numpy(v) if isinstance(v, np.ndarray) else v for v in c.values()]
+            for c in oracle.make_cases(np.random.default_rng(0))
+        ]
+        launches[name] = _launches(ns[name], driver, cases)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", _SAME_IR],
+        input=json.dumps({"cells": cells, "launches": launches}),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert int(done.stdout.split()[-1]) == sum(map(len, launches.values())) >= 8
+
+
+def test_a_dtype_triton_has_no_pointer_for_is_refused():
+    from mha_course.grading.child.triton_compile import _decode
+
+    assert _decode({"tensor": "float32"}).dtype is _decode({"tensor": "float32"}).dtype
+    assert str(_decode({"tensor": "bfloat16"}).dtype) == "torch.bfloat16"
+    with pytest.raises(TypeError, match="complex64"):
+        _decode({"tensor": "complex64"})
 
 
 @pytest.mark.parametrize(
