@@ -30,6 +30,8 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
+from mha_grader.sandbox.syntax import parse, parse_file
+
 COURSE = "mha_course"
 ENGINE = "mha_grader"
 _STUB = (
@@ -106,7 +108,7 @@ def locate(path: str, root: Path | None = None) -> tuple[Path, ast.stmt]:
     if len(rest) > 2:
         raise UnresolvedForbidden(f"{path}: expected module.function or module.Class.method")
     try:
-        return file, _find_def(ast.parse(file.read_text(encoding="utf-8")), rest)
+        return file, _find_def(parse_file(file), rest)
     except KeyError:
         raise UnresolvedForbidden(
             f"{path}: {file.name} has no def/class {'.'.join(rest)} (name the defining module, "
@@ -149,7 +151,7 @@ def _strip(file: Path, targets: list[tuple[str, list[str]]]) -> None:
     """Replace each forbidden def/class in ``file`` by a stub (line splice; the rest untouched)."""
     text = file.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
-    tree = ast.parse(text)
+    tree = parse(text)
     spans = []
     for path, rest in targets:
         node = _find_def(tree, rest)

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mha_grader.sandbox import syntax
 from mha_grader.sandbox.defs_only import VERDICTS
 
 CHILD_STATUSES = frozenset(
@@ -257,9 +258,7 @@ def _read_array(
         raise Invalid(f"{path.name}: bad header")
     try:
         header = data[start : start + hlen].decode("latin1" if major < 3 else "utf-8")
-        import ast
-
-        meta = ast.literal_eval(header.strip())
+        meta = syntax.literal(header.strip())
     except Exception:
         raise Invalid(f"{path.name}: unreadable header") from None
     if (
