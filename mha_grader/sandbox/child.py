@@ -142,7 +142,7 @@ def main(job_dir: str, out_dir: str) -> None:
     with np.load(os.path.join(job_dir, "inputs.npz"), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     progress = os.open(os.path.join(out_dir, "progress"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    stream = job.get("progress_fd")  # the parent's clock reads THIS (launch._Stream), line by line
+    stream = job.get("progress_fd")  # the parent's clock reads THIS (stage_clock._Stream)
     write = os.write
 
     owner = [os.getpid()]  # the harness process: the zygote, then each unit (it sets its own)
