@@ -44,7 +44,7 @@ from mha_grader.sandbox.unit import CONFINE_FAILED, _unit_dirs, _unit_process
 
 SEALED = "sealed.json"  # results folder -> its name while later units run (see _seal)
 DISK_FULL_FLAG = "disk_full"  # a unit filled its writable space (see _clear_after_unit)
-PRELOADABLE = frozenset({"matplotlib.pyplot", "torch.utils.flop_counter"})  # see runner._preload
+PRELOADABLE = frozenset({"matplotlib.pyplot", "torch.utils.flop_counter"})  # see job._preload
 
 
 def _clear_after_unit(confined: bool, unit_tmp: str, out_dir: str) -> None:
