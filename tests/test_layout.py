@@ -159,6 +159,36 @@ SPLIT = {
         "hints_text levels mistakes_page nbgrader_source release release_nbgrader stub_source "
         "task_outside tasks test_cell test_cell_source"
     ),
+    # the engine (and the private names that other modules or tests import from it)
+    "mha_grader.classroom": (
+        "COLLECTION_HEADER MergeRefused RESERVE check_complete check_consistent "
+        "collection_counts grade_class merge resource_control students write_collection"
+    ),
+    "mha_grader.compare": (
+        "CHILD_STATUSES CRASHED DISK ERROR FORBIDDEN INVALID_NOTEBOOK INVALID_RESULT ItemResult "
+        "MEMORY MISSING_FUNCTION MISSING_NOTEBOOK NON_FINITE NOT_COMPILED NOT_IMPLEMENTED "
+        "PARENT_STATUSES PASSED PREDICTION_SEP REJECTED TIMEOUT WRONG_DTYPE WRONG_SHAPE "
+        "WRONG_TYPE WRONG_VALUES as_arrays compare_output describe_case dtype_rule exact_answer "
+        "judge mistake_text output_label reference_dtypes to_framework values_differ _close"
+    ),
+    "mha_grader.runner": "encode_cases grade_notebook grade_submission static_forbidden",
+    "mha_grader.sandbox.cgroup": (
+        "Bounds CPU ENV_VAR Group MEMORY MOUNT PERIOD_US PREFIX PROCESSES SLACK_PIDS V1 budget fit "
+        "message problem status student sweep_stale"
+    ),
+    "mha_grader.sandbox.child": (
+        "ALIASES CONFINE_FAILED DISK_FULL_FLAG MAX_ELEMENTS PRELOADABLE SEALED Tripwires WrongType "
+        "main _resolve _run_item _to_array"
+    ),
+    "mha_grader.sandbox.isolation": (
+        "ENV_VAR HOW_TO MODES SANDBOX_UID SHARED_DIRS UIDS UID_BASE UidPool become bwrap_argv "
+        "bwrap_problem check_readable_by_user choose interpreter kill_user remove_files_of "
+        "remove_ipc remove_leftovers site_packages user_problem user_runtime_problem _traversable"
+    ),
+    "mha_grader.sandbox.launch": (
+        "CPU_BOUND DISK_FULL Limits OUT_OF_MEMORY TAMPERED TOO_MANY_PROCESSES run_child stager "
+        "unseal _limit_argv _rlimits"
+    ),
 }
 
 

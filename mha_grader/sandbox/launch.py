@@ -7,6 +7,11 @@ stdout/stderr discarded. The parent watches its progress file, kills it when a s
 its wall limit or the student's deadline, and returns only when every process the submission
 started is gone; only then are its results read (``protocol.py``). What to run and how to score
 it is ``runner.py``'s job.
+
+Here: ``run_child`` (the command line, the environment, the poll loop) and the process-wide cache
+of staged packages (``stager``). What a child may use and how its process is held to it is
+``limits.py``; the clock over its stages ``stage_clock.py``; killing it and what comes after
+``reap.py``.
 """
 
 from __future__ import annotations
@@ -16,67 +21,30 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from mha_grader.sandbox import cgroup, isolation, nonet, protocol, reach, space
+from mha_grader.sandbox import cgroup, isolation, protocol, reach, space
+from mha_grader.sandbox.limits import (  # noqa: F401 - re-exported: launch.py's names before its split
+    Limits,
+    _limit_argv,
+    _preexec,
+    _rlimits,
+    _user_tasks,
+)
+from mha_grader.sandbox.reap import _LIVE, _LOCK, _become_subreaper, _kill, _read_info, unseal
+from mha_grader.sandbox.stage_clock import _StageClock, _Stream
 from mha_grader.stage import Stager
 
 try:
     import resource  # POSIX only: the child's resource limits
 except ImportError:  # Windows: check("exNN") in a notebook still works; isolation needs POSIX
     resource = None
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits for one child; ``memory_gb`` is the address-space limit.
-
-    Wall time: ``item_timeout`` per stage (a cell, or an item with all its cases), and one
-    deadline per student, ``min(student_timeout, notebook_timeout * notebooks)``, restarts
-    included, that no amount of sleeping stretches. CPU time: ``item_cpu`` seconds per stage
-    (RLIMIT_CPU, re-armed by the harness before each stage) within ``cpu_seconds`` per notebook.
-    Writable space: ``disk_mb`` MiB of temp and ``result_mb`` MiB of results, ``disk_files``
-    files each, per child run (``space.py``); ``result_mb`` is also what the parent reads back
-    per student, all runs together.
-    The student's sandbox as a whole (every process it starts, its scanner, its tmpfs pages):
-    ``student_memory_gb`` of memory (lowered by the class grader so that every worker's sandbox
-    and the grader fit in the memory it may use, ``cgroup.fit``), ``processes`` (+ the sandbox's
-    own few) and ``student_cpus`` cores, kept by the kernel in a cgroup per student
-    (``cgroup.py``) where one can be made.
-    These defaults are also the defaults of ``mha-course grade``.
-    """
-
-    memory_gb: float = 4.0
-    item_timeout: float = 20.0
-    notebook_timeout: float = 180.0
-    cpu_seconds: int = 120
-    file_mb: int = 64
-    processes: int = 64
-    item_cpu: float = 20.0
-    student_timeout: float = 300.0
-    disk_mb: int = 128  # temp space (files, shared memory) of one child run: see space.py
-    disk_files: int = 4096  # files (inodes) in it, and in its results folder
-    result_mb: int = 64  # bytes of results the parent reads back per student (and per run)
-    student_memory_gb: float = 4.0  # one student's cgroup: all its processes together
-    student_cpus: float = 1.0  # ... and the CPU cores they share (CFS quota)
-
-    def bounds(self) -> cgroup.Bounds:
-        """What one student's cgroup may use (``cgroup.py``)."""
-        return cgroup.Bounds(
-            int(self.student_memory_gb * 2**30),
-            self.processes + cgroup.SLACK_PIDS,
-            self.student_cpus,
-        )
-
 
 TAMPERED = "tampered"  # run_child's ``killed`` when learner code wrote the progress
 DISK_FULL = "disk full"  # ... when the child filled its writable space (space.py)
@@ -104,111 +72,6 @@ def stager() -> Stager:
         return _STAGER
 
 
-def _user_tasks() -> int:
-    """Threads + processes this user already runs (RLIMIT_NPROC counts them all)."""
-    n, uid = 0, os.getuid()
-    for p in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError):
-            if p.stat().st_uid == uid:
-                n += len(list((p / "task").iterdir()))
-    return n
-
-
-def _rlimits(limits: Limits, nproc: int, notebooks: int) -> dict[str, tuple[int, int]]:
-    """The child's resource limits (soft, hard), by ``resource.RLIMIT_<name>``."""
-    cpu = int(limits.cpu_seconds * max(1, notebooks))
-    mem, size = int(limits.memory_gb * 2**30), limits.file_mb * 2**20
-    return {
-        "AS": (mem, mem),
-        "CPU": (cpu, cpu + 5),
-        "FSIZE": (size, size),
-        "CORE": (0, 0),
-        "NPROC": (nproc, nproc),
-    }
-
-
-def _limit_argv(limits: Limits, nproc: int, notebooks: int) -> list[str] | None:
-    """What ``_preexec`` does for a child that keeps our uid (bubblewrap), as a command prefix of
-    util-linux's tools, each setting it on itself and then exec-ing the next: ``choom`` (the
-    kernel's OOM killer picks the child first), ``setpriv --pdeathsig`` (die with the grading
-    thread) and ``prlimit`` (the limits). Without a ``preexec_fn``, Python starts the child by
-    ``vfork`` instead of copying the grader's page tables (~40 ms and 20 ms of system CPU per
-    child for a 0.5-GB grader, twice per student). ``None`` where one of the tools is missing."""
-    tools = [shutil.which(t) for t in ("choom", "setpriv", "prlimit")]
-    if not all(tools):
-        return None
-    choom, setpriv, prlimit = tools
-    flags = [
-        f"--{name.lower()}={soft}:{hard}"
-        for name, (soft, hard) in _rlimits(limits, nproc, notebooks).items()
-    ]
-    return [choom, "-n", "1000", "--", setpriv, "--pdeathsig", "KILL", "--", prlimit, *flags, "--"]
-
-
-def _preexec(
-    limits: Limits, nproc: int, notebooks: int, uid: int | None, group: cgroup.Group | None = None
-):
-    scratch = limits.disk_mb * 2**20
-    rlimits = _rlimits(limits, nproc, notebooks)
-
-    def apply() -> None:
-        if group is not None:  # the student's cgroup, before anything else (and while root)
-            group.enter()
-        if (
-            uid is not None
-        ):  # mode "user" (root): no host scratch folder is writable, only sized ones
-            space.private_scratch(scratch, limits.disk_files)
-        with contextlib.suppress(OSError):  # under memory pressure the kernel kills a child first
-            with open("/proc/self/oom_score_adj", "w") as f:
-                f.write("1000")
-        for name in ("AS", "CPU", "FSIZE", "CORE"):
-            resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), rlimits[name])
-        if sys.platform.startswith("linux"):  # die with the grader, even if it is killed
-            with contextlib.suppress(Exception):
-                import ctypes
-
-                ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-        if uid is not None:
-            nonet.new_namespace()  # where the kernel lets root (the child's filter holds anyway)
-            isolation.become(uid)
-        resource.setrlimit(resource.RLIMIT_NPROC, rlimits["NPROC"])
-
-    return apply
-
-
-class _Stream:
-    """The child's progress as the parent reads it: a pipe the harness writes one line to per
-    stage (``child.main``'s ``mark``). A pipe, not a file rewritten in place: the parent reads
-    EVERY line, in the order written, so a stage written twice - a cell that named a later
-    stage to buy its allowance early, then the harness naming it again when it really starts -
-    is seen, and no poll can miss it."""
-
-    def __init__(self, fd: int, limit: int) -> None:
-        self.fd, self._buf, self._left, self.broken = fd, b"", limit, False
-        os.set_blocking(fd, False)
-
-    def read(self) -> list[str]:
-        """The complete lines written since the last call (``broken`` on a line too long or
-        more bytes than the plan's stages can take)."""
-        while not self.broken:
-            try:
-                chunk = os.read(self.fd, 65536)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:
-                break
-            if not chunk:
-                break
-            self._left -= len(chunk)
-            self._buf += chunk
-            if self._left < 0:
-                self.broken = True
-        *lines, self._buf = self._buf.split(b"\n")
-        if len(self._buf) > protocol.MAX_STAGE:
-            self.broken = True
-        return [line.decode("ascii", "replace").strip() for line in lines]
-
-
 def _env(home: str) -> dict[str, str]:
     env = {
         "PATH": "/usr/bin:/bin",
@@ -231,37 +94,6 @@ _BOOT = (
     "import sys; sys.path[:0] = [sys.argv[1]]; import mha_grader.sandbox.child as c; "
     "c.main(sys.argv[2], sys.argv[3])"
 )
-
-
-def _read_info(fd: int, timeout: float = 30.0) -> int | None:
-    """bwrap's --info-fd JSON: the pid (in our namespace) of the sandbox's first process."""
-    data, end = b"", time.monotonic() + timeout
-    os.set_blocking(fd, False)
-    while time.monotonic() < end:
-        try:
-            chunk = os.read(fd, 4096)
-        except BlockingIOError:
-            chunk = None
-        if chunk:
-            data += chunk
-            with contextlib.suppress(ValueError):
-                return int(json.loads(data.decode())["child-pid"])
-        elif chunk == b"":
-            break
-        time.sleep(0.005)
-    return None
-
-
-def _gone(pid: int | None, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while pid and os.path.exists(f"/proc/{pid}") and time.monotonic() < end:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return
-        if state in ("Z", "X"):
-            return
-        time.sleep(0.01)
 
 
 def run_child(
@@ -460,122 +292,3 @@ def _run_child(
         killed = DISK_FULL
     unseal(out)
     return clock.stage, killed, proc.returncode
-
-
-class _StageClock:
-    """The parent's timing of a child's stages (``protocol.stage_plan``), by the parent's clock
-    alone: a stage starts its allowance when the parent reads it from the progress stream
-    (``_Stream``), and each stage must come LATER in the plan than the one before. The harness
-    writes each stage once, in order; so a stage named again or out of order (a cell that named
-    a later stage to start its allowance early: the harness names it again when it really
-    starts), a stage not in the plan, or a line too long means that learner code writes the
-    progress: ``tampered``, and no stage it named is trusted. A cell cannot stretch its own wall
-    limit by naming later stages, and cannot go back to buy a stage's allowance twice."""
-
-    def __init__(self, plan: list[str]) -> None:
-        self._pos = {s: k for k, s in enumerate(plan)}
-        self.stage, self._at, self._since, self.tampered = "", -1, time.monotonic(), False
-
-    def saw(self, stream: _Stream, now: float) -> None:
-        for stage in stream.read():
-            k = self._pos.get(stage, -1)
-            if self.tampered or k <= self._at:
-                self.tampered = True
-                return
-            self.stage, self._at, self._since = stage, k, now
-        self.tampered = self.tampered or stream.broken
-
-    def overdue(self, now: float, item_timeout: float) -> bool:
-        start_up = 30 if self._at <= 0 else 0  # before and during "setup" (imports)
-        return now - self._since > item_timeout + start_up
-
-
-def unseal(out: Path) -> None:
-    """After the child is gone: give back their names to the results folders the harness hid
-    from later units (``child._seal``) when it was killed before it could (checked: plain
-    names, real folders, nothing overwritten)."""
-    import re
-
-    from mha_grader.sandbox.child import SEALED
-
-    try:
-        st = os.lstat(out / SEALED)
-        if not (st.st_mode & 0o170000 == 0o100000) or st.st_size > 65536:
-            return
-        names = json.loads((out / SEALED).read_text(encoding="ascii"))
-    except (OSError, ValueError):
-        return
-    if not isinstance(names, dict):
-        return
-    for name, hidden in names.items():
-        if not (
-            isinstance(name, str)
-            and isinstance(hidden, str)
-            and re.fullmatch(r"u\d{1,6}", name)
-            and re.fullmatch(r"\.[0-9a-f]{32}", hidden)
-        ):
-            continue
-        src, dest = out / hidden, out / name
-        with contextlib.suppress(OSError):
-            if os.path.isdir(src) and not os.path.islink(src) and not os.path.lexists(dest):
-                os.rename(src, dest)
-
-
-def _become_subreaper() -> None:
-    """Mode "none" only: orphans of a child (double fork + setsid) come back to us to be killed."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(Exception):
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-
-
-_LIVE: set[int] = set()  # mode "none": pids of children we are running
-_LOCK = threading.Lock()
-
-
-def _sweep_orphans() -> None:
-    """Mode "none": kill processes re-parented to us that a grading child started (best effort:
-    without a sandbox a submission can still hide, e.g. by changing its environment and name)."""
-    me = os.getpid()
-    with _LOCK:
-        for _ in range(5):
-            found = False
-            for p in Path("/proc").glob("[0-9]*"):
-                try:
-                    ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                    pid = int(p.name)
-                    ours = any(
-                        b"mha_grader.sandbox.child" in (p / n).read_bytes()
-                        or b"MHA_GRADING_CHILD=1" in (p / n).read_bytes()
-                        for n in ("cmdline", "environ")
-                    )
-                except (OSError, ValueError, IndexError):
-                    continue
-                if ppid == me and pid not in _LIVE and ours:
-                    found = True
-                    with contextlib.suppress(OSError):
-                        os.kill(pid, signal.SIGKILL)
-                    with contextlib.suppress(OSError):
-                        os.waitpid(pid, 0)
-            if not found:
-                return
-
-
-def _kill(proc: subprocess.Popen, inner: int | None, mode: str) -> None:
-    """Kill the child and everything it started; return when they are gone."""
-    if inner is not None:  # the PID namespace's first process: the kernel kills the rest
-        with contextlib.suppress(OSError):
-            os.kill(inner, signal.SIGKILL)
-    with contextlib.suppress(OSError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(Exception):
-        proc.wait(timeout=30)
-    _gone(inner)
-    if inner is not None:
-        with contextlib.suppress(OSError):
-            os.waitpid(inner, os.WNOHANG)  # if it was re-parented to us
-    _LIVE.discard(proc.pid)
-    if mode == "none":
-        _sweep_orphans()
-    # mode "user": the uid lease kills every process of the uid when it ends (after this).

@@ -324,7 +324,7 @@ def read_result(out_dir: Path, item_id: str, budget: int | None = None) -> dict:
 # ``setup``; per unit (in job order) ``cell <unit> <cell index>`` for each cell, ``item <item
 # id>`` for each item, then ``unit <unit> end``; finally ``done``. The parent derives the same
 # list from the job (``stage_plan``), reads every line in order, and requires each to come LATER
-# in that list than the one before (``launch._StageClock``): a cell that writes the progress it
+# in that list than the one before (``stage_clock._StageClock``): a cell that writes the progress it
 # inherited can neither go back (``setup`` again, its own cell again), name a stage of its own,
 # nor name later stages early (the harness names them again when they start: a repeat), so
 # every stage gets one wall allowance at most, timed by the parent's clock alone.

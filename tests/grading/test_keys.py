@@ -95,10 +95,11 @@ def test_key_file_is_private_reused_and_checked(tmp_path):
 def test_the_key_never_reaches_the_sandbox(tmp_path, monkeypatch):
     """What the parent hands the child (job spec, input arrays, the sandbox's command line and
     environment) holds none of the key, its hex, or the per-item digests."""
+    from mha_grader import job
     from mha_grader.sandbox import launch as sandbox
 
     seen, launched = [], []
-    real_run, real_popen = runner.run_child, sandbox.subprocess.Popen
+    real_run, real_popen = job.run_child, sandbox.subprocess.Popen
 
     def spy(root, spec, arrays, *a, **k):
         seen.append(
@@ -110,7 +111,7 @@ def test_the_key_never_reaches_the_sandbox(tmp_path, monkeypatch):
         launched.append(json.dumps([list(map(str, cmd)), env or {}]))
         return real_popen(cmd, *a, env=env, **k)
 
-    monkeypatch.setattr(runner, "run_child", spy)
+    monkeypatch.setattr(job, "run_child", spy)  # where step 2 (job._run) looks it up
     monkeypatch.setattr(sandbox.subprocess, "Popen", popen)
     inputs = StudentInputs(KEY, "alice")
     nb = build("ex01", tmp_path / "alice" / "ex01.ipynb")
