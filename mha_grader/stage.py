@@ -27,10 +27,10 @@ import py_compile
 import secrets
 import shutil
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from mha_grader.sandbox.syntax import parse, parse_file
+from mha_grader.syntax import parse, parse_file
 
 COURSE = "mha_course"
 ENGINE = "mha_grader"
@@ -246,8 +246,11 @@ def _world_readable(root: Path) -> None:
 class Stager:
     """Builds (once per forbidden set) and caches staged packages under ``root``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, hold: Callable[[Path], None] = lambda folder: None) -> None:
+        """``hold(folder)`` keeps a folder this stager makes alive for the process's lifetime
+        (the sandbox's ``space.hold``: a stale-folder sweep skips it)."""
         self.root = Path(root)
+        self._hold = hold
         self._lock = threading.Lock()
         self._done: dict[frozenset[str], Path] = {}
         self._master: Path | None = None
@@ -259,10 +262,8 @@ class Stager:
             import atexit
             import tempfile
 
-            from mha_grader.sandbox import space
-
             master = Path(tempfile.mkdtemp(prefix=f"mha-master-{os.getpid()}-"))  # 0700
-            space.hold(master)  # alive while we are (space.sweep_stale)
+            self._hold(master)  # alive while we are (space.sweep_stale)
             atexit.register(shutil.rmtree, master, True)
             _copy(package_dir(COURSE), master / COURSE)
             _stub_grading(master / COURSE)

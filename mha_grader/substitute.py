@@ -56,8 +56,8 @@ def stubbed(items: Iterable[Item]) -> frozenset[str]:
     exercise that declares none from its module: ex19's ``merge_safe`` is ex17's
     ``merge_partials``, and ex17 graded alone must not find it."""
     from mha_grader.registry import all_items
-    from mha_grader.sandbox.syntax import parse_file  # the course's source, parsed once
     from mha_grader.stage import locate
+    from mha_grader.syntax import parse_file  # the course's source, parsed once
 
     out: set[str] = set()
     for path in sorted({p for it in (*items, *all_items()) for _, p in it.substitutes}):

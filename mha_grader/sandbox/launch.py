@@ -68,7 +68,7 @@ def stager() -> Stager:
             space.hold(root)  # alive while we are (space.sweep_stale)
             os.chmod(root, 0o711)  # enter, not list: a child finds only the folders it is given
             atexit.register(shutil.rmtree, root, True)
-            _STAGER = Stager(root)
+            _STAGER = Stager(root, hold=space.hold)
         return _STAGER
 
 

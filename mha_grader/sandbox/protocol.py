@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mha_grader.sandbox import syntax
+from mha_grader import syntax
 from mha_grader.sandbox.defs_only import VERDICTS
 
 CHILD_STATUSES = frozenset(

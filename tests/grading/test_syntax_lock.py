@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from mha_grader import substitute
+from mha_grader import substitute, syntax
 from mha_grader.registry import all_items
-from mha_grader.sandbox import protocol, syntax
+from mha_grader.sandbox import protocol
 from mha_grader.stage import locate
 
 
