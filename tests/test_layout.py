@@ -159,6 +159,12 @@ SPLIT = {
         "hints_text levels mistakes_page nbgrader_source release release_nbgrader stub_source "
         "task_outside tasks test_cell test_cell_source"
     ),
+    # and, where Triton is installed, the kernels (_fwd_kernel, _bwd_dq_kernel: notebook 17, ex17's
+    # gallery), now triton_kernels'
+    "mha_course.kernels.triton_flash": (
+        "INSTALL_HINT TritonFlashAttention backward_blocks interpreted launch_forward tl triton "
+        "triton_available triton_backward triton_flash_attention triton_forward"
+    ),
 }
 
 
