@@ -165,6 +165,7 @@ SPLIT = {
         "INSTALL_HINT TritonFlashAttention backward_blocks interpreted launch_forward tl triton "
         "triton_available triton_backward triton_flash_attention triton_forward"
     ),
+    "mha_course.families.convert": "FAMILIES config_from_hf from_hf state_from_hf",
 }
 
 
