@@ -159,6 +159,12 @@ SPLIT = {
         "hints_text levels mistakes_page nbgrader_source release release_nbgrader stub_source "
         "task_outside tasks test_cell test_cell_source"
     ),
+    "mha_course.grading.child.drivers": (
+        "ABLATION_VOCAB ablation_models assemble_ring block_shapes course_gpt drive_ablation "
+        "drive_block drive_dq_kernel drive_fix drive_forward_kernel drive_generate drive_head_grads "
+        "drive_model drive_ring drive_serve drive_timer drive_train from_wire gpt_config gpt_shapes "
+        "load_state seeded_state to_wire"
+    ),
     # and, where Triton is installed, the kernels (_fwd_kernel, _bwd_dq_kernel: notebook 17, ex17's
     # gallery), now triton_kernels'
     "mha_course.kernels.triton_flash": (
