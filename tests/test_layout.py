@@ -165,6 +165,16 @@ SPLIT = {
         "drive_model drive_ring drive_serve drive_timer drive_train from_wire gpt_config gpt_shapes "
         "load_state seeded_state to_wire"
     ),
+    # with the helpers the tests read (test_item_kinds)
+    "mha_course.grading.chapters.ch07": (
+        "ITEMS NOTEBOOK GQA_PARAMS_H GQA_PARAMS_KV_BIAS GQA_PARAMS_NO_W_O HEADS_NOT_MERGED "
+        "REPEAT_ON_SEQUENCE _ELEMENT_DTYPES _gqa_params"
+    ),
+    # with the helpers the tests read (test_channel)
+    "mha_course.grading.chapters.ch08": (
+        "ITEMS NOTEBOOK FIRST_CALL_EXTRA_MS HOST_CLOCK IN_SECONDS NO_WARMUP ONE_PAIR WARMUP_TIMED "
+        "serve_device _timer_cases _timer_reference"
+    ),
     # and, where Triton is installed, the kernels (_fwd_kernel, _bwd_dq_kernel: notebook 17, ex17's
     # gallery), now triton_kernels'
     "mha_course.kernels.triton_flash": (
