@@ -5,7 +5,9 @@ Hugging Face ``transformers`` checkpoints (the ``[hf]`` extra; the model itself 
 """
 
 from mha_course.families.config import FamilyConfig
-from mha_course.families.convert import FAMILIES, config_from_hf, from_hf, state_from_hf
+from mha_course.families.convert import from_hf
+from mha_course.families.hf_config import FAMILIES, config_from_hf
+from mha_course.families.hf_state import state_from_hf
 from mha_course.families.model import FamilyLM, greedy_generate
 from mha_course.families.pretrained import load_pretrained
 

@@ -14,7 +14,8 @@ import contextlib
 
 import torch
 
-from mha_course.families.convert import config_from_hf, from_hf
+from mha_course.families.convert import from_hf
+from mha_course.families.hf_config import config_from_hf
 
 
 def _transformers():

@@ -114,12 +114,12 @@ def test_the_course_kernel_under_if_triton_is_staged_out(tmp_path):
     """``_fwd_kernel`` is defined under ``if triton is not None:``; staging finds and stubs it
     (before, only top-level defs could be forbidden)."""
     stage.check_forbidden(ITEM.forbidden)
-    file, node = stage.locate("mha_course.kernels.triton_flash._fwd_kernel")
-    copy = tmp_path / "triton_flash.py"
+    file, node = stage.locate("mha_course.kernels.triton_kernels._fwd_kernel")
+    copy = tmp_path / "triton_kernels.py"
     copy.write_text(file.read_text(encoding="utf-8"), encoding="utf-8")
-    stage._strip(copy, [("mha_course.kernels.triton_flash._fwd_kernel", ["_fwd_kernel"])])
+    stage._strip(copy, [("mha_course.kernels.triton_kernels._fwd_kernel", ["_fwd_kernel"])])
     text = copy.read_text(encoding="utf-8")
-    assert "ForbiddenCall('mha_course.kernels.triton_flash._fwd_kernel')" in text
+    assert "ForbiddenCall('mha_course.kernels.triton_kernels._fwd_kernel')" in text
     assert "m_new = tl.maximum(m, tl.max(scores, 1))" not in text  # the forward's body is gone
     assert "_bwd_dq_kernel" in text  # the rest untouched
     compile(text, str(copy), "exec")

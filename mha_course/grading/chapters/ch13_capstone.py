@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from mha_course.grading import mistakes as M
-from mha_course.grading.child.drivers import (  # noqa: F401 - the model's names and states: the tests use them too
+from mha_course.grading.child.gpt_drivers import (  # noqa: F401 - the model's names and states: the tests use them too
     _block_config,
     block_shapes,
     course_gpt,

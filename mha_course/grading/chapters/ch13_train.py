@@ -13,7 +13,7 @@ import torch
 
 from mha_course.gpt.config import TrainConfig
 from mha_course.grading.chapters.ch13_capstone import NOTEBOOK
-from mha_course.grading.child.drivers import _train_setup
+from mha_course.grading.child.gpt_drivers import _train_setup
 from mha_grader.items import DriverItem, Mistake
 
 _TRAIN = (

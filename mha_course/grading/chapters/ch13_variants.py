@@ -5,7 +5,7 @@ measures them with the course's caches after a forward pass. Graded on the measu
 prediction is recorded in the feedback, ungraded (``Item.prediction``).
 
 The models are the course's ``GPT`` built in the CHILD from the case's sizes
-(``drivers.ablation_models``); their weights do not matter to the bytes, so none are drawn.
+(``gpt_drivers.ablation_models``); their weights do not matter to the bytes, so none are drawn.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from mha_course.caches.base import kv_cache_elements
-from mha_course.grading.child.drivers import ablation_models
+from mha_course.grading.child.gpt_drivers import ablation_models
 from mha_grader.items import Dtype, Mistake, PredictionItem
 
 NOTEBOOK = "ex13_small_gpt"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mha_course.grading.child.drivers import drive_ring  # noqa: F401 - the item's driver, for the tests
+from mha_course.grading.child.ring_driver import drive_ring  # noqa: F401 - the item's driver, for the tests
 from mha_course.grading.forbidden import ATTENTION
 from mha_course.grading.oracles.ring import run_ring, serve_ring
 from mha_course.kernels.ring import chunk_ids

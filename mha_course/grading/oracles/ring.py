@@ -1,5 +1,5 @@
 """Exercise 19's ring, held by the PARENT: ``RingService`` hands the child's ring driver
-(``child.drivers.drive_ring``) one key/value block at a time, in ring order, and checks every
+(``child.ring_driver.drive_ring``) one key/value block at a time, in ring order, and checks every
 intermediate state against the partial attention over the blocks given so far.
 
 Why: the driver runs in the learner's process, so whatever it holds, a ``ring_step`` can read
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mha_course.grading.child.drivers import assemble_ring, from_wire, to_wire
+from mha_course.grading.child.ring_driver import assemble_ring, from_wire, to_wire
 from mha_grader.sandbox.channel import Service, Violation, want_int, want_keys
 
 RTOL, ATOL = 1e-3, 1e-4  # the item's own tolerance
