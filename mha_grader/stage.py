@@ -246,7 +246,7 @@ def _world_readable(root: Path) -> None:
 class Stager:
     """Builds (once per forbidden set) and caches staged packages under ``root``."""
 
-    def __init__(self, root: Path, hold: Callable[[Path], None] = lambda folder: None) -> None:
+    def __init__(self, root: Path, hold: Callable[[Path], None]) -> None:
         """``hold(folder)`` keeps a folder this stager makes alive for the process's lifetime
         (the sandbox's ``space.hold``: a stale-folder sweep skips it)."""
         self.root = Path(root)

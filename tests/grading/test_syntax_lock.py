@@ -75,3 +75,14 @@ def test_the_course_files_are_parsed_once(watched):
     substitute.stubbed(all_items())
     locate("mha_course.ops.sdpa.scaled_dot_product_attention")
     assert first > 0 and watched["calls"] - first <= 1
+
+
+def test_an_oversized_npy_header_is_refused_before_it_is_parsed(watched, tmp_path):
+    """A child's header is parsed under the lock every student's thread shares: one too long to
+    be numpy's (a 60 KB tuple, 60 ms of parsing) is an invalid result without being parsed."""
+    header = ("{'descr': '<f8', 'fortran_order': False, 'shape': (" + "1," * 30_000 + ")}").encode()
+    path = tmp_path / "a.npy"
+    path.write_bytes(b"\x93NUMPY\x02\x00" + len(header).to_bytes(4, "little") + header + b"\n")
+    with pytest.raises(protocol.Invalid):
+        protocol.read_array(path, np.dtype(np.float64), (1,))
+    assert watched["calls"] == 0
