@@ -9,7 +9,7 @@ import warnings
 import pytest
 import torch
 
-from mha_course import KVCache
+from mha_course import KVCache, SlidingWindowCache
 from mha_course.caches.static import StaticKVCache
 from mha_course.gpt import (
     GPT,
@@ -49,6 +49,46 @@ def test_cached_decode_equals_full_forward(kv, static, positions):
     parts = [model(ids[:, :5], caches=caches)]  # a prompt chunk, then one id at a time
     parts += [model(ids[:, t : t + 1], caches=caches) for t in range(5, 12)]
     torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("kv", [None, 2, 1])
+@pytest.mark.parametrize("static", [False, True])
+def test_plain_decode_steps_equal_the_checked_forward(kv, static):
+    model = tiny(n_kv_head=kv)
+    ids = torch.randint(0, 11, (2, 12), generator=torch.Generator().manual_seed(1))
+    caches = model.new_caches(static=static)
+    assert model.takes_plain_steps(caches)
+    full = model(ids)  # (B, T, V)
+    with torch.no_grad():
+        parts = [model(ids[:, :5], caches=caches)]
+        parts += [model.decode_step(ids[:, t : t + 1], caches, True) for t in range(5, 12)]
+    torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "make, why",
+    [
+        (lambda: (tiny(positions="rope"), None), "RoPE inside attention"),
+        (lambda: (tiny(impl="eager"), None), "another attention function"),
+        (lambda: (tiny().train(), None), "training"),
+        (lambda: (tiny(), [SlidingWindowCache(4) for _ in range(2)]), "a cache that drops keys"),
+    ],
+)
+def test_plain_steps_are_refused_where_forward_would_branch(make, why):
+    model, caches = make()
+    assert not model.takes_plain_steps(caches or model.new_caches()), why
+
+
+def test_generate_restores_each_modules_mode():
+    model = tiny()
+    model.blocks[0].mlp.train()  # a mixed state: generate samples in evaluation all the same
+    prompt = torch.zeros(1, 3, dtype=torch.long)
+    want = generate(tiny(), prompt, 5, temperature=0.0)
+    torch.testing.assert_close(generate(model, prompt, 5, temperature=0.0), want, rtol=0, atol=0)
+    assert not any(m.training for m in model.modules())  # restored as before: model.train(False)
+    model.train()
+    generate(model, prompt, 5, temperature=0.0)
+    assert all(m.training for m in model.modules())
 
 
 def test_static_cache_matches_concatenating_cache():

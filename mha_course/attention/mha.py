@@ -69,6 +69,11 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """
     check_tensor("x", x)
     check_rank("x", x, "(B, H, L, D)", rank=4)
+    return _merge(x)
+
+
+def _merge(x: torch.Tensor) -> torch.Tensor:
+    """:func:`merge_heads` without the checks (for the module, whose attention fixes the sizes)."""
     B, H, L, D = x.shape
     return x.transpose(1, 2).reshape(B, L, H * D)  # (B, H, L, D) -> (B, L, H, D) -> (B, L, H*D)
 
@@ -241,12 +246,10 @@ class MultiHeadAttention(nn.Module):
             and attn_mask is None
             and key_padding_mask is None
             and head_mask is None
-            and not (need_weights or self.training or self.alibi)
-            and self.rope is None
-            and self.impl == "sdpa"
-            and type(kv_cache).restrict_mask is Cache.restrict_mask
+            and not need_weights
+            and self.takes_plain_step(kv_cache)
         ):  # a plain decode step: one new query sees every key, so no mask to build or narrow
-            return self._decode_step(query, kv_cache), None
+            return self.decode_step(query, kv_cache), None
         B, L, _ = query.shape
         H, G = self.num_heads, self.num_kv_heads
         offset = 0 if kv_cache is None else kv_cache.length  # positions cached before this call
@@ -306,9 +309,22 @@ class MultiHeadAttention(nn.Module):
         output = self.out_proj(merge_heads(out))  # (B, H, L, D) -> (B, L, H*D) -> (B, L, E)
         return output, (weights if need_weights else None)
 
-    def _decode_step(self, x: torch.Tensor, kv_cache: Cache) -> torch.Tensor:
+    def takes_plain_step(self, kv_cache: Cache) -> bool:
+        """Whether one new position with this cache may take :meth:`decode_step`: evaluation, no
+        positions inside attention (RoPE, ALiBi), torch's SDPA, and a cache that keeps every key
+        (its ``restrict_mask`` is the base class's)."""
+        return (
+            not (self.training or self.alibi)
+            and self.rope is None
+            and self.impl == "sdpa"
+            and type(kv_cache).restrict_mask is Cache.restrict_mask
+        )
+
+    def decode_step(self, x: torch.Tensor, kv_cache: Cache) -> torch.Tensor:
         """``forward``'s own result for one new position of self-attention with a cache, no
         masks, no positions in attention, torch's SDPA: the same steps, none of the branches.
+        Unchecked: for a caller that made sure of :meth:`takes_plain_step` (``forward`` and
+        ``GPT.decode_step`` do).
 
         Shape:
             x: (B, 1, E). Returns (B, 1, E).
@@ -319,4 +335,4 @@ class MultiHeadAttention(nn.Module):
         out = ATTENTION_FUNCTIONS["sdpa"].run(q, k, v, enable_gqa=G != H)  # (B, H, 1, D)
         if self.dispatch != ("sdpa", None):  # nn.Module's __setattr__ is slow: set on change
             self.dispatch = ("sdpa", None)
-        return self.out_proj(merge_heads(out))  # (B, H, 1, D) -> (B, 1, E)
+        return self.out_proj(_merge(out))  # (B, H, 1, D) -> (B, 1, E)

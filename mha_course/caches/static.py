@@ -83,8 +83,9 @@ class StaticKVCache(Cache):
         ):  # a new sequence of another shape gets new buffers
             k_buf = self._key = key.new_empty(B, G, self.max_len, D)  # allocated once
             v_buf = self._value = value.new_empty(B, G, self.max_len, value.shape[-1])
-        # in place: only the new positions are written (narrow: a view, no index parsing)
-        k_buf.narrow(2, self._length, S_new).copy_(key)
-        v_buf.narrow(2, self._length, S_new).copy_(value)
+        # in place: only the new positions are written (one op each, measured cheaper than
+        # narrow + copy_)
+        k_buf[:, :, self._length : end] = key
+        v_buf[:, :, self._length : end] = value
         self._length = end
         return k_buf.narrow(2, 0, end), v_buf.narrow(2, 0, end)  # views, (B, G, S, D)

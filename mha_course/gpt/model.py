@@ -198,18 +198,39 @@ class GPT(nn.Module):
             )
         return self._run(ids, caches, head_mask, need_weights, start)
 
-    @torch.no_grad()
-    def decode_step(self, ids: torch.Tensor, caches: Sequence[Cache]) -> torch.Tensor:
-        """``forward(ids, caches)`` without its checks of ``ids`` and ``caches``: for a caller
-        that made the checked call first and guarantees the rest — :func:`generate`, whose ids
-        are the model's own samples (in range) and which slides its window before
-        ``block_size``. One decode step of this small model is mostly Python; the checks were a
-        fifth of it.
+    def takes_plain_steps(self, caches: Sequence[Cache]) -> bool:
+        """Whether one new position may go through :meth:`decode_step` with ``plain=True``: learned
+        positions, and every layer's attention takes the plain step with its cache
+        (:meth:`MultiHeadAttention.takes_plain_step`: evaluation, torch's SDPA, a cache that keeps
+        every key). Nothing here changes from one step to the next: asked once per generation."""
+        return (
+            self.config.attention != "mla"
+            and self.wpe is not None
+            and all(b.attn.takes_plain_step(c) for b, c in zip(self.blocks, caches))
+        )
+
+    def decode_step(
+        self, ids: torch.Tensor, caches: Sequence[Cache], plain: bool = False
+    ) -> torch.Tensor:
+        """``forward(ids, caches)`` without its checks of ``ids`` and ``caches``, under
+        ``torch.no_grad()``: for a caller that made the checked call first and guarantees the
+        rest — :func:`generate`, whose ids are the model's own samples (in range) and which
+        slides its window before ``block_size``. One decode step of this small model is mostly
+        Python: the checks were a fifth of it, and the branches of ``Block.forward`` and
+        ``MultiHeadAttention.forward`` another tenth. So with ``plain`` (the caller asked
+        :meth:`takes_plain_steps`) one new position goes straight through the same modules.
 
         Shape:
             ids: (B, L) int64. Returns logits (B, L, V).
         """
-        return self._run(ids, caches, None, False, caches[0].length)
+        start = caches[0].length
+        if not plain or ids.shape[1] != 1:
+            return self._run(ids, caches, None, False, start)
+        x = self.wte(ids) + self.wpe.weight[start : start + 1]  # (B, 1, E) + (1, E)
+        for block, cache in zip(self.blocks, caches):  # Block.forward, one position, evaluation
+            x = x + block.attn.decode_step(block.ln_1(x), cache)
+            x = x + block.mlp(block.ln_2(x))
+        return self.lm_head(self.ln_f(x))  # (B, 1, E) -> (B, 1, V)
 
     def _run(self, ids, caches, head_mask, need_weights, start):
         """The forward pass after the checks; ``start`` = positions already cached."""
