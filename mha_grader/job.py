@@ -17,7 +17,8 @@ import numpy as np
 from mha_grader.items import Case, Dtype, Item
 from mha_grader.plan import Plan
 from mha_grader.sandbox import cgroup, channel, confine, isolation
-from mha_grader.sandbox.launch import Limits, run_child
+from mha_grader.sandbox.launch import Limits, run_child_held
+from mha_grader.sandbox.watch import Held
 
 
 def encode_cases(item: Item, cases: list[Case], arrays: dict) -> list[list[dict]]:
@@ -71,6 +72,14 @@ def _preload(cells: list[dict]) -> list[str]:
     return [mod for mod, words in _PRELOAD.items() if any(w in text for w in words)]
 
 
+def _given(arrays: dict[str, np.ndarray], held: dict[str, np.ndarray]) -> bool:
+    """Were all of ``arrays`` given to the held child already (same keys, same values)?"""
+    return all(
+        k in held and (held[k] is v or np.array_equal(held[k], v, equal_nan=True))
+        for k, v in arrays.items()
+    )
+
+
 def _run(
     plan: Plan,
     todo: dict[str, list[Item]],
@@ -78,9 +87,20 @@ def _run(
     limits: Limits,
     mode: str,
     group: cgroup.Group | None = None,
+    hold: bool = False,
+    resume: Held | None = None,
 ):
-    """Step 2: one child on ``todo``; returns (its job spec, the evidence servers, its outcome)."""
+    """Step 2: one child on ``todo``; returns (its job spec, the evidence servers, its outcome,
+    the child if it is held at its end, the folder of its results).
+
+    ``hold``: a child that reaches ``done`` is left waiting for a next job (``watch.Held``);
+    ``resume``: such a child runs ``todo`` instead of a new one, when it can (no evidence
+    channel, whose socket it would need from the start; inputs it was given then), its courses
+    linked into its ``late/`` folder."""
     arrays: dict[str, np.ndarray] = {}
+    if resume is not None and any(it.service for its in todo.values() for it in its):
+        resume.close()
+        resume = None
     servers = _servers(todo, plan.cases)  # the parent's side of the evidence channels
     socks = {u: srv.start() for u, srv in servers.items()}
     nb_of = {u: plan.units[u][0] for u in todo}
@@ -118,8 +138,21 @@ def _run(
             for u, its in todo.items()
         ],
     }
+    if resume is not None and _given(arrays, resume.inputs):
+        linked = {
+            **spec,
+            "notebooks": [
+                {**nb, "course": resume.link_course(nb["course"], k)}
+                for k, nb in enumerate(spec["notebooks"])
+            ],
+        }
+        outcome = resume.resume(linked)
+        if outcome is not None:
+            return linked, servers, outcome, None, resume.root / "out"
+    if resume is not None:  # (a child that could not take the job: a fresh one runs it)
+        resume.close()
     try:
-        outcome = run_child(
+        outcome, held = run_child_held(
             root,
             spec,
             arrays,
@@ -128,10 +161,13 @@ def _run(
             mode,
             pass_fds=[sk.fileno() for sk in socks.values()],
             group=group,
+            hold=hold,
         )
+        if held is not None:
+            held.inputs = arrays  # what its zygote holds: a next job may only use these
     finally:
         for sk in socks.values():
             sk.close()
         for srv in servers.values():
             srv.stop()
-    return spec, servers, outcome
+    return spec, servers, outcome, held, root / "out"

@@ -33,6 +33,7 @@ from mha_grader.read_back import _read_back
 from mha_grader.sandbox import cgroup, confine, isolation, protocol, space
 from mha_grader.sandbox.launch import Limits, stager
 from mha_grader.sandbox.threads import one_torch_thread
+from mha_grader.sandbox.watch import Held
 from mha_grader.scan import ScanFailed, scan, used_names
 
 
@@ -111,24 +112,43 @@ def _grade_in(
     plan = _plan(notebooks, items, seed, limits, group)
     with tempfile.TemporaryDirectory(prefix=space.run_prefix()) as tmp, space.held(tmp):
         os.chmod(tmp, 0o711)  # mode "user": the child's uid may pass through to its own run only
-        _settle_units(plan, Path(tmp) / "first", limits, mode, group)
-        # a wrong earlier task costs only its own points: later items it broke, once more
-        if plan.retry():
-            plan.courses.update(
-                {
-                    u: str(stager().course(_staged_out(plan, its)))
-                    for u, (_, its) in plan.units.items()
-                    if u not in plan.courses
-                }
+        # a child that may have retries to run is held at its end: they run in it (watch.py)
+        held: list[Held] = []
+        may_retry = any(it.substitutes for n in plan.cells for it in items[n])
+        try:
+            _settle_units(
+                plan, Path(tmp) / "first", limits, mode, group, held if may_retry else None
             )
-            _settle_units(plan, Path(tmp) / "second", limits, mode, group)
+            # a wrong earlier task costs only its own points: later items it broke, once more
+            if plan.retry():
+                plan.courses.update(
+                    {
+                        u: str(stager().course(_staged_out(plan, its)))
+                        for u, (_, its) in plan.units.items()
+                        if u not in plan.courses
+                    }
+                )
+                resume = held.pop() if held else None
+                _settle_units(plan, Path(tmp) / "second", limits, mode, group, resume=resume)
+        finally:
+            for h in held:
+                h.close()
     return plan.graded()
 
 
 def _settle_units(
-    plan: Plan, tmp: Path, limits: Limits, mode: str, group: cgroup.Group | None
+    plan: Plan,
+    tmp: Path,
+    limits: Limits,
+    mode: str,
+    group: cgroup.Group | None,
+    keep: list[Held] | None = None,
+    resume: Held | None = None,
 ) -> None:
-    """Steps 2-5 until every unit's items are settled (or the student's time is up)."""
+    """Steps 2-5 until every unit's items are settled (or the student's time is up).
+
+    ``keep``: hold the first child at its end (when it runs every unit: Landlock) and put it
+    there; ``resume``: a held child runs the first batch instead of a new one (``job._run``)."""
     one_unit = confine.unit_mode(mode) == "sandbox"  # no Landlock here: one sandbox per unit
     tmp.mkdir()
     for attempt in range(plan.max_runs()):
@@ -139,13 +159,25 @@ def _settle_units(
             plan.settle_all(todo, C.TIMEOUT, "the submission ran out of time")
             break
         root = tmp / f"run{attempt}"
+        use, resume = resume, None
+        hold = keep is not None and attempt == 0 and not one_unit
+        held = None
         try:
-            spec, servers, (stage, killed, code) = _run(plan, todo, root, limits, mode, group)
-            _read_back(plan, todo, root / "out", servers, protocol.stage_plan(spec), stage)
+            spec, servers, (stage, killed, code), held, out = _run(
+                plan, todo, root, limits, mode, group, hold=hold, resume=use
+            )
+            _read_back(plan, todo, out, servers, protocol.stage_plan(spec), stage)
         finally:
-            space.release(root)
+            if held is not None:
+                keep.append(held)  # its space is released when it is closed
+            if use is not None:
+                use.close()
+            if held is None:
+                space.release(root)
         if not _after(plan, todo, stage, killed, code, limits):
             break
+    if resume is not None:  # nothing was left to run in it
+        resume.close()
 
 
 def _staged_out(plan: Plan, its: list[Item]) -> set[str]:

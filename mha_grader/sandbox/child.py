@@ -115,6 +115,63 @@ def _unseal(out_dir: str, sealed: dict[str, str]) -> None:
         os.unlink(os.path.join(out_dir, SEALED))
 
 
+def _run_units(
+    notebooks, job, arrays, wires, mark, cpu, out_dir, confined, sealed, meta, np, torch
+):
+    """The zygote's loop over ``notebooks`` (units): fork each, wait, clear, seal; a unit that
+    stopped inside a stage stops the zygote the same way (the parent learns where)."""
+    from mha_grader.sandbox import protocol
+
+    for nb in notebooks:
+        # One process per unit, forked before any learner code: it imports ITS staged package.
+        unit_out, unit_tmp = _unit_dirs(nb, out_dir)
+        pid = os.fork()
+        if pid == 0:
+            _unit_process(nb, job, arrays, wires, mark, cpu, unit_out, unit_tmp, np, torch)
+        _, status = os.waitpid(pid, 0)
+        if nb.get("channel_fd") is not None:  # the zygote keeps no unit's channel
+            with contextlib.suppress(OSError):
+                os.close(nb["channel_fd"])
+        _clear_after_unit(confined, unit_tmp, out_dir)
+        with open(os.path.join(out_dir, "progress"), "rb") as f:
+            last = f.read(101).decode("ascii", "replace").strip()
+        stop = (
+            os.WIFSIGNALED(status)
+            or os.WEXITSTATUS(status) != 0
+            or last != protocol.unit_end_stage(nb["name"])
+        )
+        if confined and not stop:
+            _seal(out_dir, nb["dir"], sealed, meta)
+        if stop:
+            _unseal(out_dir, sealed)
+        if os.WIFSIGNALED(status):  # die the same way, so the parent knows which stage did it
+            os.kill(os.getpid(), os.WTERMSIG(status))
+            os._exit(1)
+        if stop:
+            os._exit(os.WEXITSTATUS(status) or 3)  # it exited inside a stage (os._exit...)
+
+
+def _next_job(fd: int) -> list[dict] | None:
+    """The units of the parent's next job, read from ``fd`` to its end (the parent is trusted;
+    at most ``watch.NEXT_JOB_BYTES``), or None: no next job (an empty one, or the pipe closed)."""
+    data = b""
+    with contextlib.suppress(OSError):
+        while len(data) <= 16 * 2**20:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            data += chunk
+    with contextlib.suppress(OSError):
+        os.close(fd)
+    if not data or len(data) > 16 * 2**20:
+        return None
+    try:
+        units = json.loads(data)["notebooks"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return units if isinstance(units, list) and units else None
+
+
 def main(job_dir: str, out_dir: str) -> None:
     with open(os.path.join(job_dir, "job.json"), encoding="utf-8") as f:
         job = json.load(f)
@@ -193,38 +250,25 @@ def main(job_dir: str, out_dir: str) -> None:
     if confined:
         confine.become_subreaper()
         confine.warm_up(job["_base"], [out_dir])
-    sealed: dict[str, str] = {}  # unit folder -> the unguessable name it has until the end
     meta = _metadata(out_dir)
     # What the zygote imported lives as long as it does: out of the collector's sight, so that a
     # unit's collections neither walk those objects nor write to (and so copy) their pages.
     gc.freeze()
-    for nb in job["notebooks"]:
-        # One process per unit, forked before any learner code: it imports ITS staged package.
-        unit_out, unit_tmp = _unit_dirs(nb, out_dir)
-        pid = os.fork()
-        if pid == 0:
-            _unit_process(nb, job, arrays, wires, mark, cpu, unit_out, unit_tmp, np, torch)
-        _, status = os.waitpid(pid, 0)
-        if nb.get("channel_fd") is not None:  # the zygote keeps no unit's channel
-            with contextlib.suppress(OSError):
-                os.close(nb["channel_fd"])
-        _clear_after_unit(confined, unit_tmp, out_dir)
-        with open(os.path.join(out_dir, "progress"), "rb") as f:
-            last = f.read(101).decode("ascii", "replace").strip()
-        stop = (
-            os.WIFSIGNALED(status)
-            or os.WEXITSTATUS(status) != 0
-            or last != protocol.unit_end_stage(nb["name"])
-        )
-        if confined and not stop:
-            _seal(out_dir, nb["dir"], sealed, meta)
-        if stop:
-            _unseal(out_dir, sealed)
-        if os.WIFSIGNALED(status):  # die the same way, so the parent knows which stage did it
-            os.kill(os.getpid(), os.WTERMSIG(status))
-            os._exit(1)
-        if stop:
-            os._exit(os.WEXITSTATUS(status) or 3)  # it exited inside a stage (os._exit...)
+    sealed: dict[str, str] = {}  # unit folder -> the unguessable name it has until the end
+    units = (job, arrays, wires, mark, cpu, out_dir, confined, sealed, meta, np, torch)
+    _run_units(job["notebooks"], *units)
     _unseal(out_dir, sealed)
     mark(protocol.DONE)
+    if job.get("next_fd") is not None:  # held by the parent (sandbox/watch.py): a next job?
+        more = _next_job(job["next_fd"])
+        job["next_fd"] = None  # closed: a unit of the next job has no number to close
+        if more:
+            for nb in job["notebooks"]:  # the parent has read them: hidden from what runs next
+                if os.path.isdir(os.path.join(out_dir, nb["dir"])):
+                    _seal(out_dir, nb["dir"], sealed, meta)
+            job["notebooks"] = more
+            mark(protocol.SETUP)
+            _run_units(more, *units)
+            _unseal(out_dir, sealed)
+            mark(protocol.DONE)
     os._exit(0)  # no atexit handlers, no lingering threads

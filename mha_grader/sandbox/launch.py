@@ -24,7 +24,6 @@ import shutil
 import subprocess
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -37,8 +36,17 @@ from mha_grader.sandbox.limits import (  # noqa: F401 - re-exported: launch.py's
     _rlimits,
     _user_tasks,
 )
-from mha_grader.sandbox.reap import _LIVE, _LOCK, _become_subreaper, _kill, _read_info, unseal
+from mha_grader.sandbox.reap import _LIVE, _LOCK, _become_subreaper, _read_info, unseal  # noqa: F401
 from mha_grader.sandbox.stage_clock import _StageClock, _Stream
+from mha_grader.sandbox.watch import (  # noqa: F401 - re-exported: launch.py's names before its split
+    CPU_BOUND,
+    DISK_FULL,
+    OUT_OF_MEMORY,
+    TAMPERED,
+    TOO_MANY_PROCESSES,
+    Held,
+    _Watch,
+)
 from mha_grader.stage import Stager
 
 try:
@@ -46,13 +54,6 @@ try:
 except ImportError:  # Windows: check("exNN") in a notebook still works; isolation needs POSIX
     resource = None
 
-TAMPERED = "tampered"  # run_child's ``killed`` when learner code wrote the progress
-DISK_FULL = "disk full"  # ... when the child filled its writable space (space.py)
-OUT_OF_MEMORY = "out of memory"  # ... when its cgroup ran out of memory (cgroup.py)
-TOO_MANY_PROCESSES = "too many processes"  # ... when a fork failed at its pids.max
-CPU_BOUND = (
-    "cpu bound"  # ... a stage ran past its limit while its processes competed for its CPU quota
-)
 _DEBUG = bool(os.environ.get("MHA_GRADER_DEBUG"))  # show the child's stderr (for maintainers)
 _STAGE_LOCK = threading.Lock()
 _STAGER: Stager | None = None
@@ -96,7 +97,13 @@ _BOOT = (
 )
 
 
-def run_child(
+def run_child(*args, **kwargs) -> tuple[str, str | None, int | None]:
+    """``run_child_held``'s outcome, never held: (last stage, killed, code); see ``_run_child``.
+    The progress stream's pipe (``_Stream``) is closed however it ends."""
+    return run_child_held(*args, **kwargs)[0]
+
+
+def run_child_held(
     root: Path,
     spec: dict,
     arrays: dict[str, np.ndarray],
@@ -105,13 +112,25 @@ def run_child(
     mode: str,
     pass_fds: list[int] = (),
     group: cgroup.Group | None = None,
-) -> tuple[str, str | None, int | None]:
-    """See ``_run_child``; the progress stream's pipe (``_Stream``) is closed however it ends."""
+    hold: bool = False,
+) -> tuple[tuple[str, str | None, int | None], Held | None]:
+    """``run_child``'s outcome, and with ``hold`` (bubblewrap, Landlock-confined units) the
+    child itself when it reached ``done``: paused, waiting for a next job (``watch.Held``), its
+    results ready to read. The caller resumes or closes it (and only then releases ``root``)."""
     pipe = list(os.pipe())
+    ctl = list(os.pipe()) if hold and mode == "bwrap" and spec.get("confine") else [None, None]
+    held = None
     try:
-        return _run_child(root, spec, arrays, limits, deadline, mode, pass_fds, pipe, group)
+        outcome, held = _run_child(
+            root, spec, arrays, limits, deadline, mode, pass_fds, pipe, group, ctl
+        )
+        return outcome, held
     finally:
-        _close(pipe)
+        if held is None:
+            _close(pipe)
+        _close(ctl, 0)
+        if held is None:
+            _close(ctl, 1)
 
 
 def _close(pipe: list[int | None], *which: int) -> None:
@@ -134,8 +153,10 @@ def _run_child(
     pass_fds: list[int],
     pipe: list[int | None],
     group: cgroup.Group | None = None,
-) -> tuple[str, str | None, int | None]:
-    """Run one child on ``spec`` in ``root/{job,out}``; returns (last stage, killed, code).
+    ctl: list[int | None] = (None, None),
+) -> tuple[tuple[str, str | None, int | None], Held | None]:
+    """Run one child on ``spec`` in ``root/{job,out}``; returns (last stage, killed, code), and
+    the child held at ``done`` when ``ctl`` (the next job's pipe) is given (``watch.Held``).
 
     ``pass_fds``: descriptors the child inherits (the evidence channels' sockets, channel.py);
     bubblewrap passes inherited descriptors through to the sandboxed process.
@@ -171,6 +192,12 @@ def _run_child(
     engine = str(stager().engine())
     prog_r, prog_w = pipe  # the progress stream (``_Stream``): the child inherits prog_w
     spec = {**spec, "no_network": mode != "none", "progress_fd": prog_w}
+    late = root / "late"  # a held child's next courses are linked here (watch.Held)
+    if ctl[0] is not None:
+        late.mkdir()
+        os.chmod(late, 0o755)
+        spec = {**spec, "next_fd": ctl[0], "read_only": [*spec["read_only"], str(late)]}
+        pass_fds = (*pass_fds, ctl[0])
     if mode == "user":  # the child reads only these, and never the installed course (reach.py)
         problem = reach.user_problem(isolation._traversable)
         if problem:
@@ -249,46 +276,26 @@ def _run_child(
             inner = _read_info(info_r)
             os.close(info_r)
         plan = protocol.stage_plan(spec)
-        clock = _StageClock(plan)
-        stream = _Stream(prog_r, (len(plan) + 1) * (protocol.MAX_STAGE + 1))
-        killed, filled = None, False
-        try:
-            while proc.poll() is None:
-                now = time.monotonic()
-                clock.saw(stream, now)
-                filled = filled or (sized and (space.full(out) or space.full(scratch)))
-                if clock.tampered:
-                    killed = TAMPERED
-                    break
-                why = group.cause() if group is not None else None
-                if why is not None:  # v1 has no memory.oom.group: the sandbox dies as one
-                    killed = OUT_OF_MEMORY if why == cgroup.MEMORY else TOO_MANY_PROCESSES
-                    break
-                if clock.overdue(now, limits.item_timeout) or now > deadline:
-                    killed = "timeout"
-                    if group is not None and (group.busy() >= 2 or group.throttled() - held >= 1.0):
-                        killed = CPU_BOUND
-                    break
-                time.sleep(0.05)
-        finally:
-            _kill(proc, inner, mode)
-            if group is not None:
-                group.kill_all()
-            clock.saw(stream, time.monotonic())  # what it wrote before it ended
-        if clock.tampered and killed is None:
-            killed = TAMPERED
-        if (
-            killed is None and group is not None
-        ):  # the kernel acted between the last poll and the end
-            why = group.cause()
-            if why is not None:
-                killed = OUT_OF_MEMORY if why == cgroup.MEMORY else TOO_MANY_PROCESSES
-    from mha_grader.sandbox.child import (
-        DISK_FULL_FLAG,  # the zygote looked before it cleared each unit's files
-    )
-
-    filled = filled or (sized and (space.full(out) or os.path.lexists(out / DISK_FULL_FLAG)))
-    if killed is None and filled:
-        killed = DISK_FULL
-    unseal(out)
-    return clock.stage, killed, proc.returncode
+        watch = _Watch(
+            proc,
+            inner,
+            mode,
+            group,
+            _Stream(prog_r, (len(plan) + 1) * (protocol.MAX_STAGE + 1)),
+            _StageClock(plan),
+            out,
+            scratch,
+            sized,
+            limits,
+            deadline,
+            held_s=held if group is not None else 0.0,
+        )
+        if ctl[0] is not None:
+            _close(ctl, 0)  # the child holds the read end; the watch, the write end
+            watch.ctl, ctl[1] = ctl[1], None
+        killed, paused = watch.run(hold=watch.ctl is not None)
+        if paused:
+            watch.ends.append(prog_r)
+            pipe[0] = None
+            return (watch.clock.stage, None, None), Held(watch, root, late)
+    return watch.outcome(killed), None

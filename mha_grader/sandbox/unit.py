@@ -191,6 +191,9 @@ def _unit_process(
             if other is not nb and other.get("channel_fd") is not None:
                 with contextlib.suppress(OSError):
                     os.close(other["channel_fd"])
+        if job.get("next_fd") is not None:  # the parent's next job is the zygote's to read
+            with contextlib.suppress(OSError):
+                os.close(job["next_fd"])
         channel.connect(nb.get("channel_fd"))
         try:
             _enter_unit(nb, job, unit_out, unit_tmp)

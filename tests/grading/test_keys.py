@@ -99,7 +99,10 @@ def test_the_key_never_reaches_the_sandbox(tmp_path, monkeypatch):
     from mha_grader.sandbox import launch as sandbox
 
     seen, launched = [], []
-    real_run, real_popen = job.run_child, sandbox.subprocess.Popen
+    from mha_grader.sandbox.watch import Held
+
+    seen_next = []
+    real_run, real_popen, real_resume = job.run_child_held, sandbox.subprocess.Popen, Held.resume
 
     def spy(root, spec, arrays, *a, **k):
         seen.append(
@@ -111,7 +114,12 @@ def test_the_key_never_reaches_the_sandbox(tmp_path, monkeypatch):
         launched.append(json.dumps([list(map(str, cmd)), env or {}]))
         return real_popen(cmd, *a, env=env, **k)
 
-    monkeypatch.setattr(job, "run_child", spy)  # where step 2 (job._run) looks it up
+    def resume(self, spec):  # a held child's next job (a retry), sent through a pipe
+        seen_next.append((json.dumps(spec), b""))
+        return real_resume(self, spec)
+
+    monkeypatch.setattr(job, "run_child_held", spy)  # where step 2 (job._run) looks it up
+    monkeypatch.setattr(Held, "resume", resume)
     monkeypatch.setattr(sandbox.subprocess, "Popen", popen)
     inputs = StudentInputs(KEY, "alice")
     nb = build("ex01", tmp_path / "alice" / "ex01.ipynb")
@@ -121,7 +129,7 @@ def test_the_key_never_reaches_the_sandbox(tmp_path, monkeypatch):
     secrets_ = [KEY, KEY.hex().encode()] + [inputs.digest(it.id) for it in items]
     secrets_ += [d.hex().encode() for d in secrets_[2:]]
     assert seen and launched
-    for text, blob in seen:
+    for text, blob in seen + seen_next:
         for s in secrets_:
             assert s not in text.encode() and s not in blob
     for text in launched:
