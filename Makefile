@@ -62,6 +62,11 @@ lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Both suites on two workers by default (what CI runs): --dist loadfile keeps a test file, or a
+# notebook's cells, on one worker, so each module's expensive fixture is computed once.
+UNIT_ARGS ?= -n 2 --dist loadfile
+NB_ARGS ?= -n 2 --dist loadfile
+
 unit: $(DEV_STAMP)
 	$(BIN)/python -m pytest tests -m "not browser" $(UNIT_ARGS)
 

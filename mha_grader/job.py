@@ -151,6 +151,7 @@ def _run(
             return linked, servers, outcome, None, resume.root / "out"
     if resume is not None:  # (a child that could not take the job: a fresh one runs it)
         resume.close()
+    held = None
     try:
         outcome, held = run_child_held(
             root,
@@ -166,8 +167,13 @@ def _run(
         if held is not None:
             held.inputs = arrays  # what its zygote holds: a next job may only use these
     finally:
-        for sk in socks.values():
-            sk.close()
-        for srv in servers.values():
-            srv.stop()
+        try:
+            for sk in socks.values():
+                sk.close()
+            for srv in servers.values():
+                srv.stop()
+        except BaseException:
+            if held is not None:  # never returned to the caller: not left waiting
+                held.close()
+            raise
     return spec, servers, outcome, held, root / "out"

@@ -128,7 +128,7 @@ def _grade_in(
                         if u not in plan.courses
                     }
                 )
-                resume = held.pop() if held else None
+                resume = held[0] if held else None  # (still in held: closed there at the end)
                 _settle_units(plan, Path(tmp) / "second", limits, mode, group, resume=resume)
         finally:
             for h in held:

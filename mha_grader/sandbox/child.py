@@ -260,8 +260,13 @@ def main(job_dir: str, out_dir: str) -> None:
     _unseal(out_dir, sealed)
     mark(protocol.DONE)
     if job.get("next_fd") is not None:  # held by the parent (sandbox/watch.py): a next job?
+        # "waiting", on a pipe no unit holds (each closed it before its code ran): a "done" that
+        # learner code wrote to the progress stream does not make the parent hold the child
+        with contextlib.suppress(OSError):
+            os.write(job["ready_fd"], b"w")
+            os.close(job["ready_fd"])
         more = _next_job(job["next_fd"])
-        job["next_fd"] = None  # closed: a unit of the next job has no number to close
+        job["next_fd"] = job["ready_fd"] = None  # closed: no number for a later unit to close
         if more:
             for nb in job["notebooks"]:  # the parent has read them: hidden from what runs next
                 if os.path.isdir(os.path.join(out_dir, nb["dir"])):

@@ -118,7 +118,9 @@ def run_child_held(
     child itself when it reached ``done``: paused, waiting for a next job (``watch.Held``), its
     results ready to read. The caller resumes or closes it (and only then releases ``root``)."""
     pipe = list(os.pipe())
-    ctl = list(os.pipe()) if hold and mode == "bwrap" and spec.get("confine") else [None, None]
+    held_ok = hold and mode == "bwrap" and spec.get("confine")
+    # the next job's pipe (the child reads) and the "waiting" pipe (the zygote writes)
+    ctl = [*os.pipe(), *os.pipe()] if held_ok else [None] * 4
     held = None
     try:
         outcome, held = _run_child(
@@ -128,9 +130,7 @@ def run_child_held(
     finally:
         if held is None:
             _close(pipe)
-        _close(ctl, 0)
-        if held is None:
-            _close(ctl, 1)
+        _close(ctl)  # (what a held child's watch keeps was taken out of it)
 
 
 def _close(pipe: list[int | None], *which: int) -> None:
@@ -153,7 +153,7 @@ def _run_child(
     pass_fds: list[int],
     pipe: list[int | None],
     group: cgroup.Group | None = None,
-    ctl: list[int | None] = (None, None),
+    ctl: list[int | None] = (None, None, None, None),
 ) -> tuple[tuple[str, str | None, int | None], Held | None]:
     """Run one child on ``spec`` in ``root/{job,out}``; returns (last stage, killed, code), and
     the child held at ``done`` when ``ctl`` (the next job's pipe) is given (``watch.Held``).
@@ -196,8 +196,13 @@ def _run_child(
     if ctl[0] is not None:
         late.mkdir()
         os.chmod(late, 0o755)
-        spec = {**spec, "next_fd": ctl[0], "read_only": [*spec["read_only"], str(late)]}
-        pass_fds = (*pass_fds, ctl[0])
+        spec = {
+            **spec,
+            "next_fd": ctl[0],
+            "ready_fd": ctl[3],
+            "read_only": [*spec["read_only"], str(late)],
+        }
+        pass_fds = (*pass_fds, ctl[0], ctl[3])
     if mode == "user":  # the child reads only these, and never the installed course (reach.py)
         problem = reach.user_problem(isolation._traversable)
         if problem:
@@ -291,10 +296,11 @@ def _run_child(
             held_s=held if group is not None else 0.0,
         )
         if ctl[0] is not None:
-            _close(ctl, 0)  # the child holds the read end; the watch, the write end
-            watch.ctl, ctl[1] = ctl[1], None
+            _close(ctl, 0, 3)  # the child holds these ends; the watch, the others
+            watch.ctl, watch.ready, ctl[1], ctl[2] = ctl[1], ctl[2], None, None
         killed, paused = watch.run(hold=watch.ctl is not None)
         if paused:
+            watch.first = [nb["dir"] for nb in spec["notebooks"]]
             watch.ends.append(prog_r)
             pipe[0] = None
             return (watch.clock.stage, None, None), Held(watch, root, late)

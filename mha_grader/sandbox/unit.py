@@ -191,9 +191,10 @@ def _unit_process(
             if other is not nb and other.get("channel_fd") is not None:
                 with contextlib.suppress(OSError):
                     os.close(other["channel_fd"])
-        if job.get("next_fd") is not None:  # the parent's next job is the zygote's to read
-            with contextlib.suppress(OSError):
-                os.close(job["next_fd"])
+        for fd in (job.get("next_fd"), job.get("ready_fd")):  # the zygote's, with the parent
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
         channel.connect(nb.get("channel_fd"))
         try:
             _enter_unit(nb, job, unit_out, unit_tmp)

@@ -59,6 +59,8 @@ class _Watch:
     filled: bool = False
     ends: list = field(default_factory=list)  # descriptors to close with the child
     ctl: int | None = None  # the write end of a held child's next-job pipe (``hold``)
+    ready: int | None = None  # the read end of its "waiting" pipe (only the zygote writes it)
+    first: list = field(default_factory=list)  # the results folders of the job it held for
 
     def run(self, hold: bool) -> tuple[str | None, bool]:
         """Poll until the child exits or is stopped: (why it was stopped or None, paused). With
@@ -79,8 +81,8 @@ class _Watch:
                 if why is not None:  # v1 has no memory.oom.group: the sandbox dies as one
                     killed = OUT_OF_MEMORY if why == cgroup.MEMORY else TOO_MANY_PROCESSES
                     break
-                if hold and self.clock.stage == protocol.DONE:
-                    if not self._full():
+                if hold and self.clock.stage == protocol.DONE and self._waiting():
+                    if not (self.filled or self._full()):
                         paused = True
                         break
                     hold = False  # its space filled: no next job, it exits (DISK_FULL below)
@@ -117,6 +119,16 @@ class _Watch:
         unseal(self.out)
         return self.clock.stage, killed, self.proc.returncode
 
+    def _waiting(self) -> bool:
+        """Did the zygote say it waits for a next job (its own pipe: no unit can write it)?"""
+        if self.ready is None:
+            return False
+        os.set_blocking(self.ready, False)
+        try:
+            return os.read(self.ready, 1) == b"w"
+        except (BlockingIOError, OSError):
+            return False
+
     def no_next_job(self) -> None:
         """Close the next-job pipe: a held zygote reads an empty job and exits."""
         if self.ctl is not None:
@@ -126,6 +138,9 @@ class _Watch:
     def finish(self) -> None:
         """Kill the child and everything it started; read what it wrote before it ended."""
         self.no_next_job()
+        if self.ready is not None:
+            _close_fd(self.ready)
+            self.ready = None
         _kill(self.proc, self.inner, self.mode)
         if self.group is not None:
             self.group.kill_all()
@@ -144,7 +159,9 @@ def _wait_exit(proc: subprocess.Popen, seconds: float) -> None:
         time.sleep(seconds)
         return
     try:
-        select.select([fd], [], [], seconds)
+        poller = select.poll()  # (select.select refuses descriptors past 1023)
+        poller.register(fd, select.POLLIN)
+        poller.poll(seconds * 1000)
     finally:
         os.close(fd)
 
@@ -183,9 +200,13 @@ class Held:
         w.clock = _StageClock(plan)
         w.stream._left = (len(plan) + 1) * (protocol.MAX_STAGE + 1)
         w.held_s = w.group.throttled() if w.group is not None else 0.0
+        w.filled, w.stream.broken, w.stream._buf = False, False, b""
+        for name in w.first:  # read by the parent already: gone before any retry runs
+            shutil.rmtree(w.out / name, ignore_errors=True)
         data = json.dumps({"notebooks": spec["notebooks"]}).encode()
         gone = w.ctl is None or w.proc.poll() is not None
-        if gone or len(data) > NEXT_JOB_BYTES or not _write_all(w.ctl, data, 30.0):
+        wait = min(30.0, w.deadline - time.monotonic())
+        if gone or len(data) > NEXT_JOB_BYTES or not _write_all(w.ctl, data, wait):
             w.finish()
             return None
         w.no_next_job()  # the end of the job: the zygote reads to here
@@ -209,12 +230,13 @@ def _write_all(fd: int, data: bytes, seconds: float) -> bool:
     """Write ``data`` to the pipe ``fd`` within ``seconds`` (the zygote reads as we write)."""
     os.set_blocking(fd, False)
     end, view = time.monotonic() + seconds, memoryview(data)
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
     while view:
         left = end - time.monotonic()
         if left <= 0:
             return False
-        _, ready, _ = select.select([], [fd], [], left)
-        if ready:
+        if poller.poll(left * 1000):
             try:
                 view = view[os.write(fd, view) :]
             except BlockingIOError:

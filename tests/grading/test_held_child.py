@@ -136,3 +136,48 @@ def test_a_held_child_that_died_leaves_its_retry_to_a_fresh_one(tmp_path, monkey
     got = {r.id: r for r in results}
     assert not got["ex02_scaled_scores"].passed
     assert got["ex02_attention"].passed, got["ex02_attention"].message
+
+
+def test_a_done_on_the_progress_stream_alone_holds_nothing(tmp_path):
+    """The parent holds a child only when its zygote says it waits, on a pipe no unit holds: a
+    "done" that learner code wrote to the progress stream (every unit inherits it) is not that.
+    Here a child writes "setup" and "done" there and lives on; it is watched until it exits."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from mha_grader.sandbox import protocol
+    from mha_grader.sandbox.launch import Limits
+    from mha_grader.sandbox.stage_clock import _StageClock, _Stream
+    from mha_grader.sandbox.watch import _Watch
+
+    prog_r, prog_w = os.pipe()
+    ctl_r, ctl_w = os.pipe()
+    ready_r, ready_w = os.pipe()  # the "waiting" pipe: this child never writes it
+    lines = "".join(s.ljust(protocol.MAX_STAGE) + "\n" for s in (protocol.SETUP, protocol.DONE))
+    code = f"import os, time; os.write({prog_w}, {lines!r}.encode()); time.sleep(1.5)"
+    proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=[prog_w])
+    os.close(prog_w)
+    plan = [protocol.SETUP, protocol.DONE]
+    watch = _Watch(
+        proc,
+        None,
+        "none",
+        None,
+        _Stream(prog_r, 4096),
+        _StageClock(plan),
+        tmp_path,
+        tmp_path,
+        False,
+        Limits(),
+        time.monotonic() + 60,
+        ctl=ctl_w,
+        ready=ready_r,
+    )
+    start = time.monotonic()
+    killed, paused = watch.run(hold=True)
+    assert not paused and killed is None and time.monotonic() - start > 1.0
+    assert watch.clock.stage == protocol.DONE
+    for fd in (prog_r, ctl_r, ready_w):
+        os.close(fd)
