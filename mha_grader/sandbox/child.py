@@ -153,17 +153,19 @@ def _run_units(
 
 def _next_job(fd: int) -> list[dict] | None:
     """The units of the parent's next job, read from ``fd`` to its end (the parent is trusted;
-    at most ``watch.NEXT_JOB_BYTES``), or None: no next job (an empty one, or the pipe closed)."""
+    at most ``protocol.NEXT_JOB_BYTES``), or None: no next job (an empty one, or the pipe closed)."""
+    from mha_grader.sandbox import protocol
+
     data = b""
     with contextlib.suppress(OSError):
-        while len(data) <= 16 * 2**20:
+        while len(data) <= protocol.NEXT_JOB_BYTES:
             chunk = os.read(fd, 1 << 20)
             if not chunk:
                 break
             data += chunk
     with contextlib.suppress(OSError):
         os.close(fd)
-    if not data or len(data) > 16 * 2**20:
+    if not data or len(data) > protocol.NEXT_JOB_BYTES:
         return None
     try:
         units = json.loads(data)["notebooks"]

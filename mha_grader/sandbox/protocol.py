@@ -338,6 +338,7 @@ def read_result(out_dir: Path, item_id: str, budget: int | None = None) -> dict:
 
 SETUP, DONE = "setup", "done"
 MAX_STAGE = 100  # characters of one progress line
+NEXT_JOB_BYTES = 16 * 2**20  # the most a held child's next job may take (sandbox/watch.py)
 
 
 def cell_stage(unit: str, index: int) -> str:

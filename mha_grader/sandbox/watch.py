@@ -6,13 +6,13 @@ kills everything it started (``finish``). With ``hold`` it may instead stop watc
 whose zygote reached ``done`` and waits for a second job (``child.main``, ``next_fd``): every
 unit of it has ended, and the zygote kills every process a unit left before it says so. The
 parent reads that job's results while it waits, then either hands it a next job (``Held.resume``:
-chapter-long retries with the course's substitutes, ``runner.py``; no new interpreter, no second
+the student's retries with the course's substitutes, ``runner.py``; no new interpreter, no second
 ``import torch``) or lets it exit (``Held.close``).
 
 A held child runs only in bubblewrap with Landlock-confined units: its second job's staged
 courses are linked into ``late/`` (bound read-only and empty at the start, so no unit of the
-first job could see one), and the zygote seals the first job's results folders again before the
-next unit runs.
+first job could see one); the parent removes the first job's results folders, and the zygote seals
+any still there, before the next unit runs.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ TOO_MANY_PROCESSES = "too many processes"  # ... when a fork failed at its pids.
 CPU_BOUND = (
     "cpu bound"  # ... a stage ran past its limit while its processes competed for its CPU quota
 )
-NEXT_JOB_BYTES = 16 * 2**20  # the most a second job may take (the zygote reads no more)
 
 
 @dataclass
@@ -206,7 +205,7 @@ class Held:
         data = json.dumps({"notebooks": spec["notebooks"]}).encode()
         gone = w.ctl is None or w.proc.poll() is not None
         wait = min(30.0, w.deadline - time.monotonic())
-        if gone or len(data) > NEXT_JOB_BYTES or not _write_all(w.ctl, data, wait):
+        if gone or len(data) > protocol.NEXT_JOB_BYTES or not _write_all(w.ctl, data, wait):
             w.finish()
             return None
         w.no_next_job()  # the end of the job: the zygote reads to here
