@@ -27,7 +27,12 @@ COMMANDS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand; with ``command``, only that one's own arguments are
+    added (the others are listed, by their help line). A command line names one subcommand, and
+    the arguments of ``train`` come from chapter 13's configs, which import torch: a second of CPU
+    that ``mha-course --help``, ``hint`` or ``grade`` need not spend. ``command=""``: none.
+    """
     parser = argparse.ArgumentParser(
         prog="mha-course",
         description="Multi-head attention course: check your exercises, grade a class, "
@@ -38,13 +43,18 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         module = importlib.import_module(f"mha_course.commands.{name}")
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
-        module.add_arguments(p)
+        if command is None or name == command:
+            module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    # the subcommand is the first word that is not an option (the top level's options,
+    # --help and --version, take no value)
+    named = next((a for a in argv if not a.startswith("-")), "")
+    parser = build_parser(named if named in COMMANDS else "")
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
