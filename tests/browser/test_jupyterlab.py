@@ -98,6 +98,8 @@ class Run:
     problem: str = ""  # the browser could not open or run it (the exception, in short)
     triggered: float = 0.0  # when Run All was last clicked
     attempts: int = 1  # Run All clicks (see _nothing_started)
+    expanded: float = 0.0  # when View > Expand All Code was last clicked
+    expands: int = 1  # its clicks (see _prompts_hidden)
     screenshots: list[Path] = field(default_factory=list)
 
     def executed(self) -> int:
@@ -132,7 +134,7 @@ def _open_and_run_all(page, lab: LabServer, run: Run, workspace: str) -> None:
     _menu(page, "View", "notebook:show-all-cell-code")
     _menu(page, "Edit", "editmenu:clear-all")
     _menu(page, "Run", "runmenu:run-all")
-    run.started = run.triggered = time.monotonic()
+    run.started = run.triggered = run.expanded = time.monotonic()
 
 
 def _menu(page, menu: str, command: str) -> None:
@@ -146,6 +148,16 @@ def _nothing_started(run: Run) -> bool:
     further. A learner would click again; so do we, at most twice, and the test prints the count."""
     prompts = run.state.get("prompts", [])
     return bool(prompts) and not any(re.match(r"\[(\*|\d+)\]", p) for p in prompts)
+
+
+def _prompts_hidden(run: Run) -> bool:
+    """Fewer input prompts on the page than code cells: some evidence cells are still collapsed.
+    Seen twice on a loaded 2-core machine (07 and 02, a few cells each): View > Expand All Code,
+    clicked once the kernel was idle, had not reached every cell; their prompts never showed, so the
+    finished notebook looked unfinished until the timeout. The menu is clicked again (it is
+    idempotent; a learner would do the same), and the test prints the count."""
+    prompts = run.state.get("prompts", [])
+    return bool(prompts) and len(prompts) < run.expected.code_cells
 
 
 def _done(run: Run) -> bool:
@@ -246,6 +258,14 @@ def run_in_browser(names: list[str], work: Path) -> dict[str, Run]:
                         _menu(page, "Run", "runmenu:run-all")
                         run.triggered, run.attempts = time.monotonic(), run.attempts + 1
                         continue
+                    if (
+                        not _done(run)
+                        and _prompts_hidden(run)
+                        and time.monotonic() - run.expanded > 5
+                    ):
+                        _menu(page, "View", "notebook:show-all-cell-code")
+                        run.expanded, run.expands = time.monotonic(), run.expands + 1
+                        continue
                     if _done(run) or timed_out:
                         run.finished = not timed_out
                         run.seconds = time.monotonic() - run.started
@@ -292,7 +312,8 @@ def test_run_all_in_jupyterlab(notebook: str, browser_runs: dict[str, Run]) -> N
     print(
         f"{notebook}: {run.seconds:.0f} s, {run.executed()}/{want.code_cells} cells, "
         f"{s.get('images')}/{want.images} figures (+{s.get('imagesInWidgets')} in widgets), "
-        f"{s.get('widgetsRendered')}/{want.widgets} widgets, Run All clicked {run.attempts}x"
+        f"{s.get('widgetsRendered')}/{want.widgets} widgets, Run All clicked {run.attempts}x, "
+        f"Expand All Code {run.expands}x"
     )
     assert not run.problem, f"{where}: {run.problem}"
     assert not s.get("errors"), f"{where}: error output(s):\n" + "\n---\n".join(s["errors"])
