@@ -51,3 +51,22 @@ def test_decode_fast_path_equals_one_causal_forward(make):
     outs += [mha(x[:, t : t + 1], is_causal=True, kv_cache=cache)[0] for t in range(3, 7)]
     assert mha.dispatch == ("sdpa", None)
     torch.testing.assert_close(torch.cat(outs, dim=1), want)
+
+
+@pytest.mark.parametrize("kept", [0, 3, 256])  # no kept views; some then cut; all kept
+def test_static_cache_kept_views_hold_what_kv_cache_holds(monkeypatch, kept):
+    """StaticKVCache keeps each position's views (VIEWS_KEPT); before, across and past that bound,
+    and in a second sequence reusing the same buffers and views, it returns exactly KVCache's
+    keys and values (float64)."""
+    monkeypatch.setattr("mha_course.caches.static.VIEWS_KEPT", kept)
+    torch.manual_seed(0)
+    static = StaticKVCache(9)
+    for prefill in (2, 4):  # two sequences in the same buffers
+        dense = KVCache()
+        static.reset()
+        for S in (prefill,) + (1,) * (9 - prefill):
+            k, v = _kv(S, dtype=torch.float64)
+            got, want = static.update(k, v), dense.update(k, v)
+            assert all(torch.equal(g, w) for g, w in zip(got, want))
+        assert static.length == 9
+    assert len(static._slots) == min(9, kept)  # the kept views were made, and no more
