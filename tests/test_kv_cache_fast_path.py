@@ -70,3 +70,27 @@ def test_static_cache_kept_views_hold_what_kv_cache_holds(monkeypatch, kept):
             assert all(torch.equal(g, w) for g, w in zip(got, want))
         assert static.length == 9
     assert len(static._slots) == min(9, kept)  # the kept views were made, and no more
+
+
+def test_static_cache_switches_between_no_grad_and_gradients():
+    """Views kept under no_grad are never written with gradients on (torch forbids it): a cache
+    filled while decoding, then used in a forward that trains, gives the gradients of KVCache."""
+    torch.manual_seed(0)
+    static, dense = StaticKVCache(8), KVCache()
+    with torch.no_grad():  # decode: the kept views are made
+        for S in (3, 1, 1):
+            static.update(*_kv(S, dtype=torch.float64))  # the same buffers as below
+    static.reset()
+    k0, k1 = (torch.randn(1, 2, S, 4, dtype=torch.float64, requires_grad=True) for S in (3, 1))
+    grads = []
+    for cache in (static, dense):
+        cache.update(k0, k0 * 2)
+        k, v = cache.update(k1, k1 * 3)
+        grads.append(torch.autograd.grad((k * v).sum(), (k0, k1)))
+    for g_static, g_dense in zip(*grads):
+        torch.testing.assert_close(g_static, g_dense)
+    with torch.inference_mode():  # and inference mode slices as before
+        static.reset()
+        for S in (2, 1):
+            static.update(*_kv(S))
+    assert static.length == 3

@@ -96,8 +96,11 @@ class StaticKVCache(Cache):
             kept = min(self.max_len, VIEWS_KEPT)
             self._slots, self._filled = [None] * kept, [None] * (kept + 1)
         start = self._length
+        # kept views are made and used only without autograd (decoding under no_grad): torch
+        # forbids an in-place write, with gradients on, into a view made under no_grad
+        kept = not torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
         # in place: only the new positions are written
-        if S_new == 1 and start < VIEWS_KEPT:  # a decode step: into its position's kept views
+        if kept and S_new == 1 and start < VIEWS_KEPT:  # a decode step: its position's views
             slot = self._slots[start]
             if slot is None:
                 slot = self._slots[start] = (k_buf.narrow(2, start, 1), v_buf.narrow(2, start, 1))
@@ -107,7 +110,7 @@ class StaticKVCache(Cache):
             k_buf[:, :, start:end] = key
             v_buf[:, :, start:end] = value
         self._length = end
-        if end > VIEWS_KEPT:
+        if not kept or end > VIEWS_KEPT:
             return k_buf.narrow(2, 0, end), v_buf.narrow(2, 0, end)  # views, (B, G, S, D)
         filled = self._filled[end]
         if filled is None:
