@@ -4,16 +4,19 @@ sandbox, one cell. Where the course is installed it does nothing; in a fresh vir
 after which ``check("ex01", namespace=...)`` grades chapter 1's solution in-kernel and ``hint``
 prints a hint.
 
-Torch and Triton in the fresh environment: installing them too is what a hosted service without
-them does, and it is what makes the test slow (measured on a 2-core machine at load 10-15: with
-nothing shared pip took a CUDA torch, 6 GB after 10 minutes, stopped; with torch and triton
-shared the whole test used 101 CPU-seconds, 13 minutes of wall time at that load, every other
-package downloaded, as with CI's PIP_NO_CACHE_DIR). By default the new environment gets the running interpreter's torch and triton ONLY (their
-folders and dist-info, linked through a .pth file; nothing else of this environment is visible):
-pip sees both installed and installs everything else — the course, JupyterLab, numpy, matplotlib,
-scipy, transformers, ... — from the index, as the cell does. The trade-off: which torch and triton
-builds a fresh install picks, and their download, are not tested here (the README's default path
-in .ci/run installs torch fresh). MHA_HOSTED_FRESH=1 shares nothing.
+What the fresh environment shares. Installing every dependency too is what a hosted service
+without them does, and it is what makes the test slow: with nothing shared pip took a CUDA torch
+(6 GB after 10 minutes on a 2-core machine at load 10-15, stopped); with torch and triton shared
+and everything else downloaded (the default until issue 33) the test took 78 s of CPU of the 2-core
+machine's `make test` (PIP_NO_CACHE_DIR=1, load 1) and needed the network. By default the new
+environment now gets every distribution of the running environment but the course and pip's own
+(their folders and dist-info, linked through a .pth file): pip finds the course's requirements
+installed and installs the course alone, from a wheel it builds of the clone, as the cell does
+(21 s of CPU, 28 s of wall time, on the same machine: no package but the build's own downloaded).
+What this leaves untested — the index resolving ``[triton,hf]`` from nothing — is what the
+README's default path in .ci/run does with its own fresh venv (``.[dev,triton,hf]`` from the index,
+torch included). MHA_HOSTED_SHARE=torch shares torch and triton only (every other package from the
+index, the old default); MHA_HOSTED_SHARE=none (or MHA_HOSTED_FRESH=1) shares nothing.
 """
 
 from __future__ import annotations
@@ -77,12 +80,27 @@ def _copy_without_makefile(dest: Path) -> Path:
     return dest
 
 
-LINKED = ("torch", "triton")  # the two large binary wheels (several hundred MB)
+BINARY = ("torch", "triton")  # the two large binary wheels (several hundred MB)
+OWN = {"mha-course", "pip", "setuptools", "wheel"}  # what the cell installs; the venv's own pip
 
 
-def _link_only(site_packages: Path, names: tuple[str, ...]) -> None:
+def shared() -> list[str]:
+    """The distributions the fresh environment gets from this one (MHA_HOSTED_SHARE, see above)."""
+    from importlib.metadata import distributions
+
+    share = "none" if os.environ.get("MHA_HOSTED_FRESH") == "1" else "all"
+    share = os.environ.get("MHA_HOSTED_SHARE", share)
+    if share not in ("all", "torch", "none"):
+        raise ValueError(f"MHA_HOSTED_SHARE: expected all, torch or none, got {share!r}")
+    if share != "all":
+        return list(BINARY) if share == "torch" else []
+    names = {d.metadata["Name"].lower().replace("_", "-") for d in distributions() if d.files}
+    return sorted(names - OWN)
+
+
+def _link_only(site_packages: Path, names: list[str]) -> None:
     """Make this interpreter's distributions ``names`` (and nothing else of its environment)
-    importable and pip-visible there: their top-level folders and dist-info, linked."""
+    importable and pip-visible there: their top-level folders, modules and dist-info, linked."""
     from importlib.metadata import distribution
 
     only = site_packages.parent / "linked-only"
@@ -90,7 +108,7 @@ def _link_only(site_packages: Path, names: tuple[str, ...]) -> None:
     for name in names:
         dist = distribution(name)
         base = Path(dist.locate_file(""))
-        for top in {f.parts[0] for f in dist.files if f.parts[0] != ".."}:
+        for top in {f.parts[0] for f in dist.files if f.parts[0] not in ("..", "__pycache__")}:
             if (base / top).exists() and not (only / top).exists():
                 (only / top).symlink_to(base / top)
     (site_packages / "linked-only.pth").write_text(f"{only}\n")
@@ -133,8 +151,7 @@ def test_the_install_cell_installs_a_working_course_in_a_fresh_venv(tmp_path):
             check=True,
         ).stdout.strip()
     )
-    if os.environ.get("MHA_HOSTED_FRESH") != "1":
-        _link_only(site, LINKED)
+    _link_only(site, shared())
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(HOME=str(tmp_path / "home"), MHA_COURSE_STATE=str(tmp_path / "hints.json"))
     start = time.perf_counter()
