@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from mha_course.kernels import tiled_fast
 from mha_course.kernels.tiled_fast import LAZY_MARGIN, tiled_attention_fast
 
 
@@ -38,6 +39,23 @@ def test_growing_scores_move_the_reference(is_causal):
     want = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
     assert torch.isfinite(out).all()
     torch.testing.assert_close(out, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("diagonal_tile", [1, 3, 16])
+@pytest.mark.parametrize("L,S", [(37, 37), (10, 37), (37, 10)])
+@pytest.mark.parametrize("growing", [False, True], ids=["random", "growing scores"])
+def test_the_diagonal_in_narrow_tiles(monkeypatch, diagonal_tile, L, S, growing):
+    """Causal, a query block taller than DIAGONAL_TILE: its own keys are read in narrow tiles,
+    each by the rows at or below it only (with the reference moved inside them: growing)."""
+    monkeypatch.setattr(tiled_fast, "DIAGONAL_TILE", diagonal_tile)
+    q, k, v = _qkv(2, 3, L=L, S=S, Dv=5)
+    if growing:
+        q = q.abs() + 1.0
+        k = (torch.arange(S, dtype=torch.float64) * LAZY_MARGIN / 4).view(1, 1, S, 1).expand_as(k)
+    for block_q, block_k in [(16, 5), (37, 64)]:
+        out = tiled_attention_fast(q, k, v, is_causal=True, block_q=block_q, block_k=block_k)
+        want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        torch.testing.assert_close(out, want, rtol=1e-10, atol=1e-10)
 
 
 def test_float32_and_16_bit_within_their_tolerance():

@@ -18,6 +18,9 @@ possible; ``benchmarks/tiled_vs_sdpa.py`` times both against torch's SDPA.
 4. **All heads in one batched matmul**, scores written into one reused buffer, the causal mask
    added by the matmul itself (``baddbmm``) on the tiles that cross the diagonal; tiles wholly
    above it are never computed.
+5. **The diagonal in narrow tiles** (causal): a block of query rows reads its own keys in tiles of
+   ``DIAGONAL_TILE`` keys, each multiplied by the rows that see it only, so a tall query block
+   (fewer, larger matmuls) wastes no more of the square above the diagonal than a short one.
 
 Memory stays linear in L: the largest intermediate is (B·H, block_q, block_k) plus copies of
 Q, K, V one column wider.
@@ -35,6 +38,9 @@ from mha_course.kernels.tiled import _check_inputs
 # float32's overflow (3.4e38). A row whose scores pass m + LAZY_MARGIN is rescaled. 16-bit
 # inputs are computed in float32 (float16 itself would overflow at 65504).
 LAZY_MARGIN = 16.0
+# causal: a query block's own keys (the diagonal) are read in tiles of this many keys, each seen
+# only by the rows at or below it (trick 5 above)
+DIAGONAL_TILE = 128
 
 
 def tiled_attention_fast(
@@ -87,40 +93,49 @@ def _query_block(q_aug, k_t, v_aug, out, i0, is_causal, block_k, buf) -> None:
     """
     n, bq, _ = q_aug.shape
     S, Dv = k_t.shape[-1], out.shape[-1]
-    # causal: keys before the block's first row in tiles of block_k, then the (Bq, Bq) tile on
-    # the diagonal (masked); keys past the block's last row are never computed
+    # (j0, j1, r0): keys j0..j1-1, seen by the block's rows r0.. (row r is query i0 + r).
+    # causal: keys before the block's first row in tiles of block_k, every row; then the block's
+    # own keys (the diagonal) in tiles of DIAGONAL_TILE, keys j0.. seen by rows j0 - i0.. only,
+    # so a large block computes no more of the (Bq, Bq) square above the diagonal than a small
+    # one; keys past the block's last row are never computed
     k_end = min(S, i0) if is_causal else S
-    tiles = [(j0, min(j0 + block_k, k_end)) for j0 in range(0, k_end, block_k)]
-    if is_causal and i0 < S:
-        tiles.append((i0, min(S, i0 + bq)))
-    m = None  # (n, Bq, 1) the reference maximum, set by the first tile
+    tiles = [(j0, min(j0 + block_k, k_end), 0) for j0 in range(0, k_end, block_k)]
+    if is_causal:
+        diag_end = min(S, i0 + bq)
+        tiles += [
+            (j0, min(j0 + DIAGONAL_TILE, diag_end), j0 - i0)
+            for j0 in range(i0, diag_end, DIAGONAL_TILE)
+        ]
+        # relative mask of a diagonal tile: row r0 + r sees key j0 + c iff c <= r (j0 = i0 + r0)
+        above = torch.ones(bq, DIAGONAL_TILE, dtype=torch.bool, device=q_aug.device).triu_(1)
+        diag_mask = torch.zeros(bq, DIAGONAL_TILE, dtype=q_aug.dtype, device=q_aug.device)
+        diag_mask.masked_fill_(above, float("-inf"))  # (Bq, DIAGONAL_TILE)
+    m = None  # (n, Bq, 1) the reference maximum, set by the first tile (which every row sees)
     acc = None  # (n, Bq, Dv + 1) = [unnormalised output | running sum]
-    for j0, j1 in tiles:
-        scores = buf[: n * bq * (j1 - j0)].view(n, bq, j1 - j0)
+    for j0, j1, r0 in tiles:
+        rows = bq - r0
+        scores = buf[: n * rows * (j1 - j0)].view(n, rows, j1 - j0)
         if m is not None:
             q_aug[..., -1:] = -m  # the matmul below then subtracts m from every score
         else:
             q_aug[..., -1] = 0.0
-        if is_causal and j1 - 1 > i0:  # the tile crosses the diagonal: mask j > i by adding -inf
-            rows = torch.arange(i0, i0 + bq, device=q_aug.device).unsqueeze(-1)  # (Bq, 1)
-            cols = torch.arange(j0, j1, device=q_aug.device)  # (Bk,)
-            mask = torch.zeros(bq, j1 - j0, dtype=q_aug.dtype, device=q_aug.device)
-            mask.masked_fill_(cols > rows, float("-inf"))
-            torch.baddbmm(mask, q_aug, k_t[..., j0:j1], out=scores)
+        q_rows = q_aug[:, r0:]  # (n, Bq, D + 1) -> (n, rows, D + 1), a view
+        if is_causal and j1 - 1 > i0 + r0:  # crosses the diagonal: mask j > i by adding -inf
+            torch.baddbmm(diag_mask[:rows, : j1 - j0], q_rows, k_t[..., j0:j1], out=scores)
         else:
-            torch.bmm(q_aug, k_t[..., j0:j1], out=scores)
-        top = scores.amax(dim=-1, keepdim=True)  # (n, Bq, 1): s - m, -inf where all masked
+            torch.bmm(q_rows, k_t[..., j0:j1], out=scores)
+        top = scores.amax(dim=-1, keepdim=True)  # (n, rows, 1): s - m, -inf where all masked
         if m is None:  # first tile: its own maximum is the reference (finite: key 0 is seen)
             m = top
             scores.sub_(m)
         elif bool((top > LAZY_MARGIN).any()):  # some row grew too much: move its reference
             shift = top.clamp(min=0.0)
             scores.sub_(shift)
-            m = m + shift
-            acc.mul_(torch.exp(-shift))
+            m[:, r0:] += shift  # (n, rows, 1): the rows of this tile
+            acc[:, r0:].mul_(torch.exp(-shift))
         p = scores.exp_()
         if acc is None:
             acc = torch.bmm(p, v_aug[:, j0:j1])
         else:
-            acc.baddbmm_(p, v_aug[:, j0:j1])
+            acc[:, r0:].baddbmm_(p, v_aug[:, j0:j1])
     torch.div(acc[..., :Dv], acc[..., Dv:], out=out)
