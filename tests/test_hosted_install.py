@@ -12,7 +12,8 @@ machine's `make test` (PIP_NO_CACHE_DIR=1, load 1) and needed the network. By de
 environment now gets every distribution of the running environment but the course and pip's own
 (their folders and dist-info, linked through a .pth file): pip finds the course's requirements
 installed and installs the course alone, from a wheel it builds of the clone, as the cell does
-(21 s of CPU, 28 s of wall time, on the same machine: no package but the build's own downloaded).
+(23 s of CPU, user and system as the 78 s are, 28 s of wall time, on the same machine: no
+package downloaded but what the wheel's build needs).
 What this leaves untested — the index resolving ``[triton,hf]`` from nothing — is what the
 README's default path in .ci/run does with its own fresh venv (``.[dev,triton,hf]`` from the index,
 torch included). MHA_HOSTED_SHARE=torch shares torch and triton only (every other package from the
@@ -94,7 +95,12 @@ def shared() -> list[str]:
         raise ValueError(f"MHA_HOSTED_SHARE: expected all, torch or none, got {share!r}")
     if share != "all":
         return list(BINARY) if share == "torch" else []
-    names = {d.metadata["Name"].lower().replace("_", "-") for d in distributions() if d.files}
+    names = {
+        d.metadata["Name"].lower().replace("_", "-")
+        for d in distributions()
+        if d.files
+        and d.metadata["Name"]  # a distribution with no files or no name: nothing to link
+    }
     return sorted(names - OWN)
 
 
