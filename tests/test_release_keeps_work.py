@@ -1,6 +1,7 @@
 """``mha-course release`` never writes over a learner's work in exercises/ without a copy and a
-message, and ``release --check`` (the last step of ``make test``) does not send a learner to a
-command that would lose it. Before, release overwrote edited exercises silently."""
+message, and ``release --check`` (which ``make test`` runs, in tests/grading/test_stubs.py) does
+not send a learner to a command that would lose it. Before, release overwrote edited exercises
+silently."""
 
 from __future__ import annotations
 
