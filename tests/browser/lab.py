@@ -170,6 +170,17 @@ class LabServer:
             if session.get("path", "").endswith(name):
                 self.api(f"/api/sessions/{session['id']}", method="DELETE")
 
+    def log_size(self) -> int:
+        """How far the Lab's log has been written (a place to read ``log_text`` from)."""
+        self.log.flush()
+        return os.path.getsize(self.log.name)
+
+    def log_text(self, start: int) -> str:
+        """What the Lab wrote to its log from ``start`` on (for a stalled notebook's diagnosis)."""
+        with open(self.log.name, encoding="utf-8", errors="replace") as f:
+            f.seek(start)
+            return f.read()
+
     def stop(self) -> None:
         self.process.terminate()
         try:
