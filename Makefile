@@ -80,9 +80,10 @@ test: lint unit notebooks
 	d=$$(mktemp -d); $(BIN)/mha-course bench --quick --out $$d/bench.json; s=$$?; rm -rf $$d; exit $$s
 # `mha-course release --check` runs once, in the unit run (tests/grading/test_stubs.py), not again here.
 
-# Real JupyterLab in headless Chromium (the OS package; nothing downloads a browser).
+# Real JupyterLab in headless Chromium (the OS package; nothing downloads a browser). -rA prints
+# each notebook's line (its time, cells, figures, Run All clicks and any stall seen) when it passes too.
 browser: $(DEV_STAMP)
-	$(BIN)/python -m pytest tests/browser -m browser -p no:cacheprovider
+	$(BIN)/python -m pytest tests/browser -m browser -p no:cacheprovider -rA
 
 # Static HTML course from the committed outputs (nbconvert), then its link and image check.
 site: $(SITE_STAMP)

@@ -177,9 +177,9 @@ class LabServer:
 
     def log_text(self, start: int) -> str:
         """What the Lab wrote to its log from ``start`` on (for a stalled notebook's diagnosis)."""
-        with open(self.log.name, encoding="utf-8", errors="replace") as f:
+        with open(self.log.name, "rb") as f:
             f.seek(start)
-            return f.read()
+            return f.read().decode("utf-8", errors="replace")
 
     def stop(self) -> None:
         self.process.terminate()

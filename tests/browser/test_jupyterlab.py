@@ -17,6 +17,7 @@ import os
 import re
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,7 +58,7 @@ STATE_JS = """() => {
     widgetsRendered: outputs.filter(o => o.querySelector('.jupyter-widgets')).length,
     widgetProblems: all.map(text).filter(t => /Error displaying widget|Loading widget/.test(t)),
     dialogs: [...document.querySelectorAll('.jp-Dialog')].map(text),
-    // JupyterLab's notifications (toasts), e.g. a kernel that died and restarts: for _diagnose
+    // JupyterLab's notifications (toasts), e.g. "kernel still initializing": for _diagnose
     notifications: [...document.querySelectorAll('.Toastify__toast')].map(text),
   };
 }"""
@@ -103,6 +104,9 @@ class Run:
     moved: float = 0.0  # when the prompts last changed (see _stalled)
     prompts_seen: list[str] = field(default_factory=list)
     stalls: list[str] = field(default_factory=list)  # what was seen at each stall (see _diagnose)
+    at_limit: str = ""  # what was seen when the time limit passed (see _diagnose)
+    open_s: float = 0.0  # from loading the page to clicking Run All (the kernel's start included)
+    screenshot_s: float = 0.0
     log_from: int = 0  # where the Lab's log stood when the notebook was opened
     expanded: float = 0.0  # when View > Expand All Code was last clicked
     expands: int = 1  # its clicks (see _prompts_hidden)
@@ -129,12 +133,13 @@ def _browser_available() -> None:
 
 
 def _open_and_run_all(page, lab: LabServer, run: Run, workspace: str) -> None:
-    run.log_from = lab.log_size()
+    run.log_from, opening = lab.log_size(), time.monotonic()
     page.goto(lab.notebook_url(run.name, workspace))
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", state="attached", timeout=120_000)
     page.wait_for_selector(
         '.jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status="idle"]', timeout=120_000
     )
+    _wait_for_kernel(page, lab, run)
     # Through the menus, as a learner would: Edit > Clear Outputs of All Cells, Run > Run All Cells.
     # First View > Expand All Code: evidence cells open collapsed (jupyter.source_hidden), and a
     # collapsed cell shows no input prompt, so its execution count could not be read.
@@ -142,6 +147,38 @@ def _open_and_run_all(page, lab: LabServer, run: Run, workspace: str) -> None:
     _menu(page, "Edit", "editmenu:clear-all")
     _menu(page, "Run", "runmenu:run-all")
     run.started = run.triggered = run.expanded = run.moved = time.monotonic()
+    run.open_s = run.started - opening
+
+
+def _wait_for_kernel(page, lab: LabServer, run: Run, timeout: float = 120.0) -> None:
+    """Until the page is connected to the notebook's kernel and the kernel is idle (the server's
+    sessions API: a kernel for this notebook with a connection). The toolbar's indicator says
+    "idle" before that, too; Run All clicked then finds no kernel, and JupyterLab leaves the
+    cells "[ ]" or asks which kernel to start. Seen with the package tests running beside this
+    test: the first notebook of the second page started nothing, and 08 got a "Select Kernel"
+    dialog. That dialog is accepted with its default, the notebook's own kernel, as a learner
+    would; it is recorded with the stalls (so a notebook that passes says so in the warnings)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        dialog = page.locator(".jp-Dialog")
+        if dialog.count() and "Select Kernel" in dialog.first.inner_text():
+            page.locator(".jp-Dialog .jp-mod-accept").first.click()
+            run.stalls.append(
+                "a Select Kernel dialog opened with the notebook; its default was accepted"
+            )
+        sessions = lab.api("/api/sessions")
+        if any(
+            s.get("path", "").endswith(run.name)
+            and (s.get("kernel") or {}).get("connections", 0) >= 1
+            and (s.get("kernel") or {}).get("execution_state") == "idle"
+            for s in sessions
+        ):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"no idle kernel connected to {run.name} within {timeout:.0f} s: {sessions}"
+            )
+        page.wait_for_timeout(250)
 
 
 def _menu(page, menu: str, command: str) -> None:
@@ -156,16 +193,17 @@ def _stalled(run: Run) -> bool:
     """Run All was clicked, the notebook is not done, yet no cell is queued or running ("[*]") and
     no prompt has changed for ``STALL_S`` seconds: the remaining cells show "[ ]".
 
-    Seen twice on a loaded 2-core machine: once no cell started at all (the first notebook of the
-    second page, the kernel idle), and once, in a .ci/run where the package tests ran beside this
-    test (issue 33, session 16), notebook 08 ran its first cell and no other until the limit, with
-    no error output and no dialog. JupyterLab resets a queued cell's prompt to "[ ]" when its
-    request is cancelled (the kernel's connection lost or replaced) or aborted by the kernel (after
-    an error). A learner would click Run All again; so does the test, at most twice, after
-    recording what the kernel, the page's console and the Lab's log said (``_diagnose``): the
-    count and that record are printed with the notebook's result, pass or fail."""
-    if _done(run) or _prompts_hidden(run):  # hidden prompts: View > Expand All Code, not Run All
-        return False
+    Seen on a loaded 2-core machine: no cell started at all (the first notebook of the second
+    page, the kernel idle), and, in a .ci/run where the package tests ran beside this test
+    (issue 33, session 16), notebook 08 ran its first cell and no other until the limit, with no
+    error output and no dialog. Both fit a Run All clicked before the page had the kernel (see
+    ``_wait_for_kernel``, which now prevents that); JupyterLab also leaves a queued cell "[ ]" when
+    its request is cancelled or aborted by the kernel. A learner would click Run All again; so does
+    the test, at most twice, after recording what the kernel, the page's console and the Lab's
+    log said (``_diagnose``): the count and that record are printed with the notebook's result,
+    and a notebook that passed only so is named in pytest's warnings summary."""
+    if _done(run) or _prompts_hidden(run) or run.state.get("dialogs"):
+        return False  # hidden prompts: View > Expand All Code; a dialog: the test reports it
     prompts = run.state.get("prompts", [])
     if prompts != run.prompts_seen:
         run.prompts_seen, run.moved = list(prompts), time.monotonic()
@@ -180,23 +218,28 @@ def _stalled(run: Run) -> bool:
 
 
 def _diagnose(lab: LabServer, run: Run, console: list[str]) -> str:
-    """What the kernel, the page and the server said when ``run`` stalled (for the test's output)."""
+    """What the kernel, the page and the server said when ``run`` stalled (for the test's output).
+    Never raises: a diagnosis that fails says so instead of stopping the run."""
     try:
-        kernels = [
-            {k: s["kernel"].get(k) for k in ("execution_state", "connections", "last_activity")}
-            for s in lab.api("/api/sessions")
-            if s.get("path", "").endswith(run.name)
-        ]
+        try:
+            kernels = [
+                {k: s["kernel"].get(k) for k in ("execution_state", "connections", "last_activity")}
+                for s in lab.api("/api/sessions")
+                if s.get("path", "").endswith(run.name) and s.get("kernel")
+            ]
+        except Exception as exc:  # noqa: BLE001 - the rest of the diagnosis still helps
+            kernels = [f"sessions API: {exc}"]
+        log = lab.log_text(run.log_from).splitlines()
+        return (
+            f"after {time.monotonic() - run.started:.0f} s, {run.executed()}/"
+            f"{run.expected.code_cells} cells, prompts {run.state.get('prompts')}, page status "
+            f"{run.state.get('status')!r}; notifications {run.state.get('notifications')}; "
+            f"kernel {kernels}; page console (last 15): {console[-15:]}; "
+            f"Lab log since the notebook opened (last 25 of {len(log)} lines, both pages'): "
+            f"{log[-25:]}"
+        )
     except Exception as exc:  # noqa: BLE001 - a diagnosis never stops the run
-        kernels = [f"sessions API: {exc}"]
-    log = lab.log_text(run.log_from).splitlines()
-    return (
-        f"after {time.monotonic() - run.started:.0f} s, {run.executed()}/"
-        f"{run.expected.code_cells} cells, prompts {run.state.get('prompts')}, page status "
-        f"{run.state.get('status')!r}; notifications {run.state.get('notifications')}; "
-        f"kernel {kernels}; page console (last 15): {console[-15:]}; "
-        f"Lab log since the notebook opened (last 25 of {len(log)} lines): {log[-25:]}"
-    )
+        return f"diagnosis failed: {type(exc).__name__}: {exc}"
 
 
 def _prompts_hidden(run: Run) -> bool:
@@ -297,7 +340,7 @@ def run_in_browser(names: list[str], work: Path) -> dict[str, Run]:
                         console[id(page)].clear()
                         try:
                             _open_and_run_all(page, lab, run, f"page{pages.index(page)}")
-                        except PlaywrightError as exc:  # recorded; the other notebooks go on
+                        except (PlaywrightError, OSError) as exc:  # the others go on
                             run.problem = str(exc).splitlines()[0]
                             runs[name] = run
                             continue
@@ -306,9 +349,12 @@ def run_in_browser(names: list[str], work: Path) -> dict[str, Run]:
                 for key, (page, run) in list(active.items()):
                     run.state = page.evaluate(STATE_JS) or {}
                     timed_out = time.monotonic() - run.started > NOTEBOOK_TIMEOUT
-                    if _stalled(run) and run.attempts < 3:
+                    if _stalled(run) and run.attempts < 3 and not timed_out:
                         run.stalls.append(_diagnose(lab, run, console[key]))
-                        _menu(page, "Run", "runmenu:run-all")
+                        try:
+                            _menu(page, "Run", "runmenu:run-all")
+                        except PlaywrightError as exc:  # recorded; the limit ends the notebook
+                            run.stalls.append(f"Run All click failed: {exc}".splitlines()[0])
                         run.triggered, run.attempts = time.monotonic(), run.attempts + 1
                         continue
                     if (
@@ -322,16 +368,18 @@ def run_in_browser(names: list[str], work: Path) -> dict[str, Run]:
                     if _done(run) or timed_out:
                         run.finished = not timed_out
                         if timed_out:
-                            run.stalls.append(_diagnose(lab, run, console[key]))
+                            run.at_limit = _diagnose(lab, run, console[key])
                         run.seconds = time.monotonic() - run.started
                         page.wait_for_timeout(1000)  # let the last images decode
                         run.state = page.evaluate(STATE_JS) or run.state
                         run.page_errors = list(errors[key])
                         if run.name != CANARY:
+                            shooting = time.monotonic()
                             try:
                                 _screenshot(page, run)
                             except PlaywrightError as exc:
                                 run.problem = f"screenshot failed: {exc}".splitlines()[0]
+                            run.screenshot_s = time.monotonic() - shooting
                         lab.shutdown_kernels(run.name)
                         runs[run.name] = run
                         del active[key]
@@ -365,7 +413,8 @@ def test_run_all_in_jupyterlab(notebook: str, browser_runs: dict[str, Run]) -> N
     s, want = run.state, run.expected
     where = f"{notebook} (screenshot: {', '.join(p.name for p in run.screenshots)})"
     print(
-        f"{notebook}: {run.seconds:.0f} s, {run.executed()}/{want.code_cells} cells, "
+        f"{notebook}: opened in {run.open_s:.0f} s, ran {run.seconds:.0f} s, screenshot "
+        f"{run.screenshot_s:.0f} s; {run.executed()}/{want.code_cells} cells, "
         f"{s.get('images')}/{want.images} figures (+{s.get('imagesInWidgets')} in widgets), "
         f"{s.get('widgetsRendered')}/{want.widgets} widgets, Run All clicked {run.attempts}x, "
         f"Expand All Code {run.expands}x"
@@ -377,7 +426,7 @@ def test_run_all_in_jupyterlab(notebook: str, browser_runs: dict[str, Run]) -> N
     assert not s.get("dialogs"), f"{where}: dialog(s) open: {s['dialogs']}"
     assert run.finished, (
         f"{where}: still running after {NOTEBOOK_TIMEOUT:.0f} s: {s.get('prompts')}; "
-        f"what was seen: {run.stalls}"
+        f"at the limit: {run.at_limit}; at each stall: {run.stalls}"
     )
     assert run.executed() == want.code_cells, (
         f"{where}: {run.executed()} of {want.code_cells} code cells executed: {s.get('prompts')}"
@@ -393,6 +442,12 @@ def test_run_all_in_jupyterlab(notebook: str, browser_runs: dict[str, Run]) -> N
     if want.explorer:
         assert s["widgetsRendered"] >= 1, f"{where}: the explorer's widgets were not rendered"
     assert not run.page_errors, f"{where}: JavaScript errors in the page: {run.page_errors}"
+    if run.stalls:  # passed, but not on the first Run All: said in pytest's warnings summary
+        warnings.warn(
+            f"{notebook} stalled and passed only after Run All was clicked again "
+            f"({run.attempts}x): {run.stalls}",
+            stacklevel=1,
+        )
 
 
 def test_canary_shows_what_the_checks_look_for(browser_runs: dict[str, Run]) -> None:
