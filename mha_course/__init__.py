@@ -31,7 +31,8 @@ _EXPORTS: dict[str, str] = {
         ["causal_mask", "combine_masks", "padding_mask", "to_additive", "torch_mha_mask_to_sdpa"],
         "ops.masks",
     ),
-    **dict.fromkeys(["MultiHeadAttention", "merge_heads", "split_heads"], "attention.mha"),
+    "MultiHeadAttention": "attention.mha",
+    **dict.fromkeys(["merge_heads", "split_heads"], "attention.heads"),
     **dict.fromkeys(["LatentKVCache", "MultiHeadLatentAttention"], "attention.mla"),
     **dict.fromkeys(["dot_product_attention", "softmax"], "ops.numpy_attention"),
     **dict.fromkeys(

@@ -8,7 +8,7 @@ H query heads, G key/value heads, D head_dim (E = H * D).
 How ``q_proj`` relates to chapter 3's ``W_Q``: ``q_proj`` is the H heads' query projections side by
 side. Head ``h``'s own (E -> D) matrix, chapter 3's ``SelfAttentionHead.W_Q`` for that head, is the
 slice ``q_proj.weight[h * D:(h + 1) * D]`` (rows, because ``nn.Linear`` stores (out, in) and computes
-``x @ weight.T``); ``split_heads`` cuts the projected features at the same boundaries. The same holds
+``x @ weight.T``); ``split_heads`` (``attention/heads.py``) cuts the projected features at the same boundaries. The same holds
 for ``k_proj``/``v_proj`` (W_K, W_V, with G heads) and ``out_proj`` is W_O.
 
 Beside it: ``attention/inputs.py`` checks a call's inputs and builds its one mask,
@@ -20,10 +20,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mha_course._checks import check_base, check_kv_heads, check_rank, check_tensor, shape_str
+from mha_course._checks import check_base, check_kv_heads
 from mha_course.attention.dispatch import run_attention
 from mha_course.attention.from_torch import from_torch_module
 from mha_course.attention.functions import ATTENTION_FUNCTIONS
+from mha_course.attention.heads import (  # noqa: F401 - split_heads: mha.py's name before its split
+    _merge,
+    _split,
+    merge_heads,
+    split_heads,
+)
 from mha_course.attention.inputs import add_alibi, build_mask, check_inputs, head_multipliers
 from mha_course.caches.base import Cache
 from mha_course.ops.positions import alibi_slopes
@@ -31,51 +37,6 @@ from mha_course.ops.rope import LAYOUTS as ROPE_LAYOUTS
 from mha_course.ops.rope import apply_rope
 
 IMPLS = tuple(ATTENTION_FUNCTIONS)  # "eager", "sdpa", "tiled", "flash", "triton", "flex"
-
-
-def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    """Cut the last dimension into heads and move heads before the sequence.
-
-    The ``transpose`` matters: ``x.view(B, H, L, D)`` would also have the right shape, but it
-    would mix different tokens into one head (chapter 4 shows the wrong result).
-
-    Shape:
-        x: (B, L, H * D). Returns (B, H, L, D). (Used for keys and values too, with S for L.)
-    """
-    check_tensor("x", x)
-    check_rank("x", x, "(B, L, H * D)", rank=3)
-    B, L, HD = x.shape
-    if num_heads <= 0 or HD % num_heads != 0:
-        raise ValueError(
-            f"x: expected shape (B, L, H * D) with a last size divisible by num_heads H = "
-            f"{num_heads}, got {shape_str(x)}"
-        )
-    return _split(x, num_heads)
-
-
-def _split(x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    """:func:`split_heads` without the checks (for the module, whose projections fix the sizes)."""
-    B, L, HD = x.shape
-    return x.view(B, L, num_heads, HD // num_heads).transpose(
-        1, 2
-    )  # (B, L, H*D) -> (B, L, H, D) -> (B, H, L, D)
-
-
-def merge_heads(x: torch.Tensor) -> torch.Tensor:
-    """Inverse of :func:`split_heads`: concatenate the heads back into one vector per token.
-
-    Shape:
-        x: (B, H, L, D). Returns (B, L, H * D).
-    """
-    check_tensor("x", x)
-    check_rank("x", x, "(B, H, L, D)", rank=4)
-    return _merge(x)
-
-
-def _merge(x: torch.Tensor) -> torch.Tensor:
-    """:func:`merge_heads` without the checks (for the module, whose attention fixes the sizes)."""
-    B, H, L, D = x.shape
-    return x.transpose(1, 2).reshape(B, L, H * D)  # (B, H, L, D) -> (B, L, H, D) -> (B, L, H*D)
 
 
 class MultiHeadAttention(nn.Module):

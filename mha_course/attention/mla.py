@@ -24,7 +24,7 @@ from mha_course._checks import (
     check_size,
     check_tensor,
 )
-from mha_course.attention.mha import merge_heads, split_heads
+from mha_course.attention.heads import merge_heads, split_heads
 from mha_course.caches.base import Cache, check_new_kv
 from mha_course.ops.masks import causal_mask
 from mha_course.ops.rope import apply_rope

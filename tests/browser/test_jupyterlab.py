@@ -19,7 +19,7 @@ import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -168,7 +168,7 @@ def _wait_for_kernel(page, lab: LabServer, run: Run, timeout: float = 120.0) -> 
             )
         sessions = lab.api("/api/sessions")
         if any(
-            s.get("path", "").endswith(run.name)
+            _is_own(s, run)
             and (s.get("kernel") or {}).get("connections", 0) >= 1
             and (s.get("kernel") or {}).get("execution_state") == "idle"
             for s in sessions
@@ -179,6 +179,12 @@ def _wait_for_kernel(page, lab: LabServer, run: Run, timeout: float = 120.0) -> 
                 f"no idle kernel connected to {run.name} within {timeout:.0f} s: {sessions}"
             )
         page.wait_for_timeout(250)
+
+
+def _is_own(session: dict, run: Run) -> bool:
+    """Whether a session of the sessions API is this notebook's (its file name, not a suffix of
+    another's)."""
+    return PurePosixPath(session.get("path") or "").name == run.name
 
 
 def _menu(page, menu: str, command: str) -> None:
@@ -226,7 +232,7 @@ def _diagnose(lab: LabServer, run: Run, console: list[str]) -> str:
             kernels = [
                 {k: s["kernel"].get(k) for k in ("execution_state", "connections", "last_activity")}
                 for s in lab.api("/api/sessions")
-                if s.get("path", "").endswith(run.name) and s.get("kernel")
+                if _is_own(s, run) and s.get("kernel")
             ]
         except Exception as exc:  # noqa: BLE001 - the rest of the diagnosis still helps
             kernels = [f"sessions API: {exc}"]

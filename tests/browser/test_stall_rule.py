@@ -1,6 +1,7 @@
-"""When the browser test clicks Run All again (``_stalled``), and what it records (``_diagnose``),
-without a browser: a stalled notebook is one whose remaining cells show "[ ]" with nothing queued
-or running for ``STALL_S`` seconds."""
+"""When the browser test clicks Run All again (``_stalled``), what it records (``_diagnose``), and
+its wait for the notebook's kernel before the first click (``_wait_for_kernel``), without a
+browser: a stalled notebook is one whose remaining cells show "[ ]" with nothing queued or running
+for ``STALL_S`` seconds."""
 
 from __future__ import annotations
 
@@ -128,3 +129,99 @@ def test_the_diagnosis_names_kernel_page_and_log(clock):
 def test_a_failing_diagnosis_says_so_and_never_raises(clock, lab, says):
     run = run_with(clock, ["[1]:", "[ ]:", "[ ]:"])
     assert says in lab_test._diagnose(lab, run, [])
+
+
+class StubPage:
+    """What ``_wait_for_kernel`` asks of the page: a "Select Kernel" dialog that may be open (until
+    its accept button is clicked), and the wait between polls, which moves the clock."""
+
+    def __init__(self, clock: Clock, dialog: str = "") -> None:
+        self.clock, self.dialog, self.accepted = clock, dialog, 0
+
+    def locator(self, selector: str) -> SimpleNamespace:
+        page = self
+
+        def click() -> None:
+            assert selector == ".jp-Dialog .jp-mod-accept", selector
+            page.accepted += 1
+            page.dialog = ""
+
+        one = SimpleNamespace(inner_text=lambda: page.dialog, click=click)
+        return SimpleNamespace(count=lambda: int(bool(page.dialog)), first=one)
+
+    def wait_for_timeout(self, ms: float) -> None:
+        self.clock.now += ms / 1000
+
+
+class SessionsLab(StubLab):
+    """The sessions API answering one listing per poll (the last one from then on)."""
+
+    def __init__(self, *listings: list[dict]) -> None:
+        super().__init__()
+        self.listings, self.polls = list(listings), 0
+
+    def api(self, path: str):
+        assert path == "/api/sessions", path
+        self.polls += 1
+        return self.listings[min(self.polls, len(self.listings)) - 1]
+
+
+def session(path: str, state: str | None = "idle", connections: int = 1) -> dict:
+    return {
+        "path": path,
+        "kernel": state and {"execution_state": state, "connections": connections},
+    }
+
+
+@pytest.mark.parametrize(
+    ("listings", "polls"),
+    [
+        ([[session("notebooks/nb.ipynb")]], 1),  # ready at once
+        ([[], [session("notebooks/nb.ipynb", None)], [session("notebooks/nb.ipynb")]], 3),
+        ([[session("notebooks/nb.ipynb", "starting", 0)], [session("notebooks/nb.ipynb")]], 2),
+        ([[session("notebooks/nb.ipynb", connections=0)], [session("notebooks/nb.ipynb")]], 2),
+        ([[session("notebooks/nb.ipynb", "busy")], [session("notebooks/nb.ipynb")]], 2),
+        # another notebook's kernel, even one whose name ends with this one's, is not this one's
+        (
+            [
+                [session("notebooks/other.ipynb"), session("notebooks/xnb.ipynb")],
+                [session("nb.ipynb")],
+            ],
+            2,
+        ),
+    ],
+)
+def test_the_wait_ends_when_this_notebooks_kernel_is_idle_and_connected(clock, listings, polls):
+    run = run_with(clock, [])
+    lab = SessionsLab(*listings)
+    lab_test._wait_for_kernel(StubPage(clock), lab, run)
+    assert lab.polls == polls
+    assert run.stalls == []
+
+
+def test_a_select_kernel_dialog_is_accepted_and_recorded(clock):
+    run = run_with(clock, [])
+    page = StubPage(clock, dialog="Select Kernel\nPython (mha-course)")
+    lab = SessionsLab([session("notebooks/nb.ipynb", None)], [session("notebooks/nb.ipynb")])
+    lab_test._wait_for_kernel(page, lab, run)
+    assert page.accepted == 1
+    assert run.stalls == [
+        "a Select Kernel dialog opened with the notebook; its default was accepted"
+    ]
+
+
+def test_another_dialog_is_left_to_the_test_that_reports_dialogs(clock):
+    run = run_with(clock, [])
+    page = StubPage(clock, dialog="Kernel Restarting")
+    lab_test._wait_for_kernel(page, SessionsLab([session("notebooks/nb.ipynb")]), run)
+    assert page.accepted == 0 and run.stalls == []
+
+
+def test_no_kernel_within_the_limit_names_the_notebook_and_what_the_server_listed(clock):
+    run = run_with(clock, [])
+    lab = SessionsLab([session("notebooks/nb.ipynb", "busy")])
+    with pytest.raises(
+        TimeoutError, match=r"no idle kernel connected to nb\.ipynb within 5 s: .*busy"
+    ):
+        lab_test._wait_for_kernel(StubPage(clock), lab, run, timeout=5.0)
+    assert 5.0 <= clock.now - run.started <= 5.5  # polled until the limit, not beyond

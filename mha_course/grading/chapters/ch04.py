@@ -125,6 +125,9 @@ def _count_cases(rng: np.random.Generator) -> list[dict]:
     ]
 
 
+# split_heads and its unchecked twin ``_split`` (what MultiHeadAttention calls): both compute task 1
+SPLIT_FORBID = ("mha_course.attention.heads.split_heads", "mha_course.attention.heads._split")
+
 ITEMS = [
     Item(
         id="ex04_split_heads",
@@ -136,7 +139,7 @@ ITEMS = [
         shape="(B, H, T, D)",
         reference=split_heads,
         mistakes=(Mistake("split with view", M.SPLIT_WITH_VIEW, variant=M.split_heads_with_view),),
-        forbidden=("mha_course.attention.mha.split_heads",),
+        forbidden=SPLIT_FORBID,
     ),
     Item(
         id="ex04_merge_heads",
@@ -151,7 +154,10 @@ ITEMS = [
             Mistake("merge with view", MERGE_WITH_VIEW, variant=_merge_view),
             Mistake("interleaved", MERGE_INTERLEAVED, variant=_merge_interleaved),
         ),
-        forbidden=("mha_course.attention.mha.merge_heads",),
+        forbidden=(
+            "mha_course.attention.heads.merge_heads",
+            "mha_course.attention.heads._merge",  # its unchecked twin (MultiHeadAttention's)
+        ),
     ),
     Item(
         id="ex04_mha_forward",
@@ -356,8 +362,6 @@ ITEMS += [
             Mistake("picked the diagonal", PICKED_SELF, variant=lambda w: _offset_head(w, 0)),
             Mistake("two back", PICKED_TWO_BACK, variant=lambda w: _offset_head(w, -2)),
         ),
-        forbidden=(
-            "mha_course.attention.mha.split_heads",
-        ),  # nothing computes it: task 1's set, task 1's unit
+        forbidden=SPLIT_FORBID,  # nothing computes it: task 1's set, task 1's unit
     ),
 ]

@@ -19,6 +19,7 @@ _SUB = "mha_course.grading.child.substitutes_torch."
 # cache bytes. One list for the notebook (no solution needs them), so its items share one unit.
 _FORBID = (
     "mha_course.caches.window.sliding_window_mask",
+    "mha_course.caches.window._visible",  # its band rule, unchecked (the caches' own)
     "mha_course.caches.window.SlidingWindowCache",
     "mha_course.caches.window.layout_cache_bytes",
     "mha_course.ops.flex_masks.sliding_window",

@@ -21,6 +21,7 @@ _FORBID = (
     "mha_course.ops.flex_masks.alibi",
     "mha_course.ops.flex_masks.block_counts",
     "mha_course.caches.window.sliding_window_mask",
+    "mha_course.caches.window._visible",  # its band rule, unchecked (the caches' own)
     "mha_course.ops.positions.alibi_bias",
     "mha_course.ops.positions.alibi_slopes",
     "torch.nn.attention.flex_attention.create_block_mask",
