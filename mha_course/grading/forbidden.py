@@ -22,11 +22,20 @@ OTHER_ATTENTION = (
     "mha_course.benchmark.variants.bare_attention",
     "mha_course.benchmark.variants.bare_sdpa_with_projections",
     "mha_course.benchmark.backends.forced_sdpa",
-    "mha_course.caches.per_head.attention_by_head",
-)  # Q and a loader of (K, V) per head
+    "mha_course.caches.per_head.attention_by_head",  # Q and a loader of (K, V) per head
+    "mha_course.families.layers.capped_attention",  # soft-capped; with cap=None plain attention
+    "mha_course.kernels.tiled_fast.tiled_attention_fast",  # chapter 9's tiles, the passes cut
+)
 
 # Items that ask for attention itself (a head, MHA, GQA, cross-attention, blockwise).
 ATTENTION = (TORCH_SDPA, COURSE_SDPA, *TORCH_MHA, COURSE_MHA, *TILED, *OTHER_ATTENTION)
+# Every course function that builds a causal mask: a sliding window at least as wide as the
+# sequence is one (``_visible`` is the window's rule, unchecked).
+CAUSAL_MASKS = (
+    "mha_course.ops.masks.causal_mask",
+    "mha_course.caches.window.sliding_window_mask",
+    "mha_course.caches.window._visible",
+)
 # NumPy attention of chapter 1 (it takes a scale, so it also answers chapter 2-4 items on arrays).
 NUMPY_ATTENTION = ("mha_course.ops.numpy_attention.dot_product_attention",)
 

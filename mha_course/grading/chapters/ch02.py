@@ -9,7 +9,12 @@ import torch
 
 from mha_course.benchmark import flops as flop_counts
 from mha_course.grading import mistakes as M
-from mha_course.grading.forbidden import ATTENTION, NUMPY_ATTENTION, defining_name
+from mha_course.grading.forbidden import (
+    ATTENTION,
+    CAUSAL_MASKS,
+    NUMPY_ATTENTION,
+    defining_name,
+)
 from mha_course.ops.masks import causal_mask, to_additive
 from mha_course.ops.sdpa import scaled_dot_product_attention
 from mha_grader.items import Dtype, Item, Mistake
@@ -147,7 +152,7 @@ ITEMS = [
                 variant=lambda L, S: M.causal_mask_variant(L, S, shift=1),
             ),
         ),
-        forbidden=("mha_course.ops.masks.causal_mask",),
+        forbidden=CAUSAL_MASKS,
     ),
     Item(
         id="ex02_additive_mask",

@@ -125,8 +125,13 @@ def _count_cases(rng: np.random.Generator) -> list[dict]:
     ]
 
 
-# split_heads and its unchecked twin ``_split`` (what MultiHeadAttention calls): both compute task 1
-SPLIT_FORBID = ("mha_course.attention.heads.split_heads", "mha_course.attention.heads._split")
+# Task 1's unit: split_heads and its unchecked twin ``_split`` (what MultiHeadAttention calls);
+# the previous-token item shares it and adds chapter 13's score of that head
+SPLIT_FORBID = (
+    "mha_course.attention.heads.split_heads",
+    "mha_course.attention.heads._split",
+    "mha_course.gpt.heads.previous_token_score",
+)
 
 ITEMS = [
     Item(

@@ -11,6 +11,7 @@ from mha_course.grading import mistakes as M
 from mha_course.grading.child.drivers import drive_generate  # noqa: F401 - the item's driver, for the tests
 from mha_course.grading.child.seeded import seeded
 from mha_course.grading.child.served_model import ModelService, RemoteModel  # noqa: F401 - RemoteModel: the tests
+from mha_course.grading.forbidden import CAUSAL_MASKS
 from mha_course.models.tiny_lm import TinyCausalLM, greedy_generate_reference
 from mha_course.ops.masks import causal_mask
 from mha_grader.items import Item, Mistake, ServiceItem
@@ -234,7 +235,7 @@ ITEMS = [
                 variant=lambda L, offset: M.causal_mask_variant(L, L + offset, offset, shift=1),
             ),
         ),
-        forbidden=("mha_course.ops.masks.causal_mask",),
+        forbidden=CAUSAL_MASKS,
     ),
     Item(
         id="ex05_decode_step",
@@ -250,7 +251,7 @@ ITEMS = [
         mistakes=_STEP_MISTAKES,
         # torch's SDPA is allowed (the task is the cache and the offset mask), the package's mask is not;
         # KVCache and MultiHeadAttention can't be forbidden in ex05: the greedy loop's model needs them
-        forbidden=("mha_course.ops.masks.causal_mask",),
+        forbidden=CAUSAL_MASKS,
     ),
     ServiceItem(
         id="ex05_greedy_generate",

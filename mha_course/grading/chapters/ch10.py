@@ -16,6 +16,7 @@ _FORBID = (
     "mha_course.analysis.pruning.prune_heads",
     "mha_course.analysis.pruning.gradient_importance",
     "mha_course.analysis.pruning.prune_model_heads",
+    "mha_course.analysis.pruning._select",  # prune_heads' cut of one Linear's rows or columns
 )
 _ABS_AFTER_MEAN = (
     "absolute value taken after averaging: |mean gradient| lets examples where a head "

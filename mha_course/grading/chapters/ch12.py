@@ -26,6 +26,7 @@ _FORBID = (
     "mha_course.ops.rope.rotate_pairs",
     "mha_course.ops.rope.rope_angles",
     "mha_course.ops.rope.rope_frequencies",
+    "mha_course.families.scaled_rope.scaled_frequencies",  # scaling=None: rope_frequencies
     "mha_course.attention.mha.MultiHeadAttention",
     "mha_course.ops.positions.alibi_bias",
     "mha_course.ops.positions.alibi_slopes",

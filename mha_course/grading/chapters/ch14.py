@@ -24,6 +24,7 @@ _FORBID = (
     "mha_course.caches.window.layout_cache_bytes",
     "mha_course.ops.flex_masks.sliding_window",
     "mha_course.caches.base.kv_cache_bytes",
+    "mha_course.caches.base.kv_cache_elements",  # kv_cache_bytes without the element size
     "mha_course.benchmark.flops.kv_bytes_per_token",
     "mha_course.benchmark.flops.decode_step_bytes",
     "mha_course.caches.quantized.quantized_cache_bytes",

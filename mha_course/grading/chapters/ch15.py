@@ -22,6 +22,7 @@ _FORBID = (
     "mha_course.attention.mla.MultiHeadLatentAttention",
     "mha_course.attention.mla.LatentKVCache",
     "mha_course.caches.base.kv_cache_bytes",
+    "mha_course.caches.base.kv_cache_elements",  # kv_cache_bytes without the element size
     "mha_course.benchmark.flops.kv_bytes_per_token",
     "mha_course.benchmark.flops.decode_step_bytes",
     "mha_course.caches.quantized.quantized_cache_bytes",

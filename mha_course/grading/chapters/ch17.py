@@ -24,6 +24,7 @@ NOTEBOOK = "ex17_flash_attention_triton"
 _FORBID = (
     "mha_course.kernels.flash_backward.backward_d_term",
     "mha_course.kernels.flash_backward.flash_attention_backward",
+    "mha_course.kernels.flash_backward._tile_weights",  # a tile's P from the log-sum-exp
     "mha_course.kernels.triton_flash.triton_backward",
     "mha_course.kernels.triton_flash.triton_forward",
     "mha_course.kernels.triton_kernels._bwd_dq_kernel",

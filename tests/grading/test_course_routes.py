@@ -1,0 +1,284 @@
+"""Course code that computed an item's answer while it was on no forbidden list (attack class 1,
+"a package function not on the item's list"), found by reading the package as a student after
+marks would: an unchecked private twin that a checked public function hands its work to (the
+module's fast path), a public function of a later chapter that computes the same thing with one
+argument set aside (``capped_attention`` with ``cap=None``, a sliding window wider than the
+sequence), a helper that does the item's substantive step. Every cell below scored the item's
+full marks before its route was put on the list, and the rest of the notebook still grades
+normally. ``test_forbidden_lists.py`` holds the reviewed lists' own shortcuts."""
+
+from __future__ import annotations
+
+import pytest
+from grading_helpers import build, grade_many
+
+# ex02/ex03/ex19: attention and its weights from capped_attention, whose value gets the (S, S)
+# identity as extra features (the weights come out beside the output)
+CAPPED = """
+def _course_attn(q, k, v, mask=None):
+    import math, torch
+    from mha_course.families.layers import capped_attention
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    L, S, D, Dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    q, k, v = (t.expand(*lead, *t.shape[-2:]).reshape(1, -1, *t.shape[-2:]) for t in (q, k, v))
+    if mask is None:
+        mask = torch.ones(L, S, dtype=torch.bool)
+    elif mask.dtype != torch.bool:
+        mask = mask == 0
+    mask = mask.expand(*lead, L, S).reshape(1, -1, L, S)
+    eye = torch.eye(S, dtype=v.dtype).expand(1, v.shape[1], S, S)
+    out = capped_attention(q, k, torch.cat([v, eye], -1), mask, 1 / math.sqrt(D), None)
+    return out[..., :Dv].reshape(*lead, L, Dv), out[..., Dv:].reshape(*lead, L, S)
+"""
+
+ROUTES = {  # case -> (exercise, item, the cell that defines the item's function)
+    # private twins
+    "split_heads_via__split": (
+        "ex04",
+        "ex04_split_heads",
+        """
+def split_heads(x, num_heads):
+    from mha_course.attention.heads import _split
+    return _split(x, num_heads)
+""",
+    ),
+    "merge_heads_via__merge_reexported": (
+        "ex04",
+        "ex04_merge_heads",
+        """
+def merge_heads(x):
+    from mha_course.attention.mha import _merge
+    return _merge(x)
+""",
+    ),
+    "window_mask_via__visible": (
+        "ex14",
+        "ex14_window_mask",
+        """
+def window_mask(L, S, window, num_sink):
+    import torch
+    from mha_course.caches.window import _visible
+    return _visible(torch.arange(S - L, S)[:, None], torch.arange(S)[None, :], window, num_sink)
+""",
+    ),
+    "dq_tile_via__tile_weights": (
+        "ex17",
+        "ex17_dq_tile",
+        """
+def dq_tile(q, k, v, d_out, lse, d_term, scale):
+    from mha_course.kernels.flash_backward import _tile_weights
+    p = _tile_weights(q, k, lse, scale, False, 0, 0)
+    return scale * ((p * (d_out @ v.transpose(-2, -1) - d_term.unsqueeze(-1))) @ k)
+""",
+    ),
+    "prune_weights_via__select": (
+        "ex10",
+        "ex10_prune_weights",
+        """
+def prune_query_heads(W_Q, b_Q, W_O, num_heads, drop):
+    import torch
+    from mha_course.analysis.pruning import _select
+    D = W_Q.shape[0] // num_heads
+    gone = set(drop.tolist())
+    keep = torch.tensor([h * D + d for h in range(num_heads) if h not in gone for d in range(D)])
+    q_lin = torch.nn.Linear(W_Q.shape[1], W_Q.shape[0], dtype=W_Q.dtype)
+    o_lin = torch.nn.Linear(W_O.shape[1], W_O.shape[0], bias=False, dtype=W_O.dtype)
+    with torch.no_grad():
+        q_lin.weight.copy_(W_Q)
+        q_lin.bias.copy_(b_Q)
+        o_lin.weight.copy_(W_O)
+    q, o = _select(q_lin, keep, 0), _select(o_lin, keep, 1)
+    return q.weight.detach(), q.bias.detach(), o.weight.detach()
+""",
+    ),
+    # capped_attention(cap=None): plain attention
+    "attention_via_capped_attention": (
+        "ex02",
+        "ex02_attention",
+        CAPPED
+        + """
+def attention(query, key, value, attn_mask=None):
+    return _course_attn(query, key, value, attn_mask)
+""",
+    ),
+    "head_via_capped_attention": (
+        "ex03",
+        "ex03_head_forward",
+        CAPPED
+        + """
+def self_attention_head(x, W_Q, W_K, W_V):
+    return _course_attn(x @ W_Q, x @ W_K, x @ W_V)
+""",
+    ),
+    "gqa_via_capped_attention": (
+        "ex07",
+        "ex07_gqa_forward",
+        """
+def gqa_forward(x, W_Q, W_K, W_V, W_O, num_heads, num_kv_heads):
+    import math, torch
+    from mha_course.families.layers import capped_attention
+    B, T, E = x.shape
+    H, G, D = num_heads, num_kv_heads, E // num_heads
+    q = (x @ W_Q.T).view(B, T, H, D).transpose(1, 2)
+    k = (x @ W_K.T).view(B, T, G, D).transpose(1, 2)
+    v = (x @ W_V.T).view(B, T, G, D).transpose(1, 2)
+    eye = torch.eye(T, dtype=v.dtype).expand(B, G, T, T)
+    mask = torch.ones(T, T, dtype=torch.bool)
+    out = capped_attention(q, k, torch.cat([v, eye], -1), mask, 1 / math.sqrt(D), None)
+    heads, weights = out[..., :D], out[..., D:]
+    return heads.transpose(1, 2).reshape(B, T, E) @ W_O.T, weights
+""",
+    ),
+    "ring_step_via_capped_attention": (
+        "ex19",
+        "ex19_ring_step",
+        """
+def ring_step(out, lse, query, key, value, q_pos, k_pos, is_causal, scale):
+    import torch
+    from mha_course.families.layers import capped_attention
+    L, S, Dv = query.shape[-2], key.shape[-2], value.shape[-1]
+    mask = (k_pos[None, :] <= q_pos[:, None]) if is_causal else torch.ones(L, S, dtype=torch.bool)
+    seen = mask.any(-1)
+    eye = torch.eye(S, dtype=value.dtype).expand(*value.shape[:2], S, S)
+    o = capped_attention(query, key, torch.cat([value, eye], -1), mask | ~seen[:, None], scale, None)
+    bo, w = o[..., :Dv], o[..., Dv:]
+    j = w.argmax(-1, keepdim=True)  # lse = score_j - log w_j at any key j with weight
+    kj = torch.gather(key, -2, j.expand(*j.shape[:-1], key.shape[-1]))
+    blse = scale * (query * kj).sum(-1) - torch.log(torch.gather(w, -1, j)[..., 0])
+    bo = torch.where(seen[:, None], bo, torch.zeros_like(bo))
+    blse = torch.where(seen, blse, torch.full_like(blse, float("-inf")))
+    return merge_safe(out, lse, bo, blse)
+""",
+    ),
+    # tiled_attention_fast: chapter 9's tiles with the passes cut
+    "packed_mha_via_tiled_attention_fast": (
+        "ex04",
+        "ex04_fix_packed_mha",
+        """
+def packed_mha(x, in_proj_weight, out_proj_weight, num_heads):
+    from mha_course.kernels.tiled_fast import tiled_attention_fast
+    q, k, v = (x @ in_proj_weight.T).chunk(3, dim=-1)
+    q, k, v = (split_heads(t, num_heads) for t in (q, k, v))
+    heads = tiled_attention_fast(q, k, v)
+    return merge_heads(heads) @ out_proj_weight.T, heads
+""",
+    ),
+    "blockwise_via_tiled_attention_fast": (  # under the item's memory bound
+        "ex09",
+        "ex09_tiled_attention",
+        """
+def blockwise_attention(query, key, value, block_q, block_k, is_causal):
+    import math, torch
+    from mha_course.kernels.tiled_fast import tiled_attention_fast
+    L, S, D, Dv = query.shape[-2], key.shape[-2], query.shape[-1], value.shape[-1]
+    lead, dt = query.shape[:-2], query.dtype
+    scale = 1 / math.sqrt(D)
+    kw = dict(is_causal=is_causal, scale=scale, block_q=block_q, block_k=block_k)
+    # pass 1: the output, and t = the mean score under the weights (within log S of the lse)
+    o = tiled_attention_fast(query, key, torch.cat([value, key], -1), **kw)
+    out, t = o[..., :Dv], scale * (query * o[..., Dv:]).sum(-1)
+    # pass 2: one sentinel key scored t; its weight w0 = 1 / (1 + exp(lse - t))
+    qa = torch.cat([query, (t / scale)[..., None]], -1)
+    qa = torch.cat([torch.zeros(*lead, 1, D + 1, dtype=dt), qa], -2)  # causal: a dummy query
+    sent = torch.zeros(*lead, 1, D + 1, dtype=dt)
+    sent[..., -1] = 1
+    ka = torch.cat([sent, torch.cat([key, torch.zeros(*lead, S, 1, dtype=dt)], -1)], -2)
+    va = torch.zeros(*lead, S + 1, 1, dtype=dt)
+    va[..., 0, 0] = 1
+    w0 = tiled_attention_fast(qa, ka, va, **kw)[..., 1:, 0]
+    return out, t + torch.log1p(-w0) - torch.log(w0)
+""",
+    ),
+    # sliding_window_mask with a window wider than the sequence: a causal mask
+    "causal_mask_via_sliding_window_mask": (
+        "ex02",
+        "ex02_causal_mask",
+        """
+def make_causal_mask(L, S):
+    from mha_course.caches.window import sliding_window_mask
+    return sliding_window_mask(L, S, window=L + S + 1)
+""",
+    ),
+    "offset_mask_via_sliding_window_mask": (
+        "ex05",
+        "ex05_offset_mask",
+        """
+def offset_causal_mask(L, offset):
+    from mha_course.caches.window import sliding_window_mask
+    return sliding_window_mask(L, window=L + offset, offset=offset)
+""",
+    ),
+    # kv_cache_elements: kv_cache_bytes without the element size
+    "mla_bytes_via_kv_cache_elements": (
+        "ex15",
+        "ex15_kv_bytes_per_token",
+        """
+def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, latent_dim, rope_dim, dtype):
+    import torch
+    from mha_course.caches.base import kv_cache_elements
+    n = kv_cache_elements(num_layers, num_kv_heads, head_dim, latent_dim=latent_dim, rope_dim=rope_dim)
+    return n * torch.empty((), dtype=dtype).element_size()
+""",
+    ),
+    "layout_bytes_via_kv_cache_elements": (
+        "ex14",
+        "ex14_layout_bytes",
+        """
+def interleaved_cache_bytes(num_layers, global_every, window, num_sink, num_kv_heads, head_dim, seq_len, batch, dtype):
+    import torch
+    from mha_course.caches.base import kv_cache_elements
+    n_global = num_layers // global_every
+    size = torch.empty((), dtype=dtype).element_size()
+    total = kv_cache_elements(n_global, num_kv_heads, head_dim, seq_len, batch) if n_global else 0
+    if num_layers - n_global:
+        kept = min(seq_len, window + num_sink)
+        total += kv_cache_elements(num_layers - n_global, num_kv_heads, head_dim, kept, batch)
+    return total * size
+""",
+    ),
+    # a later chapter's function with its new argument set aside
+    "sinusoidal_via_scaled_frequencies": (
+        "ex12",
+        "ex12_sinusoidal",
+        """
+def sinusoidal(num_positions, embed_dim):
+    import torch
+    from mha_course.families.scaled_rope import scaled_frequencies
+    theta, _ = scaled_frequencies(None, embed_dim, 10000.0)
+    angles = torch.arange(num_positions, dtype=torch.float64)[:, None] * theta
+    return torch.stack([angles.sin(), angles.cos()], -1).flatten(-2)
+""",
+    ),
+    "previous_token_head_via_previous_token_score": (
+        "ex04",
+        "ex04_previous_token_head",
+        """
+def previous_token_head(weights):
+    from mha_course.gpt.heads import previous_token_score
+    return int(previous_token_score(weights[None]).argmax())
+""",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("routes")
+    return grade_many(
+        {
+            case: (build(ex, tmp / case / "sub.ipynb", replace={item: src}), ex)
+            for case, (ex, item, src) in ROUTES.items()
+        }
+    )
+
+
+@pytest.mark.parametrize("case", list(ROUTES))
+def test_a_course_route_to_the_answer_is_forbidden(case, graded):
+    _, item, _ = ROUTES[case]
+    results, notes = graded[case]
+    r = results[item]
+    assert (r.points, r.status) == (0.0, "forbidden API"), (
+        f"{item}: {r.status}: {r.message} {notes}"
+    )
+    others = [f"{o.id}: {o.status}" for o in results.values() if o.id != item and not o.passed]
+    assert not others, others  # the rest of the notebook is graded normally
