@@ -27,7 +27,8 @@ import torch
 from matplotlib.patches import Rectangle
 
 from mha_course.analysis.plotting import plot_attention
-from mha_course.attention.mha import MultiHeadAttention, merge_heads, split_heads
+from mha_course.attention.heads import merge_heads, split_heads
+from mha_course.attention.mha import MultiHeadAttention
 from mha_course.ops.masks import causal_mask, padding_mask
 from mha_course.ops.sdpa import scaled_dot_product_attention
 

@@ -37,9 +37,8 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
 def _split(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """:func:`split_heads` without the checks (for the module, whose projections fix the sizes)."""
     B, L, HD = x.shape
-    return x.view(B, L, num_heads, HD // num_heads).transpose(
-        1, 2
-    )  # (B, L, H*D) -> (B, L, H, D) -> (B, H, L, D)
+    # (B, L, H*D) -> (B, L, H, D) -> (B, H, L, D)
+    return x.view(B, L, num_heads, HD // num_heads).transpose(1, 2)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:

@@ -8,8 +8,8 @@ H query heads, G key/value heads, D head_dim (E = H * D).
 How ``q_proj`` relates to chapter 3's ``W_Q``: ``q_proj`` is the H heads' query projections side by
 side. Head ``h``'s own (E -> D) matrix, chapter 3's ``SelfAttentionHead.W_Q`` for that head, is the
 slice ``q_proj.weight[h * D:(h + 1) * D]`` (rows, because ``nn.Linear`` stores (out, in) and computes
-``x @ weight.T``); ``split_heads`` (``attention/heads.py``) cuts the projected features at the same boundaries. The same holds
-for ``k_proj``/``v_proj`` (W_K, W_V, with G heads) and ``out_proj`` is W_O.
+``x @ weight.T``); ``split_heads`` (``attention/heads.py``) cuts the projected features at the same
+boundaries. The same holds for ``k_proj``/``v_proj`` (W_K, W_V, with G heads) and ``out_proj`` is W_O.
 
 Beside it: ``attention/inputs.py`` checks a call's inputs and builds its one mask,
 ``attention/dispatch.py`` runs the chosen attention function (or eager, and says why), and

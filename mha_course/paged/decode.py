@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from mha_course._checks import check_rank, check_tensor, shape_str
-from mha_course.attention.mha import MultiHeadAttention, merge_heads, split_heads
+from mha_course.attention.heads import merge_heads, split_heads
+from mha_course.attention.mha import MultiHeadAttention
 from mha_course.caches.per_head import attention_by_head, pairs_per_slice
 from mha_course.ops.rope import apply_rope
 from mha_course.paged.tables import PagedKVCache

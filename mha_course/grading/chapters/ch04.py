@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from mha_course.attention.mha import merge_heads, split_heads
+from mha_course.attention.heads import merge_heads, split_heads
 from mha_course.grading import mistakes as M
 from mha_course.grading.forbidden import ATTENTION, COURSE_MHA, NUMPY_ATTENTION, TORCH_MHA
 from mha_course.ops.sdpa import scaled_dot_product_attention

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from mha_course.attention.mha import merge_heads, split_heads
+from mha_course.attention.heads import merge_heads, split_heads
 from mha_course.grading import mistakes as M
 from mha_course.grading.forbidden import COURSE_MHA, OTHER_ATTENTION, TILED, TORCH_MHA
 from mha_course.ops.masks import padding_mask

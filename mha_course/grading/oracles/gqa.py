@@ -10,7 +10,8 @@ import math
 import numpy as np
 import torch
 
-from mha_course.attention.mha import MultiHeadAttention, merge_heads, split_heads
+from mha_course.attention.heads import merge_heads, split_heads
+from mha_course.attention.mha import MultiHeadAttention
 from mha_course.grading import mistakes as M
 from mha_course.ops.sdpa import repeat_kv
 from mha_grader.items import Dtype
