@@ -29,6 +29,10 @@ WRONG_AXIS = (
 MASK_INVERTED = (
     "mask inverted: a bool attn_mask is True where a query MAY attend (SDPA's convention)"
 )
+ADDITIVE_AS_BOOL = (
+    "a float attn_mask is ADDED to the scores: a bias such as ALiBi's (finite values, not only "
+    "0 and -inf) was read as allow (0) / block (anything else)"
+)
 MASK_AFTER_SOFTMAX = (
     "mask applied after the softmax: the weights that remain no longer sum to 1 for each query"
 )
@@ -86,7 +90,8 @@ def attention_variant(
         scale: ``"sqrt_d"`` (right), ``"none"``, ``"d"`` (1/D), ``"sqrt_e"`` (1/sqrt(embed_dim)).
         softmax_dim: the axis the softmax runs over (-1 is right; -2 is "over the queries").
         mask_mode: ``"ok"``, ``"inverted"``, ``"after_softmax"`` (weights zeroed, not
-            renormalised) or ``"ignored"``.
+            renormalised), ``"as_bool"`` (a float mask read as allow where 0, block elsewhere)
+            or ``"ignored"``.
         softmax: ``"stable"`` or ``"naive"`` (overflows on large logits).
         return_weights: return ``(output, weights)``, as the items that ask for the weights too.
         return_scores: return ``(output, weights, scores)``: the scores the softmax saw (scaled,
@@ -105,6 +110,8 @@ def attention_variant(
     }[scale]
     scores = (query @ key.transpose(-2, -1)) * factor  # (..., L, D) @ (..., D, S) -> (..., L, S)
     mask = attn_mask
+    if mask is not None and mask_mode == "as_bool" and mask.dtype != torch.bool:
+        mask = mask == 0  # (L, S) float -> bool, True = may attend
     if mask is not None and mask_mode == "inverted":
         mask = (
             ~mask
@@ -113,7 +120,7 @@ def attention_variant(
                 torch.isinf(mask), torch.zeros_like(mask), torch.full_like(mask, float("-inf"))
             )
         )
-    if mask is not None and mask_mode in ("ok", "inverted"):
+    if mask is not None and mask_mode in ("ok", "inverted", "as_bool"):
         if mask.dtype == torch.bool:
             scores = scores.masked_fill(~mask, float("-inf"))
         else:

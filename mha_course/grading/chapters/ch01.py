@@ -42,6 +42,8 @@ def _softmax_cases(rng: np.random.Generator) -> list[dict]:
         {"x": rng.normal(size=(3, 5))},
         {"x": rng.normal(size=7)},
         {"x": rng.normal(size=(4, 6)) * 300 + 500},  # exp would overflow without the max trick
+        # rows 1000 apart: the max must be each row's own (the whole array's leaves a row of 0/0)
+        {"x": rng.normal(size=(3, 4)) * 3 + np.array([[0.0], [1000.0], [-1000.0]])},
     ]
 
 

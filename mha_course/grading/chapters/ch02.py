@@ -88,6 +88,14 @@ def _attention_cases(rng: np.random.Generator) -> list[dict]:
             "value": rng.normal(size=(6, 3)),
             "attn_mask": np.tril(np.ones((6, 6), dtype=bool)),
         },
+        {  # an additive mask that is a bias, not only 0 / -inf (ALiBi's: -slope |i - j|)
+            "query": _f32(rng, 2, 5, 8),
+            "key": _f32(rng, 2, 7, 8),
+            "value": _f32(rng, 2, 7, 3),
+            "attn_mask": (
+                -rng.uniform(0.25, 1.0) * np.abs(np.arange(5)[:, None] - np.arange(7)[None, :])
+            ).astype(np.float32),
+        },
     ]
 
 
@@ -201,6 +209,13 @@ ITEMS = [
                 M.WRONG_AXIS,
                 variant=lambda q, k, v, m: M.attention_variant(
                     q, k, v, m, softmax_dim=-2, return_weights=True
+                ),
+            ),
+            Mistake(
+                "additive mask read as allow/block",
+                M.ADDITIVE_AS_BOOL,
+                variant=lambda q, k, v, m: M.attention_variant(
+                    q, k, v, m, mask_mode="as_bool", return_weights=True
                 ),
             ),
             Mistake(

@@ -20,6 +20,11 @@ NOTEBOOK = "ex06_cross_attention"
 # so it can't be forbidden for the weights item alone, though SDPA with value = I gives the weights)
 _FORBID_MHA = (*TORCH_MHA, COURSE_MHA, *TILED, *OTHER_ATTENTION)
 
+PAD_ONE_AXIS = (
+    "the padding mask needs an axis for the heads AND one for the queries: (B, S) -> "
+    "[:, None, None, :] is (B, 1, 1, S); [:, None, :] is (B, 1, S), which broadcasts as "
+    "(1, B, 1, S) and puts sequence b's padding on head b"
+)
 PAD_INVERTED = (
     "a key padding mask's True marks PADDING (keys to ignore) — the opposite of "
     "attn_mask's True = may attend"
@@ -58,12 +63,14 @@ def _f(rng: np.random.Generator, dtype, *shape: int, scale: float = 1.0) -> np.n
     return (scale * rng.normal(size=shape)).astype(dtype)
 
 
-def _pads(B: int, S: int, rng: np.random.Generator) -> np.ndarray:
-    lengths = rng.integers(1, S, size=B)  # every sequence: at least one real and one padded key
+def _pads(B: int, S: int, rng: np.random.Generator, distinct: bool = False) -> np.ndarray:
+    # every sequence: at least one real and one padded key; ``distinct``: no two alike, so a mask
+    # broadcast over the wrong axis (batch b's padding on head b) cannot coincide
+    lengths = rng.permutation(np.arange(1, S))[:B] if distinct else rng.integers(1, S, size=B)
     return np.arange(S)[None, :] >= lengths[:, None]  # (B, S), True = padding
 
 
-def _case(rng, B, L, S, E, M_, H, dtype, padded, with_value=True):
+def _case(rng, B, L, S, E, M_, H, dtype, padded, with_value=True, distinct=False):
     case = {
         "query": _f(rng, dtype, B, L, E),
         "memory": _f(rng, dtype, B, S, M_),
@@ -77,7 +84,8 @@ def _case(rng, B, L, S, E, M_, H, dtype, padded, with_value=True):
                 "W_O": _f(rng, dtype, E, E, scale=E**-0.5),
             }
         )
-    case.update({"num_heads": H, "key_padding_mask": _pads(B, S, rng) if padded else None})
+    pads = _pads(B, S, rng, distinct) if padded else None
+    case.update({"num_heads": H, "key_padding_mask": pads})
     return case
 
 
@@ -87,6 +95,9 @@ def _cross_cases(with_value: bool):
             _case(rng, 2, 2, 3, 8, 8, 4, np.float64, False, with_value),  # kdim = E, no padding
             _case(rng, 2, 3, 5, 8, 6, 2, np.float32, True, with_value),  # L != S, kdim != E
             _case(rng, 1, 4, 6, 12, 12, 3, np.float64, True, with_value),
+            # B == H > 1 with every length different: key_padding_mask[:, None, :] (one axis
+            # short) puts batch b's padding on head b, which the cases above could hide
+            _case(rng, 3, 2, 5, 12, 12, 3, np.float64, True, with_value, distinct=True),
         ]
 
     return make
@@ -137,7 +148,8 @@ def _ref_output(query, memory, W_Q, W_K, W_V, W_O, H, kpm):
 
 
 def _attend(query, memory, W_Q, W_K, W_V, H, kpm, *, pad="ok", split=split_heads, **kw):
-    """Per-head attention with one chosen mistake (``pad``: ok, inverted, ignored, after_softmax):
+    """Per-head attention with one chosen mistake (``pad``: ok, inverted, ignored, after_softmax,
+    one_axis_short):
     ``(output, weights, scores)`` (with ``W_V=None`` the output is the weights)."""
     q = split(query @ W_Q.T, H)  # (B, L, E) -> (B, H, L, D)
     k = split(memory @ W_K.T, H)  # (B, S, kdim) -> (B, H, S, D)
@@ -147,7 +159,9 @@ def _attend(query, memory, W_Q, W_K, W_V, H, kpm, *, pad="ok", split=split_heads
     mask = (
         None if kpm is None or pad == "ignored" else ~kpm[:, None, None, :]
     )  # (B, S) -> (B, 1, 1, S)
-    mode = "ok" if pad == "ignored" else pad
+    if kpm is not None and pad == "one_axis_short":
+        mask = ~kpm[:, None, :]  # (B, S) -> (B, 1, S): broadcast as (1, B, 1, S), batch on heads
+    mode = "ok" if pad in ("ignored", "one_axis_short") else pad
     return M.attention_variant(
         q, k, v, mask, mask_mode=mode, embed_dim=W_Q.shape[0], return_scores=True, **kw
     )
@@ -177,6 +191,7 @@ def _common(variant) -> tuple[Mistake, ...]:
     return (
         Mistake("padding mask inverted", PAD_INVERTED, variant=variant(pad="inverted")),
         Mistake("padding mask ignored", PAD_IGNORED, variant=variant(pad="ignored")),
+        Mistake("padding mask one axis short", PAD_ONE_AXIS, variant=variant(pad="one_axis_short")),
         Mistake("mask after softmax", M.MASK_AFTER_SOFTMAX, variant=variant(pad="after_softmax")),
         Mistake("scaled by sqrt(E)", M.SCALE_BY_E, variant=variant(scale="sqrt_e")),
         Mistake("no scaling", M.NO_SCALE, variant=variant(scale="none")),

@@ -273,6 +273,10 @@ _TILES_BLOCK_INDEX = (
     "block_q = block_k: with other block sizes some tiles the diagonal crosses are missed "
     "or extra ones counted"
 )
+_TILES_UNCAPPED = (
+    "the last query block ends at row L - 1, not at i0 + block_q - 1: when L is not a multiple "
+    "of block_q it is shorter, and may reach fewer key blocks"
+)
 _TILES_NO_DIAGONAL = (
     "counted only the tiles wholly below the diagonal: a tile the diagonal crosses has "
     "visible keys too, and is computed (then masked)"
@@ -286,7 +290,15 @@ def _tiles_cases(rng: np.random.Generator) -> list[dict]:
         bq, bk = (int(n) for n in rng.choice([16, 32, 64, 128], size=2, replace=False))
         return {"L": L, "S": S, "block_q": bq, "block_k": bk}
 
-    return [{"L": 256, "S": 256, "block_q": 64, "block_k": 64}, case(True), case(True), case(False)]
+    return [
+        {"L": 256, "S": 256, "block_q": 64, "block_k": 64},
+        case(True),
+        case(True),
+        case(False),
+        # the last query block is cut at L (rows 64..99): it ends before key block 6 (keys 96..111)
+        # would start if it ran to row 127; shows only with S > L and block_q > block_k
+        {"L": 100, "S": 200, "block_q": 64, "block_k": 16},
+    ]
 
 
 def _causal_tiles(L, S, block_q, block_k, rule="positions"):
@@ -295,8 +307,10 @@ def _causal_tiles(L, S, block_q, block_k, rule="positions"):
     total = 0
     for i0 in range(0, L, block_q):
         last = min(i0 + block_q, L) - 1  # the block's last query row
-        if rule == "positions":
-            total += -(-min(S, last + 1) // block_k)  # key blocks starting at or before `last`
+        if rule == "uncapped":
+            last = i0 + block_q - 1  # as if L were a multiple of block_q
+        if rule in ("positions", "uncapped"):  # key blocks starting at or before `last`
+            total += -(-min(S, last + 1) // block_k)
         elif rule == "block index":
             total += min(i0 // block_q + 1, n_k)
         elif rule == "below only":
@@ -325,6 +339,11 @@ ITEMS += [
                 "block indices",
                 _TILES_BLOCK_INDEX,
                 variant=lambda *a: _causal_tiles(*a, rule="block index"),
+            ),
+            Mistake(
+                "last block not cut at L",
+                _TILES_UNCAPPED,
+                variant=lambda *a: _causal_tiles(*a, rule="uncapped"),
             ),
             Mistake(
                 "diagonal tiles skipped",

@@ -47,6 +47,10 @@ SINKS_NOT_CAUSAL = (
     "a sink key j < num_sink is visible only to queries at p >= j; "
     "write (j <= p) & (in window | sink), not (causal & in window) | sink"
 )
+SINKS_BY_ROW = (
+    "a sink j < num_sink is seen from the query's POSITION p = S - L + i on (j <= p), not from "
+    "its row i in the chunk: after a cache, the first rows see every sink"
+)
 NOT_WRAPPED = (
     "the slot is (p - num_sink) % W — without the % W the slot runs past the W slots of the ring"
 )
@@ -88,10 +92,13 @@ def _mask_cases(rng: np.random.Generator) -> list[dict]:
         {"L": 1, "S": S, "window": i(4, 17), "num_sink": i(1, 5)},  # one decode step
         {"L": C, "S": C + i(6, 30), "window": i(3, 9), "num_sink": 0},  # a chunk after a cache
         {"L": 6, "S": 9, "window": i(9, 40), "num_sink": i(0, 3)},  # W >= S: the causal mask
+        # several queries after a cache, with sinks: a sink is seen from position p >= it, not
+        # from the chunk's row index (row 0 sits at p = S - L and sees every sink)
+        {"L": i(2, 5), "S": i(10, 30), "window": i(2, 5), "num_sink": i(2, 4)},
     ]
 
 
-def _mask_variant(lo=0, hi=0, offset=True, sinks=True, sink_causal=True):
+def _mask_variant(lo=0, hi=0, offset=True, sinks=True, sink_causal=True, sink_by_row=False):
     """The band with one mistake: ``lo``/``hi`` shift the window's edges, and the rest."""
 
     def run(L, S, W, n):
@@ -99,6 +106,8 @@ def _mask_variant(lo=0, hi=0, offset=True, sinks=True, sink_causal=True):
         j = torch.arange(S)[None, :]  # (1, S)
         band = (j > p - W - lo + hi) & (j <= p)
         sink = j < (n if sinks else 0)
+        if sink_by_row:  # the sinks' causality from the row index i, not the position p
+            return band | (sink & (j <= torch.arange(L)[:, None]))
         return band | (sink & (j <= p) if sink_causal else sink)
 
     return run
@@ -297,6 +306,7 @@ ITEMS = [
             Mistake("queries not offset", NO_OFFSET, variant=_mask_variant(offset=False)),
             Mistake("sinks ignored", SINKS_IGNORED, variant=_mask_variant(sinks=False)),
             Mistake("sinks not causal", SINKS_NOT_CAUSAL, variant=_mask_variant(sink_causal=False)),
+            Mistake("sinks by row", SINKS_BY_ROW, variant=_mask_variant(sink_by_row=True)),
         ),
         forbidden=_FORBID,
     ),
