@@ -53,7 +53,12 @@ def _named_mistake(
     item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray
 ) -> tuple[str, str | None] | None:
     """``(message, status override)`` of the first known mistake that explains ``got``."""
+    # one bit (a check's verdict): any variant that fails the check would "explain" it; only a
+    # mistake's own predicate (``matches``) may name it
+    one_bit = got.dtype == np.bool_ and got.size == 1
     for m in item.mistakes:
+        if one_bit and m.matches is None:
+            continue
         try:
             if m.matches is not None:
                 hit = bool(m.matches(got, case))

@@ -51,6 +51,11 @@ _DQ_LOCAL_SOFTMAX = (
     "P recomputed with a softmax over the tile: each tile's P sums to 1 on its own, "
     "not over the whole row"
 )
+_MERGE_NO_MAX = (
+    "exp of a log-sum-exp taken without the larger one subtracted first: exp(100) is inf in "
+    "float32; lse = m + log(exp(lse_a - m) + exp(lse_b - m)) with m = max(lse_a, lse_b) "
+    "(torch.logaddexp does it)"
+)
 _MERGE_AVERAGE = (
     "outputs averaged: the two partial outputs got equal weight, not each one its share "
     "of the total softmax mass"
@@ -117,6 +122,15 @@ def _merge_cases(rng: np.random.Generator) -> list[dict]:
                 "lse_b": (rng.normal(size=(*lead, L)) * spread).astype(dtype),
             }
         )
+    # float32 log-sum-exps of 90..300 (long rows of large scores): exp(lse) overflows float32
+    cases.append(
+        {
+            "out_a": rng.normal(size=(3, 2)).astype(np.float32),
+            "lse_a": rng.uniform(90, 300, size=3).astype(np.float32),
+            "out_b": rng.normal(size=(3, 2)).astype(np.float32),
+            "lse_b": rng.uniform(90, 300, size=3).astype(np.float32),
+        }
+    )
     return cases
 
 
@@ -174,6 +188,17 @@ ITEMS = [
         shape="(..., L, Dv), (..., L)",
         reference=_merge_ref,
         mistakes=(
+            Mistake(
+                "no max",
+                _MERGE_NO_MAX,
+                # on the large-lse case only: lse inf (or NaN), and out 0 (each weight exp(lse_a -
+                # inf)) or NaN
+                matches=lambda got, case: (
+                    float(np.min(case["lse_a"])) > 50
+                    and got.dtype.kind == "f"
+                    and (not np.isfinite(got).all() or not np.abs(got).any())
+                ),
+            ),
             Mistake(
                 "averaged",
                 _MERGE_AVERAGE,

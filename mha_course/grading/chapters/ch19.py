@@ -39,6 +39,10 @@ _WRONG_DIRECTION = (
 _CONTIGUOUS = (
     "contiguous positions: zig-zag cuts T into 2P chunks and gives rank r chunks r and 2P - 1 - r"
 )
+_NOT_MIRRORED = (
+    "second chunk not mirrored: rank r's second chunk is 2P - 1 - r (counted from the end), "
+    "not r + P; the mirror is what gives every rank the same causal work"
+)
 _MIRROR_OFF_BY_ONE = "second chunk off by one: it is chunk 2P - 1 - r (rank 0 gets the last one)"
 _ALL_STEPS = "P sends counted: the last step sends nothing, so P - 1 sends per rank"
 _ONLY_K = "only the keys counted: every step sends a key block and a value block"
@@ -57,7 +61,9 @@ def _source_ref(rank, step, world_size):
 
 
 def _zigzag_cases(rng: np.random.Generator) -> list[dict]:
-    cases = [(0, 2, 8), (1, 4, 16), (2, 3, 12)]
+    # (0, 3, 6) first: rank 0 of 3 tells the unmirrored second chunk (r + P = 3) from the mirror
+    # off by one (2P - 2 - r = 4); with P = 2 both are chunk 2
+    cases = [(0, 3, 6), (1, 4, 16), (2, 3, 12)]
     for _ in range(2):  # random layouts: no two students of a class share inputs
         P = int(rng.integers(2, 17))
         cases.append((int(rng.integers(0, P)), P, 2 * P * int(rng.integers(1, 9))))
@@ -69,6 +75,8 @@ def _zigzag_ref(rank, world_size, T, layout="zigzag", mirror=0):
     if layout == "contiguous":
         return torch.arange(rank * 2 * c, (rank + 1) * 2 * c)
     first, second = chunk_ids(rank, world_size, "zigzag")
+    if layout == "shifted":  # chunks r and r + P: the second half not mirrored
+        second = rank + world_size
     second -= mirror
     return torch.cat(
         [torch.arange(first * c, (first + 1) * c), torch.arange(second * c, (second + 1) * c)]
@@ -102,7 +110,12 @@ _NO_MAX = (
 )
 _EMPTY_NAN = (
     "NaN from an empty partial: a block whose keys are all in the query's future has "
-    "lse = -inf and a weight of 0, but with a maximum of -inf too, -inf - (-inf) is NaN"
+    "lse = -inf and a weight of 0. Two places give NaN there: a maximum of -inf (shift by 0 "
+    "instead: -inf - (-inf) is NaN), and a total of 0 (divide by 1 instead: 0 / 0 is NaN)"
+)
+_OWN_SCALE = (
+    "scale ignored: the step is handed the scale to multiply the scores by; it is 1/sqrt(D) in "
+    "the course's rings, but a ring may use another (here 1.0)"
 )
 _LOCAL_OFFSET = (
     "causal mask from block-local indices (0 .. L-1 against 0 .. S-1): the mask is over "
@@ -191,15 +204,19 @@ def _ring_cases(rng: np.random.Generator) -> list[dict]:
                 "positions": positions,
                 "sources": sources,
                 "is_causal": causal,
+                "scale": 1.0 / D**0.5,
             }
         )
+    # the step is handed its scale: one ring with another than 1/sqrt(D) (a step ignoring it and
+    # using 1/sqrt(D) is right for the course's own rings, and wrong here)
+    cases[1]["scale"] = 1.0
     return cases
 
 
-def _full_attention(query, key, value, positions, sources, is_causal):
+def _full_attention(query, key, value, positions, sources, is_causal, scale):
     """The oracle: float64 softmax attention over the whole sequence and its log-sum-exp."""
     q, k, v = query.double(), key.double(), value.double()
-    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # (B, H, T, T)
+    scores = q @ k.transpose(-2, -1) * float(scale)  # (B, H, T, T)
     if is_causal:
         T = q.shape[-2]
         scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
@@ -213,9 +230,12 @@ def _full_attention(query, key, value, positions, sources, is_causal):
 
 
 def _step(mode):
-    """A ring step computed the right way (``"ok"``) or with a wrong causal offset."""
+    """A ring step computed the right way (``"ok"``), with a wrong causal offset (``"local"``,
+    ``"own block"``) or with 1/sqrt(D) in place of its ``scale`` (``"own scale"``)."""
 
     def step(out, lse, q, k, v, q_pos, k_pos, is_causal, scale):
+        if mode == "own scale":
+            scale = 1.0 / q.shape[-1] ** 0.5
         scores = (q @ k.transpose(-2, -1)) * scale  # (B, H, Lq, Lk)
         if is_causal:
             if mode == "local":
@@ -283,6 +303,11 @@ ITEMS = [
                 variant=lambda r, P, T: _zigzag_ref(r, P, T, layout="contiguous"),
             ),
             Mistake(
+                "second chunk not mirrored",
+                _NOT_MIRRORED,
+                variant=lambda r, P, T: _zigzag_ref(r, P, T, layout="shifted"),
+            ),
+            Mistake(
                 "mirror off by one",
                 _MIRROR_OFF_BY_ONE,
                 variant=lambda r, P, T: _zigzag_ref(r, P, T, mirror=1),
@@ -346,6 +371,7 @@ ITEMS = [
             Mistake("empty partial", _EMPTY_NAN, matches=_ring_nonfinite(big=False)),
             Mistake("wrong causal block offset", _LOCAL_OFFSET, variant=_ring_variant("local")),
             Mistake("wrong causal block offset", _LOCAL_OFFSET, variant=_ring_variant("own block")),
+            Mistake("scale ignored", _OWN_SCALE, variant=_ring_variant("own scale")),
         ),
         forbidden=_FORBID,
     ),

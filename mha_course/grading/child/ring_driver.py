@@ -14,11 +14,12 @@ import torch
 from mha_grader.sandbox import channel
 
 
-def drive_ring(fn, query, key, value, positions, sources, is_causal):
+def drive_ring(fn, query, key, value, positions, sources, is_causal, scale):
     """Runs in the CHILD: every rank's ring, step by step, through the learner's ``ring_step``.
 
     ``positions[r]`` are the sequence positions rank r holds, ``sources[r, s]`` the rank whose
-    key/value block it holds at step s. The running state starts empty (out 0, lse -inf).
+    key/value block it holds at step s; ``scale`` multiplies the scores (every step is handed it).
+    The running state starts empty (out 0, lse -inf).
 
     The keys and values are HIDDEN (``None`` here): the PARENT holds the ring
     (``oracles.ring.RingService``) and hands this process one key/value block at a time, in
@@ -31,7 +32,7 @@ def drive_ring(fn, query, key, value, positions, sources, is_causal):
         whether every intermediate state was right).
     """
     ring = channel.client()
-    P, scale = positions.shape[0], 1.0 / float(query.shape[-1]) ** 0.5
+    P, scale = positions.shape[0], float(scale)
     parts = {}
     for r in range(P):
         qp = positions[r]

@@ -21,7 +21,7 @@ from mha_grader.sandbox.channel import Service, Violation, want_int, want_keys
 RTOL, ATOL = 1e-3, 1e-4  # the item's own tolerance
 
 
-def partial_state(query, key, value, positions, sources, is_causal, r: int, s: int):
+def partial_state(query, key, value, positions, sources, is_causal, scale, r: int, s: int):
     """Rank ``r``'s state after ``s`` steps: float64 attention of its queries over the key/value
     blocks ``sources[r, :s]`` (global positions for the causal mask), and its log-sum-exp; out 0
     and lse -inf where a query has no key yet.
@@ -36,7 +36,7 @@ def partial_state(query, key, value, positions, sources, is_causal, r: int, s: i
         if s
         else torch.zeros(0, dtype=torch.long)
     )
-    scores = (q[..., qp, :] @ k[..., kp, :].transpose(-2, -1)) / q.shape[-1] ** 0.5
+    scores = (q[..., qp, :] @ k[..., kp, :].transpose(-2, -1)) * float(scale)
     if is_causal:
         scores = scores.masked_fill(kp[None, :] > qp[:, None], float("-inf"))
     lse = (
@@ -59,10 +59,10 @@ def state_right(state, want) -> bool:
     return True
 
 
-def run_ring(step, query, key, value, positions, sources, is_causal):
+def run_ring(step, query, key, value, positions, sources, is_causal, scale):
     """PARENT: a whole ring through ``step`` (a mistake's simulation), as the service judges it:
     (out (B, H, T, Dv), lse (B, H, T), whether every intermediate state was right)."""
-    P, scale = positions.shape[0], 1.0 / float(query.shape[-1]) ** 0.5
+    P, scale = positions.shape[0], float(scale)
     parts, ok = {}, True
     for r in range(P):
         qp = positions[r]
@@ -83,7 +83,7 @@ def run_ring(step, query, key, value, positions, sources, is_causal):
             )
             ok = ok and state_right(
                 (out, lse),
-                partial_state(query, key, value, positions, sources, is_causal, r, s + 1),
+                partial_state(query, key, value, positions, sources, is_causal, scale, r, s + 1),
             )
         parts[r] = (out, lse)
     return (*assemble_ring(query, positions, parts), torch.tensor(ok))
@@ -117,7 +117,10 @@ class RingService(Service):
             except ValueError as e:
                 raise Violation(f"state: {e}") from None
             want = partial_state(
-                c["query"], c["key"], c["value"], c["positions"], c["sources"], c["is_causal"], r, s
+                *(c[n] for n in ("query", "key", "value", "positions", "sources", "is_causal")),
+                c["scale"],
+                r,
+                s,
             )
             self.ok = self.ok and state_right(state, want)
         elif args["out"] is not None or args["lse"] is not None:
