@@ -21,9 +21,8 @@ NOTEBOOK = "ex06_cross_attention"
 _FORBID_MHA = (*TORCH_MHA, COURSE_MHA, *TILED, *OTHER_ATTENTION)
 
 PAD_ONE_AXIS = (
-    "the padding mask needs an axis for the heads AND one for the queries: (B, S) -> "
-    "[:, None, None, :] is (B, 1, 1, S); [:, None, :] is (B, 1, S), which broadcasts as "
-    "(1, B, 1, S) and puts sequence b's padding on head b"
+    "the (B, S) padding mask got one new axis, (B, 1, S): against the (B, H, L, S) scores it "
+    "broadcasts as (1, B, 1, S), so sequence b's padding lands on head b of every sequence"
 )
 PAD_INVERTED = (
     "a key padding mask's True marks PADDING (keys to ignore) — the opposite of "

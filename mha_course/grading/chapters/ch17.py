@@ -53,8 +53,7 @@ _DQ_LOCAL_SOFTMAX = (
 )
 _MERGE_NO_MAX = (
     "exp of a log-sum-exp taken without the larger one subtracted first: exp(100) is inf in "
-    "float32; lse = m + log(exp(lse_a - m) + exp(lse_b - m)) with m = max(lse_a, lse_b) "
-    "(torch.logaddexp does it)"
+    "float32, so the merged lse is inf and every weight exp(lse_a - lse) is 0"
 )
 _MERGE_AVERAGE = (
     "outputs averaged: the two partial outputs got equal weight, not each one its share "

@@ -110,12 +110,12 @@ _NO_MAX = (
 )
 _EMPTY_NAN = (
     "NaN from an empty partial: a block whose keys are all in the query's future has "
-    "lse = -inf and a weight of 0. Two places give NaN there: a maximum of -inf (shift by 0 "
-    "instead: -inf - (-inf) is NaN), and a total of 0 (divide by 1 instead: 0 / 0 is NaN)"
+    "lse = -inf and a weight of 0; the NaN comes from a maximum of -inf (-inf - (-inf)) or "
+    "from a total of 0 (0 / 0)"
 )
 _OWN_SCALE = (
-    "scale ignored: the step is handed the scale to multiply the scores by; it is 1/sqrt(D) in "
-    "the course's rings, but a ring may use another (here 1.0)"
+    "scale ignored: the scores were multiplied by 1/sqrt(D), not by the step's scale argument "
+    "(1/sqrt(D) in the course's rings, 1.0 in this one)"
 )
 _LOCAL_OFFSET = (
     "causal mask from block-local indices (0 .. L-1 against 0 .. S-1): the mask is over "

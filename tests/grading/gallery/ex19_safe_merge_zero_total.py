@@ -15,4 +15,4 @@ REPLACE = {
         ],
     )
 }
-EXPECT = {"ex19_safe_merge": ("wrong values", "a total of 0 (divide by 1 instead")}
+EXPECT = {"ex19_safe_merge": ("wrong values", "from a total of 0 (0 / 0)")}
