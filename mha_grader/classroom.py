@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from mha_grader import compare as C
+from mha_grader import policy
 from mha_grader.class_bounds import (  # noqa: F401 - re-exported: classroom.py's names before its split
     RESERVE,
     _units_meta,
@@ -231,7 +232,8 @@ def grade_class(
         if check_student_name(s) is None:  # a reserved or odd name gets no folder, only its row
             write_student(out, s, flat, notes, mode, tag_mistakes(by_id, flat), unisolated)
         rows[s] = {r.id: r.points for r in flat}
-    ids = [it.id for it in all_items() if it.notebook in books]
+    graded = [it for it in all_items() if it.notebook in books]
+    ids = [it.id for it in graded]
     write_gradebook(out, ids, rows, mode)
     write_collection(out, collected)
     write_new(
@@ -242,6 +244,7 @@ def grade_class(
                 "shard": list(shard),
                 "students": who,
                 "items": ids,
+                "policy": policy.fingerprint(graded),
                 "assignment": list(books) if assignment is not None else "all exercises",
                 **({"only students": sorted(only)} if only is not None else {}),
                 "isolation": mode if mode != "none" else f"none (NOT ISOLATED: {unisolated})",

@@ -70,6 +70,13 @@ def check_consistent(parts: list[Path], metas: list[dict]) -> None:
                 f"{p} graded other items than {parts[0]} (another --assignment or "
                 f"course version); regrade them alike"
             )
+        if m.get("policy") != metas[0].get("policy"):
+            raise MergeRefused(
+                f"{p} was graded under another version of the items than {parts[0]} (policy "
+                f"{m.get('policy', 'not recorded')} against {metas[0].get('policy', 'not recorded')}: "
+                "their cases, forbidden lists, points or tolerances differ), so its students "
+                "were judged differently; regrade every folder with one version of the course"
+            )
 
 
 def check_complete(parts: list[Path], metas: list[dict]) -> None:
@@ -221,6 +228,7 @@ def merge(parts: list[Path], out: Path, replace: bool = False) -> dict[str, dict
         "shard": [1, 1],
         "students": sorted(rows),
         "items": ids,
+        **({"policy": metas[0]["policy"]} if "policy" in metas[0] else {}),
         "assignment": metas[0].get("assignment", "all exercises"),
         "isolation": sorted(modes),
         "merged_from": [str(p) for p in parts],

@@ -29,8 +29,10 @@ OTHER_ATTENTION = (
 
 # Items that ask for attention itself (a head, MHA, GQA, cross-attention, blockwise).
 ATTENTION = (TORCH_SDPA, COURSE_SDPA, *TORCH_MHA, COURSE_MHA, *TILED, *OTHER_ATTENTION)
-# Every course function that builds a causal mask: a sliding window at least as wide as the
-# sequence is one (``_visible`` is the window's rule, unchecked).
+# Course functions that return the (L, S) causal mask from its sizes: a sliding window at least
+# as wide as the sequence is one (``_visible`` is the window's rule, unchecked). FlexAttention's
+# mask functions (``ops.flex_masks``) stay allowed: evaluated on index grids they give it too,
+# but that is the comparison the item asks for, written by hand.
 CAUSAL_MASKS = (
     "mha_course.ops.masks.causal_mask",
     "mha_course.caches.window.sliding_window_mask",

@@ -21,13 +21,21 @@ def _course_attn(q, k, v, mask=None):
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     L, S, D, Dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     q, k, v = (t.expand(*lead, *t.shape[-2:]).reshape(1, -1, *t.shape[-2:]) for t in (q, k, v))
+    N = q.shape[1]
     if mask is None:
         mask = torch.ones(L, S, dtype=torch.bool)
-    elif mask.dtype != torch.bool:
-        mask = mask == 0
-    mask = mask.expand(*lead, L, S).reshape(1, -1, L, S)
-    eye = torch.eye(S, dtype=v.dtype).expand(1, v.shape[1], S, S)
-    out = capped_attention(q, k, torch.cat([v, eye], -1), mask, 1 / math.sqrt(D), None)
+    if mask.dtype == torch.bool:
+        allowed, bias = mask, torch.zeros(L, S, dtype=q.dtype)
+    else:  # an additive mask: -inf blocks, a finite value is a bias on the score
+        allowed = ~torch.isinf(mask)
+        bias = torch.where(allowed, mask, torch.zeros_like(mask)).to(q.dtype)
+    allowed = allowed.expand(*lead, L, S).reshape(1, N, L, S)
+    bias = bias.expand(*lead, L, S).reshape(1, N, L, S)
+    # the bias folded into the product: [q * scale, e_i] . [k_j, bias[:, j]] = q.k scale + bias
+    q2 = torch.cat([q / math.sqrt(D), torch.eye(L, dtype=q.dtype).expand(1, N, L, L)], -1)
+    k2 = torch.cat([k, bias.transpose(-2, -1)], -1)
+    eye = torch.eye(S, dtype=v.dtype).expand(1, N, S, S)
+    out = capped_attention(q2, k2, torch.cat([v, eye], -1), allowed, 1.0, None)
     return out[..., :Dv].reshape(*lead, L, Dv), out[..., Dv:].reshape(*lead, L, S)
 """
 

@@ -138,3 +138,47 @@ def test_merge_then_replace_a_regrade(shards):
     _other_key(tmp / "bob-again", tmp / "bob-other")
     err = _refused("merge", tmp / "all", tmp / "bob-other", "--replace", "--out", tmp / "v3")
     assert "different inputs" in err
+
+
+def _other_policy(part, dest) -> None:
+    """``part`` as if graded under another version of the items (its recorded policy)."""
+    shutil.copytree(part, dest)
+    meta = json.loads((dest / "grading.json").read_text())
+    assert meta["policy"].startswith("sha256:")
+    meta["policy"] = "sha256:" + "0" * 64
+    (dest / "grading.json").write_text(json.dumps(meta))
+
+
+def test_a_regrade_under_another_version_of_the_items_is_refused(shards):
+    """The same item ids can grade differently after an upgrade (a case added, a forbidden list
+    grown): a regrade made so is not merged into a gradebook made under the old items."""
+    tmp, _, _ = shards
+    _other_policy(tmp / "s2", tmp / "s2-newer")
+    err = _refused("merge", tmp / "s1", tmp / "s2-newer", "--out", tmp / "m5")
+    assert "another version of the items" in err and "regrade every folder" in err
+    assert not (tmp / "m5" / "grades.csv").exists()
+    policy = json.loads((tmp / "s1" / "grading.json").read_text())["policy"]
+    assert json.loads((tmp / "s2" / "grading.json").read_text())["policy"] == policy
+    _ok("merge", tmp / "s1", tmp / "s2", "--out", tmp / "m6")
+    assert json.loads((tmp / "m6" / "grading.json").read_text())["policy"] == policy
+
+
+def test_the_policy_fingerprint_follows_cases_lists_points_and_tolerances():
+    import dataclasses
+
+    from mha_grader import policy
+
+    items = notebooks()[EX01]
+    base = policy.fingerprint(items)
+    assert base == policy.fingerprint(list(items)) and base.startswith("sha256:")
+    first = items[0]
+    changed = {
+        "a case added": dataclasses.replace(
+            first, make_cases=lambda rng, f=first.make_cases: [*f(rng), *f(rng)[:1]]
+        ),
+        "a forbidden name": dataclasses.replace(first, forbidden=(*first.forbidden, "x.y")),
+        "points": dataclasses.replace(first, points=first.points + 1),
+        "a tolerance": dataclasses.replace(first, atol=first.atol * 2 + 1e-9),
+    }
+    for what, item in changed.items():
+        assert policy.fingerprint([item, *items[1:]]) != base, what

@@ -53,7 +53,7 @@ _DQ_LOCAL_SOFTMAX = (
 )
 _MERGE_NO_MAX = (
     "exp of a log-sum-exp taken without the larger one subtracted first: exp(100) is inf in "
-    "float32, so the merged lse is inf and every weight exp(lse_a - lse) is 0"
+    "float32, and an inf in the merged lse or in the weights' sums leaves inf, 0 or NaN"
 )
 _MERGE_AVERAGE = (
     "outputs averaged: the two partial outputs got equal weight, not each one its share "

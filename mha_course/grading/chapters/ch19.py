@@ -113,6 +113,11 @@ _EMPTY_NAN = (
     "lse = -inf and a weight of 0; the NaN comes from a maximum of -inf (-inf - (-inf)) or "
     "from a total of 0 (0 / 0)"
 )
+_STATE_WRONG = (
+    "a running state wrong: after some step the state (out, lse) is not the attention over the "
+    "blocks given so far, though the final answer may be right (an empty block's state is "
+    "out 0, lse -inf)"
+)
 _OWN_SCALE = (
     "scale ignored: the scores were multiplied by 1/sqrt(D), not by the step's scale argument "
     "(1/sqrt(D) in the course's rings, 1.0 in this one)"
@@ -372,6 +377,12 @@ ITEMS = [
             Mistake("wrong causal block offset", _LOCAL_OFFSET, variant=_ring_variant("local")),
             Mistake("wrong causal block offset", _LOCAL_OFFSET, variant=_ring_variant("own block")),
             Mistake("scale ignored", _OWN_SCALE, variant=_ring_variant("own scale")),
+            # output 2, the one-bit check of every intermediate state (no variant may name it)
+            Mistake(
+                "a running state wrong",
+                _STATE_WRONG,
+                matches=lambda got, case: got.dtype == np.bool_ and got.size == 1 and not got.all(),
+            ),
         ),
         forbidden=_FORBID,
     ),
