@@ -27,9 +27,10 @@ def _feed(h: Any, value: Any) -> None:
     """Hash ``value`` canonically: arrays by dtype, shape and bytes, containers by their items."""
     if isinstance(value, np.ndarray):
         h.update(f"array {value.dtype.str} {value.shape}|".encode())
-        h.update(np.ascontiguousarray(value).tobytes() if value.dtype.kind != "O" else b"")
-        if value.dtype.kind == "O":
+        if value.dtype.kind == "O":  # objects have no stable bytes: their repr
             h.update(repr(value.tolist()).encode())
+        else:
+            h.update(np.ascontiguousarray(value).tobytes())
     elif isinstance(value, dict):
         h.update(f"dict {len(value)}|".encode())
         for k in sorted(value, key=str):

@@ -5,6 +5,9 @@ full marks, now each is "forbidden API". Every forbidden name resolves."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from grading_helpers import build, grade_many
 
@@ -311,9 +314,6 @@ def test_a_package_shortcut_is_forbidden(ex, item, graded):
 def test_the_instructor_guides_counts_of_stripped_functions_match_the_items():
     """docs/instructor_guide.md's table says, per item, how many course functions are stripped;
     each number is the item's forbidden list's (they were written by hand and went stale)."""
-    import re
-    from pathlib import Path
-
     guide = (Path(__file__).resolve().parents[2] / "docs" / "instructor_guide.md").read_text()
     rows = re.findall(r"^\| `(ex\d\d_\w+)` \| [^|]*\| (\d+) course fns", guide, flags=re.M)
     assert len(rows) > 60, len(rows)
