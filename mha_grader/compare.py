@@ -19,12 +19,13 @@ import numpy as np
 from mha_grader.diagnosis import (  # noqa: F401 - re-exported: compare.py's names before its split
     _named_mistake,
     compare_output,
+    explains,
     mistake_text,
     output_label,
     values_differ,
 )
 from mha_grader.feedback import prediction_note, render_child
-from mha_grader.items import Case, DriverItem, Dtype, Item
+from mha_grader.items import Case, DriverItem, Dtype, Item, Mistake
 from mha_grader.tolerances import (  # noqa: F401 - re-exported: compare.py's names before its split
     _close,
     as_arrays,
@@ -116,8 +117,15 @@ def _values_shown(item: Item, cases: list[Case], outputs: list, message: str) ->
     smallest public case that separates them (fewest input elements, then smallest numbers),
     in place of the relative-error text."""
     found = []
+    refs_of: dict[int, list] = {}
+
+    def refs_for(k: int) -> list:
+        if k not in refs_of:
+            refs_of[k] = as_arrays(item.reference(*to_framework(item, cases[k])))
+        return refs_of[k]
+
     for i, case in enumerate(cases):
-        refs = as_arrays(item.reference(*to_framework(item, case)))
+        refs = refs_for(i)
         got = outputs[i] if i < len(outputs) else []
         for j, (g, r) in enumerate(zip(got, refs)):
             if g.shape == r.shape and not _close(item, g, r):
@@ -189,8 +197,15 @@ def _judge(
     outputs = child.get("outputs") or []
     if item.prediction is not None:  # the last output of each case is the ungraded prediction
         return _with_prediction(item, cases, outputs, cell_lines)
+    refs_of: dict[int, list] = {}
+
+    def refs_for(k: int) -> list:
+        if k not in refs_of:
+            refs_of[k] = as_arrays(item.reference(*to_framework(item, cases[k])))
+        return refs_of[k]
+
     for i, case in enumerate(cases):
-        refs = as_arrays(item.reference(*to_framework(item, case)))
+        refs = refs_for(i)
         got = outputs[i] if i < len(outputs) else []
         where = f" [case {i + 1} of {len(cases)}: {describe_case(case)}]"
         if len(got) != len(refs):
@@ -201,7 +216,9 @@ def _judge(
             )
             return ItemResult(item.id, item.function, 0.0, item.points, WRONG_TYPE, msg + where)
         for j, (g, r) in enumerate(zip(got, refs)):
-            verdict = compare_output(item, case, j, g, r)
+            verdict = compare_output(
+                item, case, j, g, r, trust=_agreed(item, cases, outputs, refs_for, i, j)
+            )
             if verdict:
                 name = output_label(item, j, len(refs))
                 return ItemResult(
@@ -215,6 +232,30 @@ def _judge(
         PASSED,
         f"all {len(cases)} cases match",
     )
+
+
+def _agreed(item: Item, cases: list[Case], outputs: list, refs_for, i: int, j: int):
+    """Whether a mistake seen on case ``i`` may be named: the other cases whose output ``j`` is
+    wrong must not contradict it more often than they agree (a mistake's variant is a model of
+    the wrong code, not always its exact output: an inverted mask's NaN rows, for one). The first
+    failing case alone can mislead: with P = 2 ranks, (s - r) % P and (r + s) % P agree; with
+    P = 3 they do not, and a learner's (s - r) % P was told "wrong direction"."""
+
+    def trust(m: Mistake) -> bool:
+        agree, contradict = 1, 0  # case i agrees: that is why it is asked
+        for k, case in enumerate(cases):
+            got = outputs[k] if k < len(outputs) else []
+            if k == i or len(got) <= j:
+                continue
+            g, r = got[j], refs_for(k)[j]
+            if g.shape == r.shape and _close(item, g, r):
+                continue  # right here: nothing to tell
+            seen = explains(item, m, case, j, g, r)
+            agree += seen is True
+            contradict += seen is False
+        return contradict <= agree
+
+    return trust
 
 
 PREDICTION_SEP = (

@@ -6,6 +6,7 @@ how far off without the expected value).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 
@@ -49,43 +50,62 @@ def mistake_text(m: Mistake) -> str:
     return m.feedback if named else f"{m.name}: {m.feedback}"
 
 
+def explains(
+    item: Item, m: Mistake, case: Case, j: int, got: np.ndarray, ref: np.ndarray
+) -> bool | None:
+    """Does mistake ``m`` explain output ``j`` of ``case``? ``None`` where it cannot tell: its
+    variant does not apply to the case, or computes the right output there (the case cannot
+    separate the mistake from the right answer)."""
+    try:
+        if m.matches is not None:
+            return bool(m.matches(got, case))
+        v = as_arrays(m.variant(*to_framework(item, case)))[j]
+        if got.shape == ref.shape and v.shape == ref.shape and _close(item, ref, v):
+            return None
+        return _close(item, got, v)
+    except Exception:  # a variant that does not apply to this case
+        return None
+
+
+Trust = Callable[[Mistake], bool]
+
+
 def _named_mistake(
-    item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray
+    item: Item,
+    case: Case,
+    j: int,
+    got: np.ndarray,
+    ref: np.ndarray,
+    trust: Trust | None = None,
 ) -> tuple[str, str | None] | None:
-    """``(message, status override)`` of the first known mistake that explains ``got``."""
+    """``(message, status override)`` of the first known mistake that explains ``got`` (and
+    that ``trust`` accepts: ``_judge`` asks whether the item's other cases agree)."""
     # one bit (a check's verdict): any variant that fails the check would "explain" it; only a
     # mistake's own predicate (``matches``) may name it
     one_bit = got.dtype == np.bool_ and got.size == 1
     for m in item.mistakes:
         if one_bit and m.matches is None:
             continue
-        try:
-            if m.matches is not None:
-                hit = bool(m.matches(got, case))
-            else:
-                v = as_arrays(m.variant(*to_framework(item, case)))[j]
-                hit = _close(item, got, v) and not _close(item, ref, v)
-        except Exception:  # a variant that does not apply to this case
-            hit = False
-        if hit:
+        if explains(item, m, case, j, got, ref) and (trust is None or trust(m)):
             return mistake_text(m), m.status
     return None
 
 
 def compare_output(
-    item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray
+    item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray, trust: Trust | None = None
 ) -> tuple[str, str] | None:
-    """``None`` if output ``j`` is right, else ``(status, message)``."""
+    """``None`` if output ``j`` is right, else ``(status, message)``; a known mistake is named
+    only if ``trust`` (when given) accepts it."""
     if got.shape != ref.shape:
-        named = _named_mistake(item, case, j, got, ref)
+        named = _named_mistake(item, case, j, got, ref, trust)
         msg = f"expected shape {_letters(item, ref.shape, j)}, got {tuple(got.shape)}"
         return WRONG_SHAPE, (f"{msg} — {named[0]}" if named else msg)
     if item.dtype_must_match and got.dtype != ref.dtype:
-        return WRONG_DTYPE, _dtype_message(item, case, j, got, ref)
+        return WRONG_DTYPE, _dtype_message(item, case, j, got, ref, trust)
     if got.dtype != np.bool_ and ref.dtype != np.bool_:
         bad = ~np.isfinite(got) & np.isfinite(ref)
         if bad.any():
-            named = _named_mistake(item, case, j, got, ref)
+            named = _named_mistake(item, case, j, got, ref, trust)
             if named:
                 return named[1] or WRONG_VALUES, named[0]
             return (
@@ -94,13 +114,15 @@ def compare_output(
             )
     if _close(item, got, ref):
         return None
-    named = _named_mistake(item, case, j, got, ref)
+    named = _named_mistake(item, case, j, got, ref, trust)
     if named:
         return named[1] or WRONG_VALUES, named[0]
     return WRONG_VALUES, values_differ(item, got, ref)
 
 
-def _dtype_message(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray) -> str:
+def _dtype_message(
+    item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndarray, trust: Trust | None = None
+) -> str:
     """A wrong dtype, the rule it breaks, and whether the values are right apart from it (a
     dtype message must not hide a real bug)."""
     msg = (
@@ -113,7 +135,7 @@ def _dtype_message(item: Item, case: Case, j: int, got: np.ndarray, ref: np.ndar
     loose = np.dtype(np.float32) if np.float32 in (got.dtype, ref.dtype) else np.dtype(ref.dtype)
     if _close(item, got.astype(loose), ref.astype(loose)):
         return msg + "; the values are right apart from the dtype"
-    named = _named_mistake(item, case, j, got.astype(ref.dtype), ref)
+    named = _named_mistake(item, case, j, got.astype(ref.dtype), ref, trust)
     return (
         msg
         + "; the values are wrong too: "
