@@ -243,14 +243,18 @@ def _agreed(item: Item, cases: list[Case], outputs: list, refs_for, i: int, j: i
 
     def trust(m: Mistake) -> bool:
         agree, contradict = 1, 0  # case i agrees: that is why it is asked
-        for k, case in enumerate(cases):
+        others = [k for k in range(len(cases)) if k != i]
+        for n, k in enumerate(others):
+            left = len(others) - n  # cases not yet seen, this one included
+            if agree >= contradict + left:
+                return True  # decided: the rest cannot outvote it (the parent's time)
             got = outputs[k] if k < len(outputs) else []
-            if k == i or len(got) <= j:
+            if len(got) <= j:
                 continue
             g, r = got[j], refs_for(k)[j]
             if g.shape == r.shape and _close(item, g, r):
                 continue  # right here: nothing to tell
-            seen = explains(item, m, case, j, g, r)
+            seen = explains(item, m, cases[k], j, g, r)
             agree += seen is True
             contradict += seen is False
         return contradict <= agree
