@@ -242,6 +242,8 @@ def _agreed(item: Item, cases: list[Case], outputs: list, refs_for, i: int, j: i
     P = 3 they do not, and a learner's (s - r) % P was told "wrong direction"."""
 
     def trust(m: Mistake) -> bool:
+        if m.matches is not None:  # a predicate's False can mean "not this kind of case": no vote
+            return True
         agree, contradict = 1, 0  # case i agrees: that is why it is asked
         others = [k for k in range(len(cases)) if k != i]
         for n, k in enumerate(others):

@@ -13,6 +13,7 @@ import pytest
 
 from mha_course.grading import all_items
 from mha_grader.compare import judge, to_framework
+from mha_grader.items import Item, Mistake
 from mha_grader.verdicts import WRONG_VALUES
 
 ITEMS = {it.id: it for it in all_items()}
@@ -55,3 +56,49 @@ def test_the_first_case_alone_would_have_named_it():
 def test_the_mistake_itself_is_named_on_other_seeds(seed):
     r = _judge_formula("ex19_ring_source", lambda r, s, P: (r + s) % P, seed)
     assert NAMED in r.message, r.message
+
+
+def _toy(mistake: Mistake) -> Item:
+    """Output: x + 1 on four cases; case k's x is k (numpy, exact)."""
+    return Item(
+        id="toy_plus_one",
+        notebook="toy",
+        function="plus_one",
+        points=1,
+        task="x + 1",
+        make_cases=lambda rng: [{"x": np.array([float(k)])} for k in range(4)],
+        reference=lambda x: x + 1,
+        framework="numpy",
+        dtype_must_match=False,
+        rtol=0.0,
+        atol=1e-9,
+        mistakes=(mistake,),
+    )
+
+
+@pytest.mark.parametrize(
+    "mistake, got, named",
+    [
+        # a predicate votes on no other case: its False may only mean "another kind of case"
+        (Mistake("first case only", "fb", matches=lambda g, c: c["x"][0] == 0), "x + 2", True),
+        # where a variant gives the right answer (x = 1) it cannot tell: no vote, so one case for
+        # (x = 0), one against (x = 2), one right (x = 3): a tie, named
+        (
+            Mistake("x * 2", "fb", variant=lambda x: x * 2),
+            "x * 2 + (x == 1) + (x == 2) * 5 - (x == 3) * 2",
+            True,
+        ),
+        # a variant contradicted by most failing cases is not named
+        (Mistake("x + 2", "fb", variant=lambda x: x + 2), "x + 2 + (x > 0)", False),
+        # a tie (two failing cases each way) keeps the name
+        (Mistake("x + 2", "fb", variant=lambda x: x + 2), "x + 2 + (x == 3) - (x == 1) * 2", True),
+    ],
+    ids=["predicate", "cannot tell", "outvoted", "tie"],
+)
+def test_who_votes(mistake, got, named):
+    item = _toy(mistake)
+    cases = item.cases(0)
+    outs = [[eval(got, {"x": c["x"]})] for c in cases]  # noqa: S307 - the table's own formulas
+    r = judge(item, cases, {"status": "ok", "outputs": outs})
+    assert r.points == 0.0, r.message
+    assert (mistake.name in r.message) == named, r.message
