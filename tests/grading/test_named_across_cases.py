@@ -1,4 +1,4 @@
-"""A known mistake is named only when no other failing case contradicts it.
+"""A known mistake is named only when the other failing cases do not outvote it.
 
 The first failing case alone can mislead: ring_source's rank r receives from (r - s) % P at step s;
 a learner's (s - r) % P agrees with the "wrong direction" mistake, (r + s) % P, on the first case
@@ -38,7 +38,7 @@ NAMED = "wrong direction"
     ],
     ids=["wrong direction", "mirrored", "off by one"],
 )
-def test_a_mistake_is_named_only_if_every_failing_case_agrees(formula, named):
+def test_a_mistake_is_named_only_if_the_failing_cases_do_not_outvote_it(formula, named):
     r = _judge_formula("ex19_ring_source", formula)
     assert r.status == WRONG_VALUES and r.points == 0.0, r.message
     assert (NAMED in r.message) == named, r.message
