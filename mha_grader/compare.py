@@ -11,12 +11,14 @@ item has them). The statuses and ``ItemResult`` are ``verdicts.py``; the toleran
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
 import numpy as np
 
 from mha_grader.diagnosis import (  # noqa: F401 - re-exported: compare.py's names before its split
+    Trust,
     _named_mistake,
     compare_output,
     explains,
@@ -117,15 +119,8 @@ def _values_shown(item: Item, cases: list[Case], outputs: list, message: str) ->
     smallest public case that separates them (fewest input elements, then smallest numbers),
     in place of the relative-error text."""
     found = []
-    refs_of: dict[int, list] = {}
-
-    def refs_for(k: int) -> list:
-        if k not in refs_of:
-            refs_of[k] = as_arrays(item.reference(*to_framework(item, cases[k])))
-        return refs_of[k]
-
     for i, case in enumerate(cases):
-        refs = refs_for(i)
+        refs = as_arrays(item.reference(*to_framework(item, case)))
         got = outputs[i] if i < len(outputs) else []
         for j, (g, r) in enumerate(zip(got, refs)):
             if g.shape == r.shape and not _close(item, g, r):
@@ -234,7 +229,14 @@ def _judge(
     )
 
 
-def _agreed(item: Item, cases: list[Case], outputs: list, refs_for, i: int, j: int):
+def _agreed(
+    item: Item,
+    cases: list[Case],
+    outputs: list,
+    refs_for: Callable[[int], list],
+    i: int,
+    j: int,
+) -> Trust:
     """Whether a mistake seen on case ``i`` may be named: the other cases whose output ``j`` is
     wrong must not contradict it more often than they agree (a mistake's variant is a model of
     the wrong code, not always its exact output: an inverted mask's NaN rows, for one). The first
