@@ -102,3 +102,16 @@ def test_who_votes(mistake, got, named):
     r = judge(item, cases, {"status": "ok", "outputs": outs})
     assert r.points == 0.0, r.message
     assert (mistake.name in r.message) == named, r.message
+
+
+@pytest.mark.parametrize("got", ["x + 2", "x + 2 + (x > 0)", "x * 0 + 7"])
+def test_the_vote_costs_each_case_one_variant_at_most(got):
+    """What a submission can make the parent compute is bounded by the item, not by the
+    submission: each of its cases' variant once (a hostile output cannot buy more)."""
+    calls = []
+    item = _toy(Mistake("x + 2", "fb", variant=lambda x: calls.append(1) or x + 2))
+    cases = item.cases(0)
+    outs = [[eval(got, {"x": c["x"]})] for c in cases]  # noqa: S307 - the table's own formulas
+    r = judge(item, cases, {"status": "ok", "outputs": outs})
+    assert r.points == 0.0
+    assert 1 <= len(calls) <= len(cases), len(calls)
