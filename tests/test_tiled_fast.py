@@ -74,3 +74,35 @@ def test_bad_block_size_names_the_argument():
     q, k, v = _qkv(L=4, S=4)
     with pytest.raises(ValueError, match="block_k"):
         tiled_attention_fast(q, k, v, block_k=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("far_key", [0, 36], ids=["in the first tile", "in the last tile"])
+def test_a_loose_bound_is_brought_down(dtype, is_causal, far_key):
+    """Each row's reference starts at |q| · max |k|, which bounds its scores. A long key pointing
+    away from every query makes that bound ~1000 above every score: left there, exp(s - m) would
+    be 0 for every key of the row (0 / 0 in float32); the first tile brings it down."""
+    q, k, v = _qkv(2, 3, L=37, S=37, Dv=5, dtype=dtype)
+    q = q.abs() + 1.0
+    k[..., far_key, :] = -1000.0  # q · k < 0 there, |k| ~ 2800
+    out = tiled_attention_fast(q, k, v, is_causal=is_causal, block_q=16, block_k=5)
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    assert torch.isfinite(out).all()
+    tol = {"rtol": 1e-10, "atol": 1e-10} if dtype == torch.float64 else {}
+    torch.testing.assert_close(out, want, **tol)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_a_tight_bound_reads_only_the_first_tile_for_its_maximum(monkeypatch, is_causal):
+    """Random scores sit within LAZY_MARGIN of |q| · max |k|: one maximum per query block (its
+    first tile), none for the others."""
+    calls = []
+    amax = torch.Tensor.amax
+    monkeypatch.setattr(
+        torch.Tensor, "amax", lambda t, *a, **kw: calls.append(1) or amax(t, *a, **kw)
+    )
+    q, k, v = _qkv(1, 2, L=64, S=64, D=16)
+    out = tiled_attention_fast(q, k, v, is_causal=is_causal, block_q=16, block_k=8)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=is_causal))
+    assert len(calls) == 1 + 64 // 16  # max |k| once, then 4 query blocks (8+ tiles each)

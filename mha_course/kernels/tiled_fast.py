@@ -8,13 +8,17 @@ possible; ``benchmarks/tiled_vs_sdpa.py`` times both against torch's SDPA.
 1. **The running sum comes out of the matmul.** Values get a column of ones: ``p @ [V | 1]``
    gives ``p @ V`` and ``rowsum(p)`` in one product (no separate sum over the tile).
 2. **The maximum is subtracted inside the matmul.** Queries get a column holding ``-m`` (the
-   running maximum of the row) and keys a column of ones, so ``[q | -m] @ [k | 1]ᵀ = q kᵀ - m``.
-3. **The maximum is updated lazily** (as FlashAttention 4 does): ``exp(s - m)`` is exact for any
-   reference ``m``; it must only not overflow. While no new score exceeds the reference by more
-   than ``LAZY_MARGIN`` the tile is exponentiated as it is and nothing is rescaled; otherwise the
-   reference moves up, the tile is shifted and the accumulator rescaled (the teaching version's
-   step). Per tile: one matmul writes it, one ``amax`` reads it, one in-place ``exp`` and the
-   second matmul read it.
+   row's reference, see 3) and keys a column of ones, so ``[q | -m] @ [k | 1]ᵀ = q kᵀ - m``.
+3. **The reference starts at a bound and moves lazily** (FlashAttention 4 moves it lazily too).
+   ``exp(s - m)`` is exact for any reference ``m``: it must only not overflow (``s - m`` well
+   below 88) nor leave every term of a row tiny. Each row starts at ``m = |q| · max |k|``, which no
+   score can pass (Cauchy-Schwarz). The first tile's maximum checks that ``m`` is not loose: if it
+   lies within ``LAZY_MARGIN`` of it, no later tile can pass ``m`` and none is read for its
+   maximum. Otherwise those rows' ``m`` comes down to the first tile's maximum (the tile is
+   recomputed: ``s - m`` carries the rounding of a large ``m``), and each later tile's maximum is
+   read: while no score passes ``m`` by more than ``LAZY_MARGIN`` the tile is exponentiated as
+   it is, else ``m`` moves up and the accumulator is rescaled (the teaching version's step). Per
+   tile, usually: one matmul writes it, one in-place ``exp`` and the second matmul read it.
 4. **All heads in one batched matmul**, scores written into one reused buffer, the causal mask
    added by the matmul itself (``baddbmm``) on the tiles that cross the diagonal; tiles wholly
    above it are never computed.
@@ -35,8 +39,10 @@ import torch
 from mha_course.kernels.tiled import _check_inputs
 
 # exp(s - m) for s - m <= 16 stays below 9e6; summed over 2**20 keys it is < 1e13, far from
-# float32's overflow (3.4e38). A row whose scores pass m + LAZY_MARGIN is rescaled. 16-bit
-# inputs are computed in float32 (float16 itself would overflow at 65504).
+# float32's overflow (3.4e38). A row whose scores pass m + LAZY_MARGIN is rescaled; a row whose
+# first tile stays below m - LAZY_MARGIN has m brought down (its largest term is then >= 1e-7,
+# far from float32's smallest normal number, 1e-38). 16-bit inputs are computed in float32
+# (float16 itself would overflow at 65504).
 LAZY_MARGIN = 16.0
 # causal: a query block's own keys (the diagonal) are read in tiles of this many keys, each seen
 # only by the rows at or below it (trick 5 above)
@@ -71,25 +77,51 @@ def tiled_attention_fast(
     with torch.no_grad():
         q_aug = query.new_empty(n, L, D + 1)  # [q * scale | -m]
         torch.mul(query.reshape(n, L, D), scale, out=q_aug[..., :D])
-        k_aug = key.new_ones(n, S, D + 1)  # [k | 1]
-        k_aug[..., :D] = key.reshape(n, S, D)
-        v_aug = value.new_ones(n, S, Dv + 1)  # [v | 1]: p @ v_aug = [p @ v | rowsum(p)]
-        v_aug[..., :Dv] = value.reshape(n, S, Dv)
+        k_aug = _with_ones(key.reshape(n, S, D))  # [k | 1]
+        v_aug = _with_ones(value.reshape(n, S, Dv))  # [v | 1]: p @ v_aug = [p @ v | rowsum(p)]
         k_t = k_aug.transpose(1, 2)  # (n, D + 1, S)
+        # the first reference of each row: |q| · max |k| bounds every score (Cauchy-Schwarz)
+        k_longest = torch.linalg.vector_norm(key.reshape(n, S, D), dim=-1).amax(-1)  # (n,)
+        bound = torch.linalg.vector_norm(q_aug[..., :D], dim=-1, keepdim=True)  # (n, L, 1)
+        bound.mul_(k_longest.view(n, 1, 1))
         out = query.new_empty(n, L, Dv)
         widest = max(block_k, block_q) if is_causal else block_k  # causal: the diagonal tile
         buf = query.new_empty(n * min(block_q, L) * min(widest, S))  # every tile's scores
         for i0 in range(0, L, block_q):
             i1 = min(i0 + block_q, L)
-            _query_block(q_aug[:, i0:i1], k_t, v_aug, out[:, i0:i1], i0, is_causal, block_k, buf)
+            m = bound[:, i0:i1]  # (n, Bq, 1), moved in place by the block
+            _query_block(q_aug[:, i0:i1], k_t, v_aug, out[:, i0:i1], m, i0, is_causal, block_k, buf)
     return out.reshape(*lead, L, Dv)
 
 
-def _query_block(q_aug, k_t, v_aug, out, i0, is_causal, block_k, buf) -> None:
+def _with_ones(x: torch.Tensor) -> torch.Tensor:
+    """``[x | 1]``: x with a column of ones appended.
+
+    Shape:
+        x: (n, S, D). Returns (n, S, D + 1).
+    """
+    return torch.cat([x, x.new_ones(*x.shape[:-1], 1)], dim=-1)  # (n, S, D) -> (n, S, D + 1)
+
+
+def _scores(q_rows, k_tile, mask, out) -> None:
+    """``q_rows @ k_tile (+ mask)`` written into ``out``: the matmul adds the mask itself.
+
+    Shape:
+        q_rows: (n, rows, D + 1); k_tile: (n, D + 1, Bk); mask: (rows, Bk) or None;
+        out: (n, rows, Bk).
+    """
+    if mask is None:
+        torch.bmm(q_rows, k_tile, out=out)
+    else:
+        torch.baddbmm(mask, q_rows, k_tile, out=out)
+
+
+def _query_block(q_aug, k_t, v_aug, out, m, i0, is_causal, block_k, buf) -> None:
     """One block of query rows against every key tile it sees; writes ``out`` in place.
 
     Shape:
-        q_aug: (n, Bq, D + 1); k_t: (n, D + 1, S); v_aug: (n, S, Dv + 1); out: (n, Bq, Dv).
+        q_aug: (n, Bq, D + 1); k_t: (n, D + 1, S); v_aug: (n, S, Dv + 1); out: (n, Bq, Dv);
+        m: (n, Bq, 1), each row's reference, at first a bound of its scores.
     """
     n, bq, _ = q_aug.shape
     S, Dv = k_t.shape[-1], out.shape[-1]
@@ -110,30 +142,38 @@ def _query_block(q_aug, k_t, v_aug, out, i0, is_causal, block_k, buf) -> None:
         above = torch.ones(bq, DIAGONAL_TILE, dtype=torch.bool, device=q_aug.device).triu_(1)
         diag_mask = torch.zeros(bq, DIAGONAL_TILE, dtype=q_aug.dtype, device=q_aug.device)
         diag_mask.masked_fill_(above, float("-inf"))  # (Bq, DIAGONAL_TILE)
-    m = None  # (n, Bq, 1) the reference maximum, set by the first tile (which every row sees)
     acc = None  # (n, Bq, Dv + 1) = [unnormalised output | running sum]
+    bounded = True  # m still bounds every score of its row: no tile can pass it, no max needed
+    q_aug[..., -1:] = -m  # the matmuls below then subtract m from every score
     for j0, j1, r0 in tiles:
         rows = bq - r0
         scores = buf[: n * rows * (j1 - j0)].view(n, rows, j1 - j0)
-        if m is not None:
-            q_aug[..., -1:] = -m  # the matmul below then subtracts m from every score
-        else:
-            q_aug[..., -1] = 0.0
         q_rows = q_aug[:, r0:]  # (n, Bq, D + 1) -> (n, rows, D + 1), a view
-        if is_causal and j1 - 1 > i0 + r0:  # crosses the diagonal: mask j > i by adding -inf
-            torch.baddbmm(diag_mask[:rows, : j1 - j0], q_rows, k_t[..., j0:j1], out=scores)
-        else:
-            torch.bmm(q_rows, k_t[..., j0:j1], out=scores)
-        top = scores.amax(dim=-1, keepdim=True)  # (n, rows, 1): s - m, -inf where all masked
-        if m is None:  # first tile: its own maximum is the reference (finite: key 0 is seen)
-            m = top
-            scores.sub_(m)
-        elif bool((top > LAZY_MARGIN).any()):  # some row grew too much: move its reference
-            shift = top.clamp(min=0.0)
-            scores.sub_(shift)
-            m[:, r0:] += shift  # (n, rows, 1): the rows of this tile
-            acc[:, r0:].mul_(torch.exp(-shift))
+        crosses = is_causal and j1 - 1 > i0 + r0  # the diagonal: keys j > i are masked
+        read_max = acc is None or not bounded  # this tile is read for its maximum
+        # read for its maximum, the matmul adds -inf above the diagonal; otherwise m bounds
+        # those scores too, and their exp (<= 1) is zeroed after it (exp is slow on -inf)
+        mask = diag_mask[:rows, : j1 - j0] if crosses and read_max else None
+        _scores(q_rows, k_t[..., j0:j1], mask, out=scores)  # s - m
+        if acc is None:  # first tile (every row sees it): s - m <= 0
+            top = scores.amax(dim=-1, keepdim=True)  # (n, Bq, 1), finite: key 0 of it is seen
+            far = top < -LAZY_MARGIN  # a loose bound: bring m down to the tile's maximum
+            if bool(far.any()):  # recomputed, not shifted: s - m carries the rounding of m
+                m += torch.where(far, top, 0.0)
+                q_aug[..., -1:] = -m
+                _scores(q_rows, k_t[..., j0:j1], mask, out=scores)
+                bounded = False
+        elif not bounded:
+            top = scores.amax(dim=-1, keepdim=True)  # (n, rows, 1): s - m
+            if bool((top > LAZY_MARGIN).any()):  # some row grew too much: move its reference
+                shift = top.clamp(min=0.0)
+                scores.sub_(shift)
+                m[:, r0:] += shift  # (n, rows, 1): the rows of this tile
+                q_aug[:, r0:, -1:] = -m[:, r0:]
+                acc[:, r0:].mul_(torch.exp(-shift))
         p = scores.exp_()
+        if crosses and not read_max:
+            p.tril_()  # row r0 + r sees key j0 + c iff c <= r
         if acc is None:
             acc = torch.bmm(p, v_aug[:, j0:j1])
         else:
