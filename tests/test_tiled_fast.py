@@ -106,3 +106,47 @@ def test_a_tight_bound_reads_only_the_first_tile_for_its_maximum(monkeypatch, is
     out = tiled_attention_fast(q, k, v, is_causal=is_causal, block_q=16, block_k=8)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=is_causal))
     assert len(calls) == 1 + 64 // 16  # max |k| once, then 4 query blocks (8+ tiles each)
+
+
+def _long_key_far_from_the_queries(dtype, a, big):
+    """Queries along feature 0, one key of length ``big`` along feature 1: |q| · max |k| is
+    ``a · big``, while every score is at most ``a``."""
+    q = torch.zeros(1, 1, 4, 2, dtype=dtype)
+    q[..., 0] = a
+    k = torch.zeros(1, 1, 8, 2, dtype=dtype)
+    k[..., :7, 0] = torch.linspace(0.5, 1.0, 7, dtype=dtype)
+    k[..., 7, 1] = big
+    return q, k, torch.randn(1, 1, 8, 3, generator=torch.Generator().manual_seed(0), dtype=dtype)
+
+
+def _bound_overflows(dtype):
+    """|q| and |k| squared overflow float32 (3e19 ** 2), the scores do not."""
+    q = torch.zeros(1, 1, 3, 2, dtype=dtype)
+    q[..., 0] = 3e19
+    k = torch.zeros(1, 1, 3, 2, dtype=dtype)
+    k[..., 1] = torch.tensor([1.0, 2.0, 3.0])
+    k[..., 0] = torch.tensor([0.0, 1e-18, 2e-18])
+    return q, k, torch.randn(1, 1, 3, 2, generator=torch.Generator().manual_seed(0), dtype=dtype)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: _long_key_far_from_the_queries(torch.float32, 200.0, 1e8),
+        lambda: _long_key_far_from_the_queries(torch.float64, 1000.0, 1e16),
+        lambda: _bound_overflows(torch.float32),
+        lambda: _bound_overflows(torch.bfloat16),
+    ],
+    ids=["bound 2e10 float32", "bound 1e19 float64", "bound overflows float32", "bfloat16"],
+)
+def test_a_huge_or_infinite_bound_starts_again_from_the_scores(make, is_causal):
+    """Found in review: a reference brought down by ``m + (s - m)`` kept the rounding of a bound
+    ~1e10 (float32) and gave NaN; a bound whose squares overflow was inf - inf = NaN. A loose
+    block starts again from its first tile's own maximum, as the teaching version."""
+    q, k, v = make()
+    out = tiled_attention_fast(q, k, v, is_causal=is_causal, scale=1.0, block_q=4, block_k=4)
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=1.0)
+    assert torch.isfinite(out).all()
+    tol = {"rtol": 2e-2, "atol": 2e-2} if q.dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(out, want, **tol)

@@ -10,15 +10,17 @@ possible; ``benchmarks/tiled_vs_sdpa.py`` times both against torch's SDPA.
 2. **The maximum is subtracted inside the matmul.** Queries get a column holding ``-m`` (the
    row's reference, see 3) and keys a column of ones, so ``[q | -m] @ [k | 1]ᵀ = q kᵀ - m``.
 3. **The reference starts at a bound and moves lazily** (FlashAttention 4 moves it lazily too).
-   ``exp(s - m)`` is exact for any reference ``m``: it must only not overflow (``s - m`` well
-   below 88) nor leave every term of a row tiny. Each row starts at ``m = |q| · max |k|``, which no
-   score can pass (Cauchy-Schwarz). The first tile's maximum checks that ``m`` is not loose: if it
-   lies within ``LAZY_MARGIN`` of it, no later tile can pass ``m`` and none is read for its
-   maximum. Otherwise those rows' ``m`` comes down to the first tile's maximum (the tile is
-   recomputed: ``s - m`` carries the rounding of a large ``m``), and each later tile's maximum is
-   read: while no score passes ``m`` by more than ``LAZY_MARGIN`` the tile is exponentiated as
-   it is, else ``m`` moves up and the accumulator is rescaled (the teaching version's step). Per
-   tile, usually: one matmul writes it, one in-place ``exp`` and the second matmul read it.
+   ``exp(s - m)`` is exact for any reference ``m``: it must only not overflow, nor leave every
+   term of a row tiny. Each row starts at ``m = |q| · max |k|``, which no score can pass
+   (Cauchy-Schwarz). If the first tile's maximum lies within ``LAZY_MARGIN`` of it in every row,
+   no later tile can pass ``m`` and none is read for its maximum. If not (large or outlying
+   scores make the bound loose), the block starts again from its first tile's own maximum, as
+   the teaching version does (``s - m`` computed against a loose bound carries its rounding,
+   eps·|bound|), and so does every later block of the call; a later tile is then read for its
+   maximum unless the bound is within ``LAZY_MARGIN`` of ``m``, and while no score passes ``m``
+   by more than ``LAZY_MARGIN`` the tile is exponentiated as it is, else ``m`` moves up and the
+   accumulator is rescaled (the teaching version's step). Per tile, where the bound holds: one
+   matmul writes it, one in-place ``exp`` and the second matmul read it.
 4. **All heads in one batched matmul**, scores written into one reused buffer, the causal mask
    added by the matmul itself (``baddbmm``) on the tiles that cross the diagonal; tiles wholly
    above it are never computed.
@@ -39,10 +41,10 @@ import torch
 from mha_course.kernels.tiled import _check_inputs
 
 # exp(s - m) for s - m <= 16 stays below 9e6; summed over 2**20 keys it is < 1e13, far from
-# float32's overflow (3.4e38). A row whose scores pass m + LAZY_MARGIN is rescaled; a row whose
-# first tile stays below m - LAZY_MARGIN has m brought down (its largest term is then >= 1e-7,
-# far from float32's smallest normal number, 1e-38). 16-bit inputs are computed in float32
-# (float16 itself would overflow at 65504).
+# float32's overflow (3.4e38). A row whose scores pass m + LAZY_MARGIN is rescaled. Starting
+# from the bound, every row's first maximum is within LAZY_MARGIN below it, so its largest term
+# is >= exp(-16) = 1e-7, far from float32's smallest normal number, 1e-38. 16-bit inputs are
+# computed in float32 (float16 itself would overflow at 65504).
 LAZY_MARGIN = 16.0
 # causal: a query block's own keys (the diagonal) are read in tiles of this many keys, each seen
 # only by the rows at or below it (trick 5 above)
@@ -84,13 +86,15 @@ def tiled_attention_fast(
         k_longest = torch.linalg.vector_norm(key.reshape(n, S, D), dim=-1).amax(-1)  # (n,)
         bound = torch.linalg.vector_norm(q_aug[..., :D], dim=-1, keepdim=True)  # (n, L, 1)
         bound.mul_(k_longest.view(n, 1, 1))
+        bound.nan_to_num_(posinf=torch.finfo(bound.dtype).max)  # the squares may overflow
         out = query.new_empty(n, L, Dv)
         widest = max(block_k, block_q) if is_causal else block_k  # causal: the diagonal tile
         buf = query.new_empty(n * min(block_q, L) * min(widest, S))  # every tile's scores
+        from_bound = True  # until a block finds the bound loose, then each block's first tile
         for i0 in range(0, L, block_q):
             i1 = min(i0 + block_q, L)
-            m = bound[:, i0:i1]  # (n, Bq, 1), moved in place by the block
-            _query_block(q_aug[:, i0:i1], k_t, v_aug, out[:, i0:i1], m, i0, is_causal, block_k, buf)
+            blk = (q_aug[:, i0:i1], k_t, v_aug, out[:, i0:i1], bound[:, i0:i1])
+            from_bound = _query_block(*blk, i0, is_causal, block_k, buf, from_bound)
     return out.reshape(*lead, L, Dv)
 
 
@@ -116,12 +120,13 @@ def _scores(q_rows, k_tile, mask, out) -> None:
         torch.baddbmm(mask, q_rows, k_tile, out=out)
 
 
-def _query_block(q_aug, k_t, v_aug, out, m, i0, is_causal, block_k, buf) -> None:
+def _query_block(q_aug, k_t, v_aug, out, bound, i0, is_causal, block_k, buf, from_bound) -> bool:
     """One block of query rows against every key tile it sees; writes ``out`` in place.
+    Returns whether the next block should start from the bound (it was not loose here).
 
     Shape:
         q_aug: (n, Bq, D + 1); k_t: (n, D + 1, S); v_aug: (n, S, Dv + 1); out: (n, Bq, Dv);
-        m: (n, Bq, 1), each row's reference, at first a bound of its scores.
+        bound: (n, Bq, 1), |q| · max |k|, no score of its row is larger.
     """
     n, bq, _ = q_aug.shape
     S, Dv = k_t.shape[-1], out.shape[-1]
@@ -143,7 +148,8 @@ def _query_block(q_aug, k_t, v_aug, out, m, i0, is_causal, block_k, buf) -> None
         diag_mask = torch.zeros(bq, DIAGONAL_TILE, dtype=q_aug.dtype, device=q_aug.device)
         diag_mask.masked_fill_(above, float("-inf"))  # (Bq, DIAGONAL_TILE)
     acc = None  # (n, Bq, Dv + 1) = [unnormalised output | running sum]
-    bounded = True  # m still bounds every score of its row: no tile can pass it, no max needed
+    m = bound.clone() if from_bound else torch.zeros_like(bound)  # (n, Bq, 1) the reference
+    bounded = from_bound  # no score of a row passes its m by more than LAZY_MARGIN: no max read
     q_aug[..., -1:] = -m  # the matmuls below then subtract m from every score
     for j0, j1, r0 in tiles:
         rows = bq - r0
@@ -151,18 +157,25 @@ def _query_block(q_aug, k_t, v_aug, out, m, i0, is_causal, block_k, buf) -> None
         q_rows = q_aug[:, r0:]  # (n, Bq, D + 1) -> (n, rows, D + 1), a view
         crosses = is_causal and j1 - 1 > i0 + r0  # the diagonal: keys j > i are masked
         read_max = acc is None or not bounded  # this tile is read for its maximum
-        # read for its maximum, the matmul adds -inf above the diagonal; otherwise m bounds
-        # those scores too, and their exp (<= 1) is zeroed after it (exp is slow on -inf)
+        # read for its maximum, the matmul adds -inf above the diagonal; otherwise no score
+        # passes m + LAZY_MARGIN there either, and their exp is zeroed after it (exp is slow on
+        # -inf)
         mask = diag_mask[:rows, : j1 - j0] if crosses and read_max else None
         _scores(q_rows, k_t[..., j0:j1], mask, out=scores)  # s - m
-        if acc is None:  # first tile (every row sees it): s - m <= 0
-            top = scores.amax(dim=-1, keepdim=True)  # (n, Bq, 1), finite: key 0 of it is seen
-            far = top < -LAZY_MARGIN  # a loose bound: bring m down to the tile's maximum
-            if bool(far.any()):  # recomputed, not shifted: s - m carries the rounding of m
-                m += torch.where(far, top, 0.0)
-                q_aug[..., -1:] = -m
+        if acc is None:  # first tile (every row sees it, so its maximum is finite)
+            if from_bound and bool((scores.amax(dim=-1) < -LAZY_MARGIN).any()):
+                # s - m <= 0, but some row's first maximum lies far below its bound: that
+                # rounding is eps·|bound|; start again from the tile's own scores
+                from_bound = False
+                m.zero_()
+                q_aug[..., -1] = 0.0
                 _scores(q_rows, k_t[..., j0:j1], mask, out=scores)
-                bounded = False
+            if not from_bound:  # m = the tile's maximum, exact (as the teaching version)
+                m.copy_(scores.amax(dim=-1, keepdim=True))
+                scores.sub_(m)
+                q_aug[..., -1:] = -m
+                # a bound within LAZY_MARGIN of m: no later score passes m by more either
+                bounded = bool((bound - m <= LAZY_MARGIN).all())
         elif not bounded:
             top = scores.amax(dim=-1, keepdim=True)  # (n, rows, 1): s - m
             if bool((top > LAZY_MARGIN).any()):  # some row grew too much: move its reference
@@ -172,10 +185,11 @@ def _query_block(q_aug, k_t, v_aug, out, m, i0, is_causal, block_k, buf) -> None
                 q_aug[:, r0:, -1:] = -m[:, r0:]
                 acc[:, r0:].mul_(torch.exp(-shift))
         p = scores.exp_()
-        if crosses and not read_max:
+        if mask is None and crosses:
             p.tril_()  # row r0 + r sees key j0 + c iff c <= r
         if acc is None:
             acc = torch.bmm(p, v_aug[:, j0:j1])
         else:
             acc[:, r0:].baddbmm_(p, v_aug[:, j0:j1])
     torch.div(acc[..., :Dv], acc[..., Dv:], out=out)
+    return from_bound
