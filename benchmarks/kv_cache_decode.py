@@ -7,7 +7,10 @@
 One query token per sequence (B sequences, H query heads of D) attends over a cache of S tokens:
 dense MHA, GQA, MQA, MLA in its absorbed form (attention on the cached latents), a sliding window
 (ring of W tokens), an int8 per-token cache (``QuantizedKVCache.attend``: the codes of one sequence
-and head turned to floats at a time, the scales applied to scores and weights) and a paged cache
+and head turned to floats at a time, the scales applied to scores and weights), the same with
+``in_int8=True`` (on a CPU: both products int8 x int8 from the codes, none turned to floats, the
+query rounded to int8 per row, the weights in three int8 levels; checked against attention with that
+rounded query) and a paged cache
 (``paged_attention``) twice: ``paged``, each prompt appended whole, so its blocks are one run, each
 sequence and head read as a view of the pool by the course's per-head path
 (``mha_course.caches.per_head``); ``paged interleaved``, the B sequences grown a block each in turn
@@ -22,7 +25,7 @@ Reported per variant: median ms (interleaved rounds, ``time_interleaved``), the 
 read per step (chapter 7's ``kv_cache_bytes`` — the one formula — or ``quantized_cache_bytes``), the
 ratio of its time to dense MHA's (the median of the per-round ratios, with their quartiles), the ratio of its bytes to MHA's, and ``time / bytes-predicted
 time`` (1.0 = exactly as much faster as it reads fewer bytes); then issue 33's goals (paged
-interleaved <= 1.3x, int8 <= 1.0x dense MHA) with the load average. With ``--device cuda``: GB/s and % of the
+interleaved <= 1.3x, int8 <= 1.0x dense MHA, either int8 path) with the load average. With ``--device cuda``: GB/s and % of the
 device's datasheet bandwidth. Not a test: numbers depend on the machine and its load.
 """
 
@@ -38,8 +41,10 @@ from mha_course import (
     BlockPool,
     PagedKVCache,
     QuantizedKVCache,
+    dequantize,
     kv_cache_bytes,
     paged_attention,
+    quantize,
     quantized_cache_bytes,
     sliding_window_mask,
 )
@@ -48,7 +53,8 @@ from mha_course.benchmark.peaks import lookup_peak
 from mha_course.benchmark.timing import round_ratios, time_interleaved
 
 INT8, PAGED, PAGED_MIXED = "int8 per-token", "paged", "paged interleaved"
-GOALS = {PAGED_MIXED: 1.3, INT8: 1.0}  # issue 33: time / dense MHA's time
+INT8_SCORES = "int8, in int8"  # both products from the codes, the query rounded (a CPU only)
+GOALS = {PAGED_MIXED: 1.3, INT8: 1.0, INT8_SCORES: 1.0}  # issue 33: time / dense MHA's time
 
 
 def variants(S: int, args, device, dtype) -> dict[str, tuple]:
@@ -126,6 +132,13 @@ def variants(S: int, args, device, dtype) -> dict[str, tuple]:
         quantized_cache_bytes(1, H, D, S, B),
         sdpa(q, k_hat, v_hat),
     )  # close to MHA's: checked below
+    if device.type == "cpu":
+        q8, q_scale = quantize(q * D**-0.5)  # what int8 scores read of the query: per row
+        out[INT8_SCORES] = (
+            lambda: qcache.attend(q, in_int8=True),  # int8 x int8 products, no code to floats
+            quantized_cache_bytes(1, H, D, S, B),
+            sdpa(dequantize(q8, q_scale), k_hat, v_hat, scale=1.0),
+        )  # == attention over the dequantized cache with the query's rounding; checked below
 
     for name, steps in (
         (PAGED, [(b, 0, S) for b in range(B)]),  # each prompt whole: its blocks in order
@@ -216,10 +229,11 @@ def main(argv: list[str] | None = None) -> int:
         ref = vs[MHA][0]()
         for name, (fn, _, want, *post) in vs.items():  # never time a wrong answer
             got = fn()
-            if name == INT8:  # == attention over its dequantized cache, and close to the float one
+            if name in (INT8, INT8_SCORES):  # == its reference, and close to the float one
                 rel = ((got.float() - ref.float()).norm() / ref.float().norm()).item()
                 assert rel < 0.05, (name, rel)
-            check_output(name, post[0](got) if post else got, want, 2e-2 if name == INT8 else 1e-2)
+            tol = 2e-2 if name in (INT8, INT8_SCORES) else 1e-2
+            check_output(name, post[0](got) if post else got, want, tol)
         load0 = os.getloadavg()[0]
         res = time_interleaved(
             {n: v[0] for n, v in vs.items()},

@@ -174,3 +174,42 @@ def test_attend_equals_attention_over_the_dequantized_cache(G, bits):
             q, k_all, v_all, attn_mask=causal_mask(L, S, offset=S - L), enable_gqa=G != H
         )
         assert_close(cache.attend(q), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("G", [4, 2, 1])
+def test_in_int8_is_attention_with_the_query_rounded(G):
+    """``attend(in_int8=True)``: both products from the codes in int8, each query row (times
+    the scale) rounded per row == SDPA over the dequantized cache with that rounded query (the
+    weights' three int8 levels keep it to float32's rounding); within 1 % of the exact path."""
+    from mha_course import scaled_dot_product_attention
+    from mha_course.ops.masks import causal_mask
+
+    torch.manual_seed(2)
+    B, H, D = 2, 4, 8
+    cache = QuantizedKVCache(8)
+    for L in (5, 1, 3):
+        k, v = (torch.randn(B, G, L, D, dtype=torch.float64) for _ in "kv")
+        q = torch.randn(B, H, L, D, dtype=torch.float64)
+        k_all, v_all = cache.update(k, v)
+        S = k_all.shape[2]
+        q_hat = dequantize(*quantize(q * D**-0.5))  # one scale per (b, h, l) row
+        mask = causal_mask(L, S, offset=S - L)
+        want = scaled_dot_product_attention(
+            q_hat, k_all, v_all, attn_mask=mask, scale=1.0, enable_gqa=G != H
+        )
+        got = cache.attend(q, in_int8=True)
+        assert_close(got, want, rtol=1e-6, atol=1e-6)
+        exact = cache.attend(q)
+        assert not torch.equal(got, exact)  # the query's rounding is there
+        assert ((got - exact).norm() / exact.norm()).item() < 1e-2
+
+
+@pytest.mark.parametrize(
+    "bits,device,expect",
+    [(4, "cpu", "bits=4"), (8, "meta", "on meta")],
+)
+def test_in_int8_needs_int8_codes_on_a_cpu(bits, device, expect):
+    cache = QuantizedKVCache(bits)
+    cache.update(torch.randn(1, 1, 3, 8), torch.randn(1, 1, 3, 8))
+    with pytest.raises(ValueError, match=f"in_int8: .*{expect}"):
+        cache.attend(torch.randn(1, 1, 1, 8, device=device), in_int8=True)

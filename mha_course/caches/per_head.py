@@ -40,6 +40,8 @@ def attention_by_head(
     lengths: Sequence[int] | None = None,
     scale: float | None = None,
     slice_pairs: int | None = None,
+    key_scores: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    weighted_values: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Causal attention of the last L tokens of each sequence to its cached keys: query ``l`` of
     sequence ``b`` sits at position ``S_b - L + l`` and sees keys ``j <= S_b - L + l`` (with
@@ -57,6 +59,11 @@ def attention_by_head(
         lengths: S_b per sequence (None: every sequence holds the S tokens ``load`` returns).
         scale: default ``1 / sqrt(D)``.
         slice_pairs: pairs per ``load`` call (None: all B·G in one).
+        key_scores: ``key_scores(q_rows, keys)`` -> the scores (n, H/G·L, S) of the query rows
+            (already multiplied by ``scale``) against the keys ``load`` returned (None:
+            ``q_rows @ keysᵀ``; a quantized cache may return int8 codes and score them in int8).
+        weighted_values: ``weighted_values(weights, values)`` -> (n, H/G·L, Dv) (None:
+            ``weights @ values``).
 
     Shape:
         query: (B, H, L, D). Returns (B, H, L, Dv).
@@ -77,7 +84,10 @@ def attention_by_head(
         j = min(i + step, P)
         k, v, *scales = load(i, j)  # (n, S, D), (n, S, Dv) [, (n, S, 1), (n, S, 1)]
         S = k.shape[1]
-        scores = q[i:j] @ k.transpose(1, 2)  # (n, rL, D) @ (n, D, S) -> (n, rL, S)
+        if key_scores is None:
+            scores = q[i:j] @ k.transpose(1, 2)  # (n, rL, D) @ (n, D, S) -> (n, rL, S)
+        else:
+            scores = key_scores(q[i:j], k)  # (n, rL, D), (n, S, D) -> (n, rL, S)
         if scales:
             scores.mul_(scales[0].transpose(1, 2))  # (n, rL, S) * (n, 1, S): each key's scale
         if L > 1 or pos is not None:  # mask the keys after each row's position (and padding)
@@ -88,6 +98,9 @@ def attention_by_head(
         weights = torch.softmax(scores, dim=-1)  # over the S keys, per query row
         if scales:
             weights.mul_(scales[1].transpose(1, 2))  # (n, rL, S) * (n, 1, S): each value's scale
-        outs.append(weights @ v)  # (n, rL, S) @ (n, S, Dv) -> (n, rL, Dv)
+        if weighted_values is None:
+            outs.append(weights @ v)  # (n, rL, S) @ (n, S, Dv) -> (n, rL, Dv)
+        else:
+            outs.append(weighted_values(weights, v))  # (n, rL, S), (n, S, Dv) -> (n, rL, Dv)
     out = torch.cat(outs)  # (B·G, H/G·L, Dv)
     return out.reshape(B, H, L, -1)  # (B·G, H/G·L, Dv) -> (B, G, H/G, L, Dv) -> (B, H, L, Dv)

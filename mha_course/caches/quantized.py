@@ -15,6 +15,7 @@ import torch
 
 from mha_course._checks import check_rank, check_tensor, shape_str
 from mha_course.caches.base import Cache, check_new_kv, kv_cache_bytes
+from mha_course.caches.int8_products import LEVELS, int8_scores, int8_weighted_values
 from mha_course.caches.per_head import attention_by_head, pairs_per_slice
 
 AXES = {"token": -1, "channel": -2}  # which dimension one scale reduces over
@@ -240,7 +241,9 @@ class QuantizedKVCache(Cache):
             self._load(self.q_value, self.value_scale, value.dtype),
         )
 
-    def attend(self, query: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+    def attend(
+        self, query: torch.Tensor, scale: float | None = None, in_int8: bool = False
+    ) -> torch.Tensor:
         """Decode-step attention of ``query`` (the newest L tokens, already stored by ``update``)
         to every cached token, a slice of (sequence, key/value head) pairs at a time
         (:func:`mha_course.caches.per_head.attention_by_head`: each slice's codes turned to floats
@@ -248,6 +251,11 @@ class QuantizedKVCache(Cache):
         that stay in the core's cache, on a GPU the whole cache at once) instead of dequantizing the whole cache into memory first: the fast path
         of ``benchmarks/kv_cache_decode.py``. Equals causal attention over ``update``'s
         dequantized keys/values, the queries at the last L positions.
+
+        ``in_int8=True`` (int8 codes, a CPU): both products are taken from the codes as
+        stored, int8 x int8 -> int32 (:mod:`mha_course.caches.int8_products`): each query row
+        rounded to int8, the weights in three int8 levels. No code is turned into a float; the
+        result is attention with the query rounded (the weights within float32's rounding).
 
         Shape:
             query: (B, H, L, D) with H a multiple of the cache's G. Returns (B, H, L, Dv).
@@ -269,13 +277,22 @@ class QuantizedKVCache(Cache):
                 f"of G = {G} and 0 < L <= S = {S}, got {shape_str(query)}"
             )
 
+        if in_int8 and (self.bits != 8 or query.device.type != "cpu"):
+            raise ValueError(
+                f"in_int8: needs int8 codes on a CPU (torch._int_mm), got bits={self.bits} "
+                f"and a query on {query.device.type}"
+            )
         P = B * G
         # (B, G, S, D or D / 2) -> (B·G, S, ...): pair p = (sequence p // G, key/value head p % G)
         codes = [c.reshape(P, S, -1) for c in (self.q_key, self.q_value)]
         scales = [s.reshape(P, S, 1).to(query.dtype) for s in (self.key_scale, self.value_scale)]
 
-        # the floats one pair's keys and values make, and so how many pairs a slice holds
-        per_pair = S * (D + self.q_value.shape[-1]) * query.element_size()
+        # the floats one pair's keys and values make (in int8: its LEVELS rows of weights per
+        # query row), and so how many pairs a slice holds
+        per_token = (
+            LEVELS * query.shape[1] // G * query.shape[2] if in_int8 else D + codes[1].shape[-1]
+        )
+        per_pair = S * per_token * query.element_size()
         step = pairs_per_slice(P, per_pair, query.device)
         # one float buffer per slice, reused by every slice (fresh memory is page-faulted in)
         bufs = [query.new_empty(step, S, c.shape[-1] * (2 if self.bits == 4 else 1)) for c in codes]
@@ -283,9 +300,13 @@ class QuantizedKVCache(Cache):
         def load(i: int, j: int) -> tuple[torch.Tensor, ...]:
             """Pairs i..j-1: codes (n, S, D), (n, S, Dv) as floats; scales (n, S, 1) twice."""
             floats = [
-                buf[: j - i].copy_(unpack_int4(c[i:j]) if self.bits == 4 else c[i:j])
+                c[i:j]  # read as stored
+                if in_int8
+                else buf[: j - i].copy_(unpack_int4(c[i:j]) if self.bits == 4 else c[i:j])
                 for c, buf in zip(codes, bufs)
             ]  # codes to floats, one vectorised op per slice; the scales go on scores and weights
             return (*floats, scales[0][i:j], scales[1][i:j])
 
-        return attention_by_head(query, load, num_kv_heads=G, scale=scale, slice_pairs=step)
+        int8 = {"key_scores": int8_scores, "weighted_values": int8_weighted_values}
+        kw = int8 if in_int8 else {}  # the products from the codes as stored, or from floats
+        return attention_by_head(query, load, num_kv_heads=G, scale=scale, slice_pairs=step, **kw)

@@ -1,0 +1,96 @@
+"""Chapter 16, beside the lesson: a quantized cache's two products taken from its int8 codes.
+
+:meth:`mha_course.QuantizedKVCache.attend` turns each slice's codes into floats and multiplies
+floats. On a CPU the turning costs about as much as the products: on the course's 2-core Xeon
+(torch 2.13, one thread, the data in cache), turning the (8192, 64) codes of one (sequence, head)
+pair into floats took 98 us and the matrix-vector product with them 90 us, while
+``torch._int_mm`` (int8 x int8 -> int32, the codes read as stored) took 16 us. For that the float
+side must be int8 too:
+
+- **scores**: each query row rounded to int8 with its own scale (absmax / 127), as SageAttention
+  computes QKᵀ in int8 (Zhang et al., 2024: a scale per block of queries, and the keys' mean
+  subtracted first; here a scale per row, no mean subtracted). The query's rounding stays in the
+  result: the scores are those of the rounded query;
+- **weighted values**: the weights (times the values' scales) in ``LEVELS`` int8 levels,
+  ``w ≈ s·(a + b / 254 + c / 254²)``: one product of the stacked rows ``[a; b; c]``, at most
+  ``max|w| / 16,387,064`` off per weight (half a step of the last level: float32's rounding of
+  the largest weight is ``max|w| / 16,777,216``; two levels, ``max|w| / 64,516``, failed the
+  benchmark's float32 check at S = 8192 and 2048).
+
+int32 sums are exact while a sum holds fewer than ``INT32_SAFE_TERMS`` products of two int8
+codes (127² each); longer sums are taken in chunks and added in floats.
+"""
+
+from __future__ import annotations
+
+import torch
+
+INT32_SAFE_TERMS = (2**31 - 1) // 127**2  # 133,152 products of |code| <= 127 fit an int32
+LEVELS = 3  # int8 levels of the weights
+LEVEL = 254  # each level's step is the last one's / 254: half the last step is 127 of them
+
+
+def rows_to_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row (last dimension) rounded to int8 codes with its own scale: ``x ≈ codes · scale``.
+
+    Shape:
+        x: (..., K) float. Returns codes (..., K) int8 and scale (..., 1).
+    """
+    amax = x.abs().amax(dim=-1, keepdim=True)  # (..., 1)
+    scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax))  # an all-zero row: any scale
+    return torch.round(x / scale).to(torch.int8), scale
+
+
+def _int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` of int8 matrices, exact: int32 sums of at most INT32_SAFE_TERMS terms, added in
+    float64 beyond that.
+
+    Shape:
+        a: (R, K) int8; b: (K, N) int8. Returns (R, N), int32 or float64 for K > INT32_SAFE_TERMS.
+    """
+    K = a.shape[1]
+    if K <= INT32_SAFE_TERMS:
+        return torch._int_mm(a, b)
+    parts = range(0, K, INT32_SAFE_TERMS)
+    return sum(
+        torch._int_mm(a[:, k : k + INT32_SAFE_TERMS], b[k : k + INT32_SAFE_TERMS]).double()
+        for k in parts
+    )
+
+
+def int8_scores(q_rows: torch.Tensor, key_codes: torch.Tensor) -> torch.Tensor:
+    """The scores of float query rows against int8 key codes, in int8: ``round(q) @ codesᵀ``.
+
+    Shape:
+        q_rows: (n, R, D) float; key_codes: (n, S, D) int8. Returns (n, R, S) in q_rows' dtype.
+    """
+    wide = torch.promote_types(q_rows.dtype, torch.float32)  # 16 bits: 127² · D overflows
+    a, scale = rows_to_int8(q_rows.to(wide))  # (n, R, D) int8, (n, R, 1)
+    scores = torch.stack(
+        [_int_mm(a_p, c_p.t()) for a_p, c_p in zip(a, key_codes)]
+    )  # (R, D) @ (D, S) per pair -> (n, R, S)
+    return scores.to(wide).mul_(scale).to(q_rows.dtype)  # (n, R, S) * (n, R, 1)
+
+
+def int8_weighted_values(weights: torch.Tensor, value_codes: torch.Tensor) -> torch.Tensor:
+    """``weights @ value_codes`` in int8: the weights in LEVELS levels, ``s·(a + b / 254 + ...)``.
+
+    Shape:
+        weights: (n, R, S) float; value_codes: (n, S, Dv) int8. Returns (n, R, Dv).
+    """
+    dtype, wide = weights.dtype, torch.promote_types(weights.dtype, torch.float32)
+    weights = weights.to(wide)  # 16 bits: 127² · S overflows, the last level's step underflows
+    a, scale = rows_to_int8(weights)  # (n, R, S) int8, (n, R, 1)
+    levels, steps = [a], [scale]
+    rest = weights - a.to(weights.dtype) * scale  # |rest| <= half the last step
+    for _ in range(LEVELS - 1):
+        steps.append(steps[-1] / LEVEL)
+        levels.append(torch.round(rest / steps[-1]).clamp_(-127, 127).to(torch.int8))
+        rest = rest - levels[-1].to(weights.dtype) * steps[-1]
+    R = weights.shape[1]
+    stacked = torch.cat(levels, dim=1)  # (n, R, S) x LEVELS -> (n, LEVELS·R, S): codes read once
+    sums = torch.stack(
+        [_int_mm(rows, v).to(wide) for rows, v in zip(stacked, value_codes)]
+    )  # (LEVELS·R, S) @ (S, Dv) per pair -> (n, LEVELS·R, Dv)
+    out = sum(sums[:, i * R : (i + 1) * R] * step for i, step in enumerate(steps))  # (n, R, Dv)
+    return out.to(dtype)

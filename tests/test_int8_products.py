@@ -1,0 +1,70 @@
+"""Chapter 16, beside the lesson: products taken from int8 codes (``mha_course.caches.int8_products``)
+are exact integer products of the rounded float side: the scores those of the rounded query, the
+weighted values within half the last level's step of every weight, long sums exact in chunks."""
+
+import pytest
+import torch
+
+from mha_course.caches import int8_products
+from mha_course.caches.int8_products import (
+    LEVEL,
+    int8_scores,
+    int8_weighted_values,
+    rows_to_int8,
+)
+
+f64 = torch.float64
+
+
+def _codes(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(-127, 128, shape, generator=g, dtype=torch.int8)
+
+
+@pytest.mark.parametrize("n,R,S,D", [(1, 1, 37, 8), (3, 4, 5, 16), (2, 2, 1, 3)])
+def test_scores_are_those_of_the_rounded_query(n, R, S, D):
+    q = torch.randn(n, R, D, dtype=f64, generator=torch.Generator().manual_seed(1))
+    q[0, 0] = 0.0  # an all-zero row: scale 1, codes 0, scores 0
+    codes = _codes(n, S, D)
+    a, scale = rows_to_int8(q)
+    assert a.abs().max() <= 127 and (a[0, 0] == 0).all()
+    assert ((a.double() * scale - q).abs() <= scale / 2 * (1 + 1e-12)).all()  # half a step
+    want = (a.double() * scale) @ codes.double().transpose(1, 2)
+    torch.testing.assert_close(int8_scores(q, codes), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("levels", [1, 2, 3])
+@pytest.mark.parametrize("n,R,S,Dv", [(1, 1, 4096, 64), (3, 2, 37, 5)])
+def test_weighted_values_within_half_the_last_step(monkeypatch, levels, n, R, S, Dv):
+    """|error| <= max|w| / (2 · 127 · 254^(levels - 1)) · sum |v| per output; three levels (the
+    default) are within float32's rounding of the largest weight."""
+    monkeypatch.setattr(int8_products, "LEVELS", levels)
+    g = torch.Generator().manual_seed(2)
+    weights = torch.softmax(3 * torch.randn(n, R, S, dtype=f64, generator=g), dim=-1)
+    codes = _codes(n, S, Dv, seed=3)
+    exact = weights @ codes.double()
+    got = int8_weighted_values(weights, codes)
+    half_step = weights.amax(-1, keepdim=True) / (2 * 127 * LEVEL ** (levels - 1))  # (n, R, 1)
+    bound = half_step * codes.double().abs().sum(1, keepdim=True)  # (n, R, 1) * (n, 1, Dv)
+    assert ((got - exact).abs() <= bound * (1 + 1e-9)).all()
+    if levels > 1:  # not already exact at the level before: each level counts
+        coarser = half_step * LEVEL * codes.double().abs().sum(1, keepdim=True)
+        assert ((got - exact).abs() <= coarser).all()
+    if levels == 3:
+        assert (
+            (got - exact).abs()
+            <= weights.amax(-1, keepdim=True) * 2**-24 * codes.double().abs().sum(1, keepdim=True)
+        ).all()
+
+
+def test_long_sums_are_exact_in_chunks(monkeypatch):
+    """Past INT32_SAFE_TERMS products an int32 sum could overflow: it is taken in chunks."""
+    w = torch.rand(2, 3, 37, dtype=f64, generator=torch.Generator().manual_seed(4))
+    codes = _codes(2, 37, 5, seed=5)
+    whole = int8_weighted_values(w, codes)
+    monkeypatch.setattr(int8_products, "INT32_SAFE_TERMS", 5)  # 8 chunks of <= 5 keys
+    torch.testing.assert_close(int8_weighted_values(w, codes), whole, rtol=1e-15, atol=1e-15)
+    a = torch.full((1, 200), 127, dtype=torch.int8)
+    b = torch.full((200, 1), 127, dtype=torch.int8)
+    monkeypatch.setattr(int8_products, "INT32_SAFE_TERMS", 64)
+    assert int8_products._int_mm(a, b).item() == 200 * 127**2
