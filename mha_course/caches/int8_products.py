@@ -12,10 +12,13 @@ side must be int8 too:
   subtracted first; here a scale per row, no mean subtracted). The query's rounding stays in the
   result: the scores are those of the rounded query;
 - **weighted values**: the weights (times the values' scales) in ``LEVELS`` int8 levels,
-  ``w ≈ s·(a + b / 254 + c / 254²)``: one product of the stacked rows ``[a; b; c]``, at most
-  ``max|w| / 16,387,064`` off per weight (half a step of the last level: float32's rounding of
-  the largest weight is ``max|w| / 16,777,216``; two levels, ``max|w| / 64,516``, failed the
-  benchmark's float32 check at S = 8192 and 2048).
+  ``w ≈ s·(a + b / 254 + c / 254²)``: one product of the stacked rows ``[a; b; c]``. In exact
+  arithmetic each weight is at most ``max|w| / 16,387,064`` off, ``max|w|`` its row's largest
+  (half a step of the last level; float32's rounding of that largest weight is
+  ``max|w| / 16,777,216``, and in float32 the levels' own rounding adds to it: up to 1.43x the
+  bound, measured in review). Precision is relative to the row's largest weight: next to one
+  token whose weight times its value scale dominates, the others lose theirs. Two levels,
+  ``max|w| / 64,516``, failed the benchmark's float32 check at S = 8192 and 2048.
 
 int32 sums are exact while a sum holds fewer than ``INT32_SAFE_TERMS`` products of two int8
 codes (127² each); longer sums are taken in chunks and added in floats.
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-INT32_SAFE_TERMS = (2**31 - 1) // 127**2  # 133,152 products of |code| <= 127 fit an int32
+INT32_SAFE_TERMS = (2**31 - 1) // 127**2  # 133,144 products of |code| <= 127 fit an int32
 LEVELS = 3  # int8 levels of the weights
 LEVEL = 254  # each level's step is the last one's / 254: half the last step is 127 of them
 
@@ -37,8 +40,11 @@ def rows_to_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x: (..., K) float. Returns codes (..., K) int8 and scale (..., 1).
     """
     amax = x.abs().amax(dim=-1, keepdim=True)  # (..., 1)
-    scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax))  # an all-zero row: any scale
-    return torch.round(x / scale).to(torch.int8), scale
+    # an all-zero row: any scale; a row holding NaN or inf keeps a non-finite scale, so what it
+    # multiplies is not finite either (as in float arithmetic)
+    scale = torch.where(amax == 0, torch.ones_like(amax), amax / 127)
+    codes = torch.round(x / scale).nan_to_num_(0.0).clamp_(-127, 127)  # subnormal rows: |.| > 127
+    return codes.to(torch.int8), scale
 
 
 def _int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -255,7 +255,8 @@ class QuantizedKVCache(Cache):
         ``in_int8=True`` (int8 codes, a CPU): both products are taken from the codes as
         stored, int8 x int8 -> int32 (:mod:`mha_course.caches.int8_products`): each query row
         rounded to int8, the weights in three int8 levels. No code is turned into a float; the
-        result is attention with the query rounded (the weights within float32's rounding).
+        result is attention with the query rounded, each weight within about float32's
+        rounding of its row's largest weight (not of itself: see the module).
 
         Shape:
             query: (B, H, L, D) with H a multiple of the cache's G. Returns (B, H, L, Dv).
@@ -295,14 +296,16 @@ class QuantizedKVCache(Cache):
         per_pair = S * per_token * query.element_size()
         step = pairs_per_slice(P, per_pair, query.device)
         # one float buffer per slice, reused by every slice (fresh memory is page-faulted in)
-        bufs = [query.new_empty(step, S, c.shape[-1] * (2 if self.bits == 4 else 1)) for c in codes]
+        width = 2 if self.bits == 4 else 1
+        bufs = [] if in_int8 else [query.new_empty(step, S, c.shape[-1] * width) for c in codes]
 
         def load(i: int, j: int) -> tuple[torch.Tensor, ...]:
-            """Pairs i..j-1: codes (n, S, D), (n, S, Dv) as floats; scales (n, S, 1) twice."""
+            """Pairs i..j-1: codes (n, S, D), (n, S, Dv) as floats (in int8: as stored); scales
+            (n, S, 1) twice."""
+            if in_int8:
+                return (codes[0][i:j], codes[1][i:j], scales[0][i:j], scales[1][i:j])
             floats = [
-                c[i:j]  # read as stored
-                if in_int8
-                else buf[: j - i].copy_(unpack_int4(c[i:j]) if self.bits == 4 else c[i:j])
+                buf[: j - i].copy_(unpack_int4(c[i:j]) if self.bits == 4 else c[i:j])
                 for c, buf in zip(codes, bufs)
             ]  # codes to floats, one vectorised op per slice; the scales go on scores and weights
             return (*floats, scales[0][i:j], scales[1][i:j])
