@@ -7,10 +7,10 @@
 One query token per sequence (B sequences, H query heads of D) attends over a cache of S tokens:
 dense MHA, GQA, MQA, MLA in its absorbed form (attention on the cached latents), a sliding window
 (ring of W tokens), an int8 per-token cache (``QuantizedKVCache.attend``: the codes of one sequence
-and head turned to floats at a time, the scales applied to scores and weights), the same with
-``in_int8=True`` (on a CPU: both products int8 x int8 from the codes, none turned to floats, the
-query rounded to int8 per row, the weights in three int8 levels; checked against attention with that
-rounded query) and a paged cache
+and head turned to floats at a time, the scales applied to scores and weights), the same read by
+``mha_course.caches.int8_products.attend_in_int8`` (on a CPU only: both products int8 x int8 from
+the codes, none turned to floats, the query rounded to int8 per row, the weights in three int8
+levels; checked against attention with that rounded query) and a paged cache
 (``paged_attention``) twice: ``paged``, each prompt appended whole, so its blocks are one run, each
 sequence and head read as a view of the pool by the course's per-head path
 (``mha_course.caches.per_head``); ``paged interleaved``, the B sequences grown a block each in turn
@@ -51,10 +51,11 @@ from mha_course import (
 from mha_course.benchmark.labels import MHA, MQA
 from mha_course.benchmark.peaks import lookup_peak
 from mha_course.benchmark.timing import round_ratios, time_interleaved
+from mha_course.caches.int8_products import attend_in_int8
 
 INT8, PAGED, PAGED_MIXED = "int8 per-token", "paged", "paged interleaved"
-INT8_SCORES = "int8, in int8"  # both products from the codes, the query rounded (a CPU only)
-GOALS = {PAGED_MIXED: 1.3, INT8: 1.0, INT8_SCORES: 1.0}  # issue 33: time / dense MHA's time
+INT8_PRODUCTS = "int8, in int8"  # both products from the codes, the query rounded (a CPU only)
+GOALS = {PAGED_MIXED: 1.3, INT8: 1.0, INT8_PRODUCTS: 1.0}  # issue 33: time / dense MHA's time
 
 
 def variants(S: int, args, device, dtype) -> dict[str, tuple]:
@@ -134,8 +135,8 @@ def variants(S: int, args, device, dtype) -> dict[str, tuple]:
     )  # close to MHA's: checked below
     if device.type == "cpu":
         q8, q_scale = quantize(q * D**-0.5)  # what int8 scores read of the query: per row
-        out[INT8_SCORES] = (
-            lambda: qcache.attend(q, in_int8=True),  # int8 x int8 products, no code to floats
+        out[INT8_PRODUCTS] = (
+            lambda: attend_in_int8(qcache, q),  # int8 x int8 products, no code to floats
             quantized_cache_bytes(1, H, D, S, B),
             sdpa(dequantize(q8, q_scale), k_hat, v_hat, scale=1.0),
         )  # == attention over the dequantized cache with the query's rounding; checked below
@@ -229,10 +230,10 @@ def main(argv: list[str] | None = None) -> int:
         ref = vs[MHA][0]()
         for name, (fn, _, want, *post) in vs.items():  # never time a wrong answer
             got = fn()
-            if name in (INT8, INT8_SCORES):  # == its reference, and close to the float one
+            if name in (INT8, INT8_PRODUCTS):  # == its reference, and close to the float one
                 rel = ((got.float() - ref.float()).norm() / ref.float().norm()).item()
                 assert rel < 0.05, (name, rel)
-            tol = 2e-2 if name in (INT8, INT8_SCORES) else 1e-2
+            tol = 2e-2 if name in (INT8, INT8_PRODUCTS) else 1e-2
             check_output(name, post[0](got) if post else got, want, tol)
         load0 = os.getloadavg()[0]
         res = time_interleaved(

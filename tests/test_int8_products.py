@@ -5,8 +5,10 @@ weighted values within half the last level's step of every weight, long sums exa
 import pytest
 import torch
 
+from mha_course import QuantizedKVCache, dequantize, quantize
 from mha_course.caches import int8_products
 from mha_course.caches.int8_products import (
+    attend_in_int8,
     int8_scores,
     int8_weighted_values,
     rows_to_int8,
@@ -84,6 +86,53 @@ def test_a_non_finite_query_or_weight_is_not_finite_after(bad):
 def test_subnormal_rows_saturate_instead_of_wrapping():
     """A row of float32 subnormals: amax / 127 rounds down, and x / scale reaches 142, which
     int8 would wrap to -114 (a flipped sign); it is held at 127."""
-    x = torch.tensor([[-3.85357e-43, 2.67648e-43, -1.96182e-44, 7.93135e-43]])
+    x = torch.tensor([[[-3.85357e-43, 2.67648e-43, -1.96182e-44, 7.93135e-43]]])
     codes, _ = rows_to_int8(x)
-    assert codes.tolist() == [[-69, 48, -4, 127]]
+    assert codes.tolist() == [[[-69, 48, -4, 127]]]
+
+
+@pytest.mark.parametrize("G", [4, 2, 1])
+def test_attend_in_int8_is_attention_with_the_query_rounded(G):
+    """Both products from the codes, each query row (times the scale) rounded per row == SDPA
+    over the dequantized cache with that rounded query (the weights' three levels keep it to
+    about float32's rounding); within 1 % of the exact path, ``attend``. (The README's 1e-2 is
+    against float attention over the unquantized cache: another reference.)"""
+    from mha_course import scaled_dot_product_attention
+    from mha_course.ops.masks import causal_mask
+
+    torch.manual_seed(2)
+    B, H, D = 2, 4, 8
+    cache = QuantizedKVCache(8)
+    for L in (5, 1, 3):
+        k, v = (torch.randn(B, G, L, D, dtype=f64) for _ in "kv")
+        q = torch.randn(B, H, L, D, dtype=f64)
+        k_all, v_all = cache.update(k, v)
+        S = k_all.shape[2]
+        q_hat = dequantize(*quantize(q * D**-0.5))  # one scale per (b, h, l) row
+        mask = causal_mask(L, S, offset=S - L)
+        want = scaled_dot_product_attention(
+            q_hat, k_all, v_all, attn_mask=mask, scale=1.0, enable_gqa=G != H
+        )
+        got = attend_in_int8(cache, q)
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+        exact = cache.attend(q)
+        assert not torch.equal(got, exact)  # the query's rounding is there
+        assert ((got - exact).norm() / exact.norm()).item() < 1e-2
+
+
+@pytest.mark.parametrize(
+    "make_cache,query,expect",
+    [
+        (lambda: QuantizedKVCache(4), torch.randn(1, 1, 1, 8), "cache: .*QuantizedKVCache.*bits=4"),
+        (lambda: "a cache", torch.randn(1, 1, 1, 8), "cache: .*got str"),
+        (lambda: QuantizedKVCache(8), torch.randn(1, 1, 1, 8, device="meta"), "query: .*CPU.*meta"),
+        (lambda: QuantizedKVCache(8), torch.randn(1, 1, 1, 5), r"query: expected shape"),
+    ],
+    ids=["4-bit", "not a cache", "not a CPU", "wrong D"],
+)
+def test_attend_in_int8_names_what_it_needs(make_cache, query, expect):
+    cache = make_cache()
+    if isinstance(cache, QuantizedKVCache):
+        cache.update(torch.randn(1, 1, 3, 8), torch.randn(1, 1, 3, 8))
+    with pytest.raises(ValueError, match=expect):
+        attend_in_int8(cache, query)

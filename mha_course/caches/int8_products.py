@@ -1,50 +1,55 @@
-"""Chapter 16, beside the lesson: a quantized cache's two products taken from its int8 codes.
+"""Chapter 16, beside the lesson: an int8 cache read with both products taken from its codes.
 
 :meth:`mha_course.QuantizedKVCache.attend` turns each slice's codes into floats and multiplies
 floats. On a CPU the turning costs about as much as the products: on the course's 2-core Xeon
 (torch 2.13, one thread, the data in cache), turning the (8192, 64) codes of one (sequence, head)
 pair into floats took 98 us and the matrix-vector product with them 90 us, while
 ``torch._int_mm`` (int8 x int8 -> int32, the codes read as stored) took 16 us. For that the float
-side must be int8 too:
+side must be int8 too (:func:`attend_in_int8`):
 
-- **scores**: each query row rounded to int8 with its own scale (absmax / 127), as SageAttention
-  computes QKᵀ in int8 (Zhang et al., 2024: a scale per block of queries, and the keys' mean
-  subtracted first; here a scale per row, no mean subtracted). The query's rounding stays in the
-  result: the scores are those of the rounded query;
+- **scores**: each query row rounded to int8 with its own scale (chapter 16's :func:`quantize`,
+  one scale per row), as SageAttention computes QKᵀ in int8 (Zhang et al., 2024: a scale per
+  block of queries, and the keys' mean subtracted first; here a scale per row, no mean
+  subtracted). The query's rounding stays in the result: the scores are those of the rounded
+  query;
 - **weighted values**: the weights (times the values' scales) in ``LEVELS`` int8 levels,
-  ``w ≈ s·(a + b / 254 + c / 254²)``: one product of the stacked rows ``[a; b; c]``. In exact
-  arithmetic each weight is at most ``max|w| / 16,387,064`` off, ``max|w|`` its row's largest
-  (half a step of the last level; float32's rounding of that largest weight is
-  ``max|w| / 16,777,216``, and in float32 the levels' own rounding adds to it: up to 1.43x the
-  bound, measured in review). Precision is relative to the row's largest weight: next to one
-  token whose weight times its value scale dominates, the others lose theirs. Two levels,
-  ``max|w| / 64,516``, failed the benchmark's float32 check at S = 8192 and 2048.
+  ``w ≈ s·(a + b / STEP_RATIO + c / STEP_RATIO²)``, ``STEP_RATIO = 254``: one product of the
+  stacked rows ``[a; b; c]``. In exact arithmetic each weight is at most ``max|w| / 16,387,064``
+  off, ``max|w|`` its row's largest (half a step of the last level; float32's rounding of that
+  largest weight is ``max|w| / 16,777,216``, and in float32 the levels' own rounding adds to it:
+  up to 1.43x the bound, measured in review). Precision is relative to the row's largest weight:
+  next to one token whose weight times its value scale dominates, the others lose theirs. Two
+  levels, ``max|w| / 64,516``, failed the benchmark's float32 check at S = 8192 and 2048.
 
-int32 sums are exact while a sum holds fewer than ``INT32_SAFE_TERMS`` products of two int8
-codes (127² each); longer sums are taken in chunks and added in floats.
+int32 sums are exact while a sum holds at most ``INT32_SAFE_TERMS`` products of two int8 codes
+(127² each); longer sums are taken in chunks and added in float64.
 """
 
 from __future__ import annotations
 
 import torch
 
+from mha_course._checks import check_tensor
+from mha_course.caches.per_head import attention_by_head, pairs_per_slice
+from mha_course.caches.quantized import QuantizedKVCache, quantize
+
 INT32_SAFE_TERMS = (2**31 - 1) // 127**2  # 133,144 products of |code| <= 127 fit an int32
 LEVELS = 3  # int8 levels of the weights
-LEVEL = 254  # each level's step is the last one's / 254: half the last step is 127 of them
+STEP_RATIO = 254  # a level's step / the next one's: half a step is 127 of the next level's
 
 
 def rows_to_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each row (last dimension) rounded to int8 codes with its own scale: ``x ≈ codes · scale``.
+    """Each row (last dimension) rounded to int8 codes with its own scale: ``x ≈ codes · scale``
+    (:func:`quantize` per token); a row holding NaN or inf gets a NaN scale, so what it
+    multiplies is not finite either, as in float arithmetic (an int8 code cannot hold NaN).
 
     Shape:
-        x: (..., K) float. Returns codes (..., K) int8 and scale (..., 1).
+        x: (n, R, K) float. Returns codes (n, R, K) int8 and scale (n, R, 1).
     """
-    amax = x.abs().amax(dim=-1, keepdim=True)  # (..., 1)
-    # an all-zero row: any scale; a row holding NaN or inf keeps a non-finite scale, so what it
-    # multiplies is not finite either (as in float arithmetic)
-    scale = torch.where(amax == 0, torch.ones_like(amax), amax / 127)
-    codes = torch.round(x / scale).nan_to_num_(0.0).clamp_(-127, 127)  # subnormal rows: |.| > 127
-    return codes.to(torch.int8), scale
+    codes, scale = quantize(x[None])  # (n, R, K) -> (1, n, R, K): one scale per row
+    # quantize gives a NaN row scale 1; 0 · (the row's sum) is 0, or NaN where the row holds NaN
+    # or inf (or sums past the dtype's range: such a row's products overflow anyway)
+    return codes[0], scale[0] + 0.0 * x.sum(dim=-1, keepdim=True)  # (n, R, 1)
 
 
 def _int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -90,7 +95,7 @@ def int8_weighted_values(weights: torch.Tensor, value_codes: torch.Tensor) -> to
     levels, steps = [a], [scale]
     rest = weights - a.to(weights.dtype) * scale  # |rest| <= half the last step
     for _ in range(LEVELS - 1):
-        steps.append(steps[-1] / LEVEL)
+        steps.append(steps[-1] / STEP_RATIO)
         levels.append(torch.round(rest / steps[-1]).clamp_(-127, 127).to(torch.int8))
         rest = rest - levels[-1].to(weights.dtype) * steps[-1]
     R = weights.shape[1]
@@ -100,3 +105,44 @@ def int8_weighted_values(weights: torch.Tensor, value_codes: torch.Tensor) -> to
     )  # (LEVELS·R, S) @ (S, Dv) per pair -> (n, LEVELS·R, Dv)
     out = sum(sums[:, i * R : (i + 1) * R] * step for i, step in enumerate(steps))  # (n, R, Dv)
     return out.to(dtype)
+
+
+def attend_in_int8(
+    cache: QuantizedKVCache, query: torch.Tensor, scale: float | None = None
+) -> torch.Tensor:
+    """:meth:`QuantizedKVCache.attend` with both products taken from the int8 codes as stored
+    (an int8 cache, a CPU): the result is attention over the dequantized cache with each query
+    row (times ``scale``) rounded to int8, the weights within about float32's rounding of each
+    row's largest weight.
+
+    Shape:
+        query: (B, H, L, D) with H a multiple of the cache's G. Returns (B, H, L, Dv).
+    """
+    check_tensor("query", query)
+    if not isinstance(cache, QuantizedKVCache) or cache.bits != 8:
+        got = f"bits={cache.bits}" if isinstance(cache, QuantizedKVCache) else type(cache).__name__
+        raise ValueError(f"cache: expected a QuantizedKVCache(8) (int8 codes), got {got}")
+    if query.device.type != "cpu":
+        raise ValueError(
+            f"query: expected a CPU tensor (torch._int_mm is taken on a CPU here), got one on "
+            f"{query.device.type}"
+        )
+    G, S, codes, scales = cache.pairs(query)
+    # the floats a slice makes per pair: its weights, LEVELS rows per query row (the codes are
+    # read as stored: S·(D + Dv) bytes a pair besides), and so how many pairs a slice holds
+    rows = LEVELS * query.shape[1] // G * query.shape[2]
+    step = pairs_per_slice(len(codes[0]), S * rows * query.element_size(), query.device)
+
+    def load(i: int, j: int) -> tuple[torch.Tensor, ...]:
+        """Pairs i..j-1: key codes (n, S, D), value codes (n, S, Dv), scales (n, S, 1) twice."""
+        return codes[0][i:j], codes[1][i:j], scales[0][i:j], scales[1][i:j]
+
+    return attention_by_head(
+        query,
+        load,
+        num_kv_heads=G,
+        scale=scale,
+        slice_pairs=step,
+        key_scores=int8_scores,
+        weighted_values=int8_weighted_values,
+    )

@@ -10,7 +10,8 @@ slice attend to them in one batched matmul (their rows stacked, as in GQA). How 
 holds is :func:`pairs_per_slice`'s choice: on a CPU as many as fit a few MiB, which stay in the
 core's cache while they are used; on a GPU all of them, one launch per step — the first GPU run
 read one pair per Python iteration and was 11-245x dense MHA's time (``benchmarks/README.md``).
-Same numbers as attention over the whole dense cache, to rounding.
+Same numbers as attention over the whole dense cache, to rounding (with the two products as
+given; :mod:`mha_course.caches.int8_products` passes its own, which read int8 codes as stored).
 """
 
 from __future__ import annotations
@@ -59,11 +60,14 @@ def attention_by_head(
         lengths: S_b per sequence (None: every sequence holds the S tokens ``load`` returns).
         scale: default ``1 / sqrt(D)``.
         slice_pairs: pairs per ``load`` call (None: all B·G in one).
-        key_scores: ``key_scores(q_rows, keys)`` -> the scores (n, H/G·L, S) of the query rows
-            (already multiplied by ``scale``) against the keys ``load`` returned (None:
-            ``q_rows @ keysᵀ``; a quantized cache may return int8 codes and score them in int8).
-        weighted_values: ``weighted_values(weights, values)`` -> (n, H/G·L, Dv) (None:
-            ``weights @ values``).
+        key_scores: called once per slice, ``key_scores(q_rows, keys)`` with the slice's query
+            rows (n, H/G·L, D), already multiplied by ``scale``, and the keys ``load`` returned
+            (n, S, D), whatever their dtype; returns NEW scores (n, H/G·L, S) in the query's
+            dtype (scaled and masked in place after). None: ``q_rows @ keysᵀ``.
+        weighted_values: called once per slice, ``weighted_values(weights, values)`` with the
+            softmax weights (n, H/G·L, S), already multiplied by the value scales if ``load``
+            returned them, and the values ``load`` returned (n, S, Dv); returns (n, H/G·L, Dv)
+            in the query's dtype. None: ``weights @ values``.
 
     Shape:
         query: (B, H, L, D). Returns (B, H, L, Dv).

@@ -15,7 +15,6 @@ import torch
 
 from mha_course._checks import check_rank, check_tensor, shape_str
 from mha_course.caches.base import Cache, check_new_kv, kv_cache_bytes
-from mha_course.caches.int8_products import LEVELS, int8_scores, int8_weighted_values
 from mha_course.caches.per_head import attention_by_head, pairs_per_slice
 
 AXES = {"token": -1, "channel": -2}  # which dimension one scale reduces over
@@ -241,25 +240,44 @@ class QuantizedKVCache(Cache):
             self._load(self.q_value, self.value_scale, value.dtype),
         )
 
-    def attend(
-        self, query: torch.Tensor, scale: float | None = None, in_int8: bool = False
-    ) -> torch.Tensor:
+    def attend(self, query: torch.Tensor, scale: float | None = None) -> torch.Tensor:
         """Decode-step attention of ``query`` (the newest L tokens, already stored by ``update``)
         to every cached token, a slice of (sequence, key/value head) pairs at a time
         (:func:`mha_course.caches.per_head.attention_by_head`: each slice's codes turned to floats
         in one vectorised op, the scales applied to the scores and the weights; on a CPU a few MiB
         that stay in the core's cache, on a GPU the whole cache at once) instead of dequantizing the whole cache into memory first: the fast path
         of ``benchmarks/kv_cache_decode.py``. Equals causal attention over ``update``'s
-        dequantized keys/values, the queries at the last L positions.
-
-        ``in_int8=True`` (int8 codes, a CPU): both products are taken from the codes as
-        stored, int8 x int8 -> int32 (:mod:`mha_course.caches.int8_products`): each query row
-        rounded to int8, the weights in three int8 levels. No code is turned into a float; the
-        result is attention with the query rounded, each weight within about float32's
-        rounding of its row's largest weight (not of itself: see the module).
+        dequantized keys/values, the queries at the last L positions. (Beside the lesson,
+        :func:`mha_course.caches.int8_products.attend_in_int8` takes both products from the codes.)
 
         Shape:
             query: (B, H, L, D) with H a multiple of the cache's G. Returns (B, H, L, Dv).
+        """
+        G, S, codes, scales = self.pairs(query)
+        width = 2 if self.bits == 4 else 1  # features per code byte
+        # the floats one pair's keys and values make, and so how many pairs a slice holds
+        per_pair = S * (codes[0].shape[-1] + codes[1].shape[-1]) * width * query.element_size()
+        step = pairs_per_slice(len(codes[0]), per_pair, query.device)
+        # one float buffer per slice, reused by every slice (fresh memory is page-faulted in)
+        bufs = [query.new_empty(step, S, c.shape[-1] * width) for c in codes]
+
+        def load(i: int, j: int) -> tuple[torch.Tensor, ...]:
+            """Pairs i..j-1: codes (n, S, D), (n, S, Dv) as floats; scales (n, S, 1) twice."""
+            floats = [
+                buf[: j - i].copy_(unpack_int4(c[i:j]) if self.bits == 4 else c[i:j])
+                for c, buf in zip(codes, bufs)
+            ]  # codes to floats, one vectorised op per slice; the scales go on scores and weights
+            return (*floats, scales[0][i:j], scales[1][i:j])
+
+        return attention_by_head(query, load, num_kv_heads=G, scale=scale, slice_pairs=step)
+
+    def pairs(self, query: torch.Tensor) -> tuple[int, int, list[torch.Tensor], list[torch.Tensor]]:
+        """The cache as B·G (sequence, key/value head) pairs, for a decode step of ``query``
+        (checked against the cache): pair ``p`` is sequence ``p // G``, key/value head ``p % G``.
+
+        Shape:
+            query: (B, H, L, D). Returns G, S, the key and value codes (B·G, S, D or D / 2) and
+            their scales (B·G, S, 1) in the query's dtype.
         """
         check_tensor("query", query)
         check_rank("query", query, "(B, H, L, D)", rank=4)
@@ -277,39 +295,8 @@ class QuantizedKVCache(Cache):
                 f"query: expected shape (B, H, L, D) = ({B}, H, L, {D}) with H a multiple "
                 f"of G = {G} and 0 < L <= S = {S}, got {shape_str(query)}"
             )
-
-        if in_int8 and (self.bits != 8 or query.device.type != "cpu"):
-            raise ValueError(
-                f"in_int8: needs int8 codes on a CPU (torch._int_mm), got bits={self.bits} "
-                f"and a query on {query.device.type}"
-            )
         P = B * G
         # (B, G, S, D or D / 2) -> (B·G, S, ...): pair p = (sequence p // G, key/value head p % G)
         codes = [c.reshape(P, S, -1) for c in (self.q_key, self.q_value)]
         scales = [s.reshape(P, S, 1).to(query.dtype) for s in (self.key_scale, self.value_scale)]
-
-        # the floats one pair's keys and values make (in int8: its LEVELS rows of weights per
-        # query row), and so how many pairs a slice holds
-        per_token = (
-            LEVELS * query.shape[1] // G * query.shape[2] if in_int8 else D + codes[1].shape[-1]
-        )
-        per_pair = S * per_token * query.element_size()
-        step = pairs_per_slice(P, per_pair, query.device)
-        # one float buffer per slice, reused by every slice (fresh memory is page-faulted in)
-        width = 2 if self.bits == 4 else 1
-        bufs = [] if in_int8 else [query.new_empty(step, S, c.shape[-1] * width) for c in codes]
-
-        def load(i: int, j: int) -> tuple[torch.Tensor, ...]:
-            """Pairs i..j-1: codes (n, S, D), (n, S, Dv) as floats (in int8: as stored); scales
-            (n, S, 1) twice."""
-            if in_int8:
-                return (codes[0][i:j], codes[1][i:j], scales[0][i:j], scales[1][i:j])
-            floats = [
-                buf[: j - i].copy_(unpack_int4(c[i:j]) if self.bits == 4 else c[i:j])
-                for c, buf in zip(codes, bufs)
-            ]  # codes to floats, one vectorised op per slice; the scales go on scores and weights
-            return (*floats, scales[0][i:j], scales[1][i:j])
-
-        int8 = {"key_scores": int8_scores, "weighted_values": int8_weighted_values}
-        kw = int8 if in_int8 else {}  # the products from the codes as stored, or from floats
-        return attention_by_head(query, load, num_kv_heads=G, scale=scale, slice_pairs=step, **kw)
+        return G, S, codes, scales

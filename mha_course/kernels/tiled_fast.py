@@ -20,10 +20,13 @@ possible; ``benchmarks/tiled_vs_sdpa.py`` times both against torch's SDPA.
    maximum unless the bound is within ``LAZY_MARGIN`` of ``m``, and while no score passes ``m``
    by more than ``LAZY_MARGIN`` the tile is exponentiated as it is, else ``m`` moves up and the
    accumulator is rescaled (the teaching version's step). Per tile, where the bound holds: one
-   matmul writes it, one in-place ``exp`` and the second matmul read it.
-4. **All heads in one batched matmul**, scores written into one reused buffer, the causal mask
-   added by the matmul itself (``baddbmm``) on the tiles that cross the diagonal; tiles wholly
-   above it are never computed.
+   matmul writes it, one in-place ``exp`` (and on the diagonal ``tril_``) and the second matmul
+   read it.
+4. **All heads in one batched matmul**, scores written into one reused buffer; tiles wholly above
+   the diagonal are never computed. On a tile that crosses it, where the bound holds (3), the
+   scores above the diagonal are left in (no score passes ``m`` there either) and zeroed after
+   ``exp`` by ``tril_``: torch's ``exp`` is several times slower on a tile holding -inf. A tile
+   read for its maximum gets the -inf mask added by the matmul itself (``baddbmm``) instead.
 5. **The diagonal in narrow tiles** (causal): a block of query rows reads its own keys in tiles of
    ``DIAGONAL_TILE`` keys, each multiplied by the rows that see it only, so a tall query block
    (fewer, larger matmuls) wastes no more of the square above the diagonal than a short one.

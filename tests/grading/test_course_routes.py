@@ -4,8 +4,9 @@ marks would: an unchecked private twin that a checked public function hands its 
 module's fast path), a public function of a later chapter that computes the same thing with one
 argument set aside (``capped_attention`` with ``cap=None``, a sliding window wider than the
 sequence), a helper that does the item's substantive step. Every cell below scored the item's
-full marks before its route was put on the list, and the rest of the notebook still grades
-normally. ``test_forbidden_lists.py`` holds the reviewed lists' own shortcuts."""
+full marks before its route was put on the list (but ``rows_to_int8``, written to call the
+forbidden ``quantize``: a self-contained copy of it scored full marks), and the rest of the
+notebook still grades normally. ``test_forbidden_lists.py`` holds the reviewed lists' own shortcuts."""
 
 from __future__ import annotations
 
@@ -255,6 +256,22 @@ def sinusoidal(num_positions, embed_dim):
     theta, _ = scaled_frequencies(None, embed_dim, 10000.0)
     angles = torch.arange(num_positions, dtype=torch.float64)[:, None] * theta
     return torch.stack([angles.sin(), angles.cos()], -1).flatten(-2)
+""",
+    ),
+    # rows_to_int8: chapter 16's quantize per token, for int8 products beside the lesson (closed
+    # by construction: it calls quantize, which the item's staged course holds as a stub)
+    "quantize_via_rows_to_int8": (
+        "ex16",
+        "ex16_quantize",
+        """
+def quantize_int8(x, axis):
+    from mha_course.caches.int8_products import rows_to_int8
+    B, G, S, D = x.shape
+    if axis == "token":
+        q, s = rows_to_int8(x.reshape(B * G, S, D))
+        return q.reshape(B, G, S, D), s.reshape(B, G, S, 1)
+    q, s = rows_to_int8(x.transpose(-2, -1).reshape(B * G, D, S))
+    return q.reshape(B, G, D, S).transpose(-2, -1), s.reshape(B, G, D, 1).transpose(-2, -1)
 """,
     ),
     "previous_token_head_via_previous_token_score": (
