@@ -82,7 +82,7 @@ def test_bad_block_size_names_the_argument():
 def test_a_loose_bound_is_brought_down(dtype, is_causal, far_key):
     """Each row's reference starts at |q| · max |k|, which bounds its scores. A long key pointing
     away from every query makes that bound ~1000 above every score: left there, exp(s - m) would
-    be 0 for every key of the row (0 / 0 in float32); the first tile brings it down."""
+    be 0 for every key of the row (0 / 0, in float64 too); the first tile brings it down."""
     q, k, v = _qkv(2, 3, L=37, S=37, Dv=5, dtype=dtype)
     q = q.abs() + 1.0
     k[..., far_key, :] = -1000.0  # q · k < 0 there, |k| ~ 2800

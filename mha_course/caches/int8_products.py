@@ -17,7 +17,8 @@ side must be int8 too (:func:`attend_in_int8`):
   stacked rows ``[a; b; c]``. In exact arithmetic each weight is at most ``max|w| / 16,387,064``
   off, ``max|w|`` its row's largest (half a step of the last level; float32's rounding of that
   largest weight is ``max|w| / 16,777,216``, and in float32 the levels' own rounding adds to it:
-  up to 1.43x the bound, measured in review). Precision is relative to the row's largest weight:
+  up to 1.8x the bound: 1.76x at worst over 200 rows of (8, 4, 2048) softmax weights times
+  random value scales). Precision is relative to the row's largest weight:
   next to one token whose weight times its value scale dominates, the others lose theirs. Two
   levels, ``max|w| / 64,516``, failed the benchmark's float32 check at S = 8192 and 2048.
 
@@ -93,7 +94,7 @@ def int8_weighted_values(weights: torch.Tensor, value_codes: torch.Tensor) -> to
     weights = weights.to(wide)  # 16 bits: 127² · S overflows, the last level's step underflows
     a, scale = rows_to_int8(weights)  # (n, R, S) int8, (n, R, 1)
     levels, steps = [a], [scale]
-    rest = weights - a.to(weights.dtype) * scale  # |rest| <= half the last step
+    rest = weights - a.to(weights.dtype) * scale  # |rest| <= half a step of the level before
     for _ in range(LEVELS - 1):
         steps.append(steps[-1] / STEP_RATIO)
         levels.append(torch.round(rest / steps[-1]).clamp_(-127, 127).to(torch.int8))
