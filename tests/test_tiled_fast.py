@@ -29,6 +29,19 @@ def test_matches_torch_sdpa(is_causal, L, S, block_q, block_k):
 
 
 @pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("L,S", [(4, 0), (0, 4), (0, 0)])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16])
+def test_no_keys_or_no_queries_as_sdpa(is_causal, L, S, dtype):
+    """S = 0: every row's weights are empty, its output 0 (SDPA's and chapter 9's answer; it
+    raised IndexError from amax); L = 0: an empty output."""
+    q, k, v = (t.to(dtype) for t in _qkv(2, L=L, S=S, Dv=5))
+    out = tiled_attention_fast(q, k, v, is_causal=is_causal)
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    assert out.dtype == dtype and out.shape == want.shape == (2, L, 5)
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
 def test_growing_scores_move_the_reference(is_causal):
     # keys grow along S: each tile's scores pass the last reference by more than LAZY_MARGIN,
     # so the rescaling branch runs (and large scores must not overflow)

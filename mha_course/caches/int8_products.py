@@ -70,6 +70,23 @@ def _int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     )
 
 
+def _int_mm_pairs(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a[p] @ b[p]`` for every pair p, exact (:func:`_int_mm`): torch has no batched int8
+    product on a CPU, so one product a pair, each written into its slice of one output (no
+    stacking copy) while the sums fit an int32.
+
+    Shape:
+        a: (n, R, K) int8; b: (n, K, N) int8. Returns (n, R, N), int32 (float64 past
+        INT32_SAFE_TERMS terms).
+    """
+    if a.shape[2] > INT32_SAFE_TERMS:
+        return torch.stack([_int_mm(a_p, b_p) for a_p, b_p in zip(a, b)])
+    out = torch.empty(a.shape[0], a.shape[1], b.shape[2], dtype=torch.int32, device=a.device)
+    for a_p, b_p, out_p in zip(a, b, out):
+        torch._int_mm(a_p, b_p, out=out_p)
+    return out
+
+
 def int8_scores(q_rows: torch.Tensor, key_codes: torch.Tensor) -> torch.Tensor:
     """The scores of float query rows against int8 key codes, in int8: ``round(q) @ codesᵀ``.
 
@@ -78,9 +95,7 @@ def int8_scores(q_rows: torch.Tensor, key_codes: torch.Tensor) -> torch.Tensor:
     """
     wide = torch.promote_types(q_rows.dtype, torch.float32)  # 16 bits: 127² · D overflows
     a, scale = rows_to_int8(q_rows.to(wide))  # (n, R, D) int8, (n, R, 1)
-    scores = torch.stack(
-        [_int_mm(a_p, c_p.t()) for a_p, c_p in zip(a, key_codes)]
-    )  # (R, D) @ (D, S) per pair -> (n, R, S)
+    scores = _int_mm_pairs(a, key_codes.transpose(1, 2))  # (R, D) @ (D, S) per pair -> (n, R, S)
     return scores.to(wide).mul_(scale).to(q_rows.dtype)  # (n, R, S) * (n, R, 1)
 
 
@@ -101,9 +116,8 @@ def int8_weighted_values(weights: torch.Tensor, value_codes: torch.Tensor) -> to
         rest = rest - levels[-1].to(weights.dtype) * steps[-1]
     R = weights.shape[1]
     stacked = torch.cat(levels, dim=1)  # (n, R, S) x LEVELS -> (n, LEVELS·R, S): codes read once
-    sums = torch.stack(
-        [_int_mm(rows, v).to(wide) for rows, v in zip(stacked, value_codes)]
-    )  # (LEVELS·R, S) @ (S, Dv) per pair -> (n, LEVELS·R, Dv)
+    sums = _int_mm_pairs(stacked, value_codes).to(wide)  # (LEVELS·R, S) @ (S, Dv) per pair
+    # -> (n, LEVELS·R, Dv)
     out = sum(sums[:, i * R : (i + 1) * R] * step for i, step in enumerate(steps))  # (n, R, Dv)
     return out.to(dtype)
 

@@ -76,6 +76,8 @@ def tiled_attention_fast(
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     lead, Dv = query.shape[:-2], value.shape[-1]
     n = math.prod(lead)
+    if S == 0 or L == 0:  # no key: each row's weights are empty and its output 0, as SDPA's
+        return query.new_zeros(*lead, L, Dv)
     if query.dtype in (torch.float16, torch.bfloat16):
         args = (query.float(), key.float(), value.float(), is_causal, scale, block_q, block_k)
         return tiled_attention_fast(*args).to(query.dtype)
