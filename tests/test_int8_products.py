@@ -69,6 +69,20 @@ def test_long_sums_are_exact_in_chunks(monkeypatch):
     assert K * 127**2 > 2**31 and int8_products._int_mm(a, b).item() == K * 127**2
 
 
+@pytest.mark.parametrize("safe_terms", [None, 5])  # one int32 product a pair; chunked sums
+def test_pair_counts_must_match_and_no_pairs_is_empty(monkeypatch, safe_terms):
+    """Each pair's product is written into its slice of one output: rows and codes for different
+    numbers of pairs would leave slices unwritten, so they are refused by name."""
+    if safe_terms is not None:
+        monkeypatch.setattr(int8_products, "INT32_SAFE_TERMS", safe_terms)
+    with pytest.raises(ValueError, match=r"as many \(sequence, head\) pairs.*got 3 .* and 2"):
+        int8_scores(torch.randn(3, 2, 8, dtype=f64), _codes(2, 6, 8))
+    with pytest.raises(ValueError, match=r"as many \(sequence, head\) pairs.*got 3 .* and 2"):
+        int8_weighted_values(torch.rand(3, 2, 6, dtype=f64), _codes(2, 6, 8))
+    empty = int8_scores(torch.randn(0, 2, 8, dtype=f64), _codes(0, 6, 8))
+    assert empty.shape == (0, 2, 6) and empty.dtype == f64
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_a_non_finite_query_or_weight_is_not_finite_after(bad):
     """As in float arithmetic: a NaN or inf in a row makes what it multiplies not finite (an

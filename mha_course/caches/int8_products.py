@@ -79,7 +79,14 @@ def _int_mm_pairs(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         a: (n, R, K) int8; b: (n, K, N) int8. Returns (n, R, N), int32 (float64 past
         INT32_SAFE_TERMS terms).
     """
+    if a.shape[0] != b.shape[0]:  # zip would stop at the shorter, leaving output unwritten
+        raise ValueError(
+            f"expected as many (sequence, head) pairs in both operands, got {a.shape[0]} "
+            f"(the rows) and {b.shape[0]} (the codes)"
+        )
     if a.shape[2] > INT32_SAFE_TERMS:
+        if not len(a):
+            return a.new_empty(0, a.shape[1], b.shape[2], dtype=torch.float64)
         return torch.stack([_int_mm(a_p, b_p) for a_p, b_p in zip(a, b)])
     out = torch.empty(a.shape[0], a.shape[1], b.shape[2], dtype=torch.int32, device=a.device)
     for a_p, b_p, out_p in zip(a, b, out):

@@ -76,7 +76,7 @@ def tiled_attention_fast(
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     lead, Dv = query.shape[:-2], value.shape[-1]
     n = math.prod(lead)
-    if S == 0 or L == 0:  # no key: each row's weights are empty and its output 0, as SDPA's
+    if S == 0 or L == 0:  # no key: empty weights, an output of 0 (SDPA's); no query: empty
         return query.new_zeros(*lead, L, Dv)
     if query.dtype in (torch.float16, torch.bfloat16):
         args = (query.float(), key.float(), value.float(), is_causal, scale, block_q, block_k)
