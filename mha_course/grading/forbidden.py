@@ -25,6 +25,14 @@ OTHER_ATTENTION = (
     "mha_course.caches.per_head.attention_by_head",  # Q and a loader of (K, V) per head
     "mha_course.families.layers.capped_attention",  # soft-capped; with cap=None plain attention
     "mha_course.kernels.tiled_fast.tiled_attention_fast",  # chapter 9's tiles, the passes cut
+    "mha_course.kernels.tiled_fast._query_block",  # ... and its worker, called with its set-up
+    # chapter 17's Triton forward: with [V | I] as values it returns the weights too, and extra
+    # columns of Q and K carry a mask (launch_forward stays: ex17's driver needs it; with the
+    # course's own kernel it needs _fwd_kernel)
+    "mha_course.kernels.triton_flash.triton_forward",
+    "mha_course.kernels.triton_flash.triton_flash_attention",
+    "mha_course.kernels.triton_flash.TritonFlashAttention",
+    "mha_course.kernels.triton_kernels._fwd_kernel",
 )
 
 # Items that ask for attention itself (a head, MHA, GQA, cross-attention, blockwise).
@@ -37,6 +45,7 @@ CAUSAL_MASKS = (
     "mha_course.ops.masks.causal_mask",
     "mha_course.caches.window.sliding_window_mask",
     "mha_course.caches.window._visible",
+    "mha_course.attention.inputs.build_mask",  # with `positions` it applies the causal rule itself
 )
 # NumPy attention of chapter 1 (it takes a scale, so it also answers chapter 2-4 items on arrays).
 NUMPY_ATTENTION = ("mha_course.ops.numpy_attention.dot_product_attention",)

@@ -274,6 +274,84 @@ def quantize_int8(x, axis):
     return q.reshape(B, G, D, S).transpose(-2, -1), s.reshape(B, G, D, 1).transpose(-2, -1)
 """,
     ),
+    # found by an audit of the package (2026-12-07): tiled_attention_fast's worker, called with
+    # the function's own set-up, and chapter 17's Triton forward (a comment naming flop_counter
+    # has the sandbox preload it, Triton with it, before the memory cap)
+    "mha_forward_via_tiled_fast_query_block": (
+        "ex04",
+        "ex04_mha_forward",
+        """
+def mha_forward(x, W_Q, W_K, W_V, W_O, num_heads):
+    import math, torch
+    from mha_course.kernels.tiled_fast import _query_block, _with_ones
+    B, T, E = x.shape
+    D = E // num_heads
+    q, k, v = ((x @ W).view(B, T, num_heads, D).transpose(1, 2) for W in (W_Q, W_K, W_V))
+    n = B * num_heads
+    q_aug = q.new_empty(n, T, D + 1)
+    torch.mul(q.reshape(n, T, D), 1 / math.sqrt(D), out=q_aug[..., :D])
+    k_t = _with_ones(k.reshape(n, T, D)).transpose(1, 2)
+    v_aug = _with_ones(v.reshape(n, T, D))
+    bound = torch.linalg.vector_norm(q_aug[..., :D], dim=-1, keepdim=True)
+    bound.mul_(torch.linalg.vector_norm(k.reshape(n, T, D), dim=-1).amax(-1).view(n, 1, 1))
+    out = q.new_empty(n, T, D)
+    _query_block(q_aug, k_t, v_aug, out, bound, 0, False, 1024, q.new_empty(n * T * T), True)
+    heads = out.reshape(B, num_heads, T, D)
+    return heads.transpose(1, 2).reshape(B, T, E) @ W_O, heads
+""",
+    ),
+    "mha_forward_via_triton_forward": (
+        "ex04",
+        "ex04_mha_forward",
+        """
+import torch.utils.flop_counter  # has the sandbox import Triton before its memory cap
+def mha_forward(x, W_Q, W_K, W_V, W_O, num_heads):
+    from mha_course.kernels.triton_flash import triton_forward
+    B, T, E = x.shape
+    D = E // num_heads
+    q, k, v = ((x @ W).view(B, T, num_heads, D).transpose(1, 2).contiguous() for W in (W_Q, W_K, W_V))
+    heads = triton_forward(q, k, v, False, None, 16, 16)[0]
+    return heads.transpose(1, 2).reshape(B, T, E) @ W_O, heads
+""",
+    ),
+    "induction_score_via_previous_token_score": (
+        "ex13",
+        "ex13_induction_score",
+        """
+def induction_score(weights, period):
+    from mha_course.gpt.heads import previous_token_score
+    T = weights.shape[-1]
+    return previous_token_score(weights[..., period - 1 :, 1 : T - period + 2])
+""",
+    ),
+    # the (L, S) causal mask from the masks' builder, given every key's position
+    "causal_mask_via_build_mask_positions": (
+        "ex02",
+        "ex02_causal_mask",
+        """
+def make_causal_mask(L, S):
+    import torch
+    from mha_course.attention.inputs import build_mask
+    m = build_mask(
+        None, None, True, (1, 1, L, S), 0, torch.float32, torch.device("cpu"), torch.arange(S)
+    )
+    return torch.ones(L, S, dtype=torch.bool) if m is None else m[0, 0] if m.dim() == 4 else m
+""",
+    ),
+    "offset_mask_via_build_mask_positions": (
+        "ex05",
+        "ex05_offset_mask",
+        """
+def offset_causal_mask(L, offset):
+    import torch
+    from mha_course.attention.inputs import build_mask
+    S = offset + L
+    m = build_mask(
+        None, None, True, (1, 1, L, S), offset, torch.float32, torch.device("cpu"), torch.arange(S)
+    )
+    return torch.ones(L, S, dtype=torch.bool) if m is None else m
+""",
+    ),
     "previous_token_head_via_previous_token_score": (
         "ex04",
         "ex04_previous_token_head",

@@ -221,6 +221,10 @@ ITEMS = [
             Mistake("the copy itself", INDUCTION_COPY, variant=_diagonal_mean(0)),
             Mistake("the token before the copy", INDUCTION_BEFORE, variant=_diagonal_mean(1)),
         ),
-        forbidden=("mha_course.gpt.heads.induction_score",),
+        # the diagonal mean of a slice of the weights is the previous-token score (ex04's)
+        forbidden=(
+            "mha_course.gpt.heads.induction_score",
+            "mha_course.gpt.heads.previous_token_score",
+        ),
     ),
 ]

@@ -26,12 +26,8 @@ _FORBID = (
     "mha_course.kernels.flash_backward.flash_attention_backward",
     "mha_course.kernels.flash_backward._tile_weights",  # a tile's P from the log-sum-exp
     "mha_course.kernels.triton_flash.triton_backward",
-    "mha_course.kernels.triton_flash.triton_forward",
     "mha_course.kernels.triton_kernels._bwd_dq_kernel",
-    "mha_course.kernels.triton_kernels._fwd_kernel",
-    "mha_course.kernels.triton_flash.triton_flash_attention",
-    "mha_course.kernels.triton_flash.TritonFlashAttention",
-    *ATTENTION,
+    *ATTENTION,  # the course's Triton forward and its kernel among them (forbidden.py)
 )
 # The Triton items' unit runs the notebook's @triton.jit definitions (and the constants and triton
 # imports they need) only, never a cell, and each kernel must compile for a GPU before its values
