@@ -40,6 +40,19 @@ def _course_attn(q, k, v, mask=None):
     return out[..., :Dv].reshape(*lead, L, Dv), out[..., Dv:].reshape(*lead, L, S)
 """
 
+# ex04: mha_forward with its heads from _heads, which PRELUDE defines through a course route
+MHA_FORWARD_VIA = """
+PRELUDE
+def mha_forward(x, W_Q, W_K, W_V, W_O, num_heads):
+    B, T, E = x.shape
+    q, k, v = (
+        (x @ W).view(B, T, num_heads, E // num_heads).transpose(1, 2).contiguous()
+        for W in (W_Q, W_K, W_V)
+    )  # (B, T, E) -> (B, H, T, D)
+    heads = _heads(q, k, v)  # (B, H, T, D)
+    return heads.transpose(1, 2).reshape(B, T, E) @ W_O, heads
+"""
+
 ROUTES = {  # case -> (exercise, item, the cell that defines the item's function)
     # private twins
     "split_heads_via__split": (
@@ -280,14 +293,14 @@ def quantize_int8(x, axis):
     "mha_forward_via_tiled_fast_query_block": (
         "ex04",
         "ex04_mha_forward",
-        """
-def mha_forward(x, W_Q, W_K, W_V, W_O, num_heads):
+        MHA_FORWARD_VIA.replace(
+            "PRELUDE",
+            """
+def _heads(q, k, v):
     import math, torch
     from mha_course.kernels.tiled_fast import _query_block, _with_ones
-    B, T, E = x.shape
-    D = E // num_heads
-    q, k, v = ((x @ W).view(B, T, num_heads, D).transpose(1, 2) for W in (W_Q, W_K, W_V))
-    n = B * num_heads
+    B, H, T, D = q.shape
+    n = B * H
     q_aug = q.new_empty(n, T, D + 1)
     torch.mul(q.reshape(n, T, D), 1 / math.sqrt(D), out=q_aug[..., :D])
     k_t = _with_ones(k.reshape(n, T, D)).transpose(1, 2)
@@ -296,23 +309,22 @@ def mha_forward(x, W_Q, W_K, W_V, W_O, num_heads):
     bound.mul_(torch.linalg.vector_norm(k.reshape(n, T, D), dim=-1).amax(-1).view(n, 1, 1))
     out = q.new_empty(n, T, D)
     _query_block(q_aug, k_t, v_aug, out, bound, 0, False, 1024, q.new_empty(n * T * T), True)
-    heads = out.reshape(B, num_heads, T, D)
-    return heads.transpose(1, 2).reshape(B, T, E) @ W_O, heads
+    return out.reshape(B, H, T, D)
 """,
+        ),
     ),
     "mha_forward_via_triton_forward": (
         "ex04",
         "ex04_mha_forward",
-        """
+        MHA_FORWARD_VIA.replace(
+            "PRELUDE",
+            """
 import torch.utils.flop_counter  # has the sandbox import Triton before its memory cap
-def mha_forward(x, W_Q, W_K, W_V, W_O, num_heads):
+def _heads(q, k, v):
     from mha_course.kernels.triton_flash import triton_forward
-    B, T, E = x.shape
-    D = E // num_heads
-    q, k, v = ((x @ W).view(B, T, num_heads, D).transpose(1, 2).contiguous() for W in (W_Q, W_K, W_V))
-    heads = triton_forward(q, k, v, False, None, 16, 16)[0]
-    return heads.transpose(1, 2).reshape(B, T, E) @ W_O, heads
+    return triton_forward(q, k, v, False, None, 16, 16)[0]
 """,
+        ),
     ),
     "induction_score_via_previous_token_score": (
         "ex13",
