@@ -288,7 +288,7 @@ def quantize_int8(x, axis):
 """,
     ),
     # found by an audit of the package (2026-12-07): tiled_attention_fast's worker, called with
-    # the function's own set-up, and chapter 17's Triton forward (a comment naming flop_counter
+    # the function's own set-up, and chapter 17's Triton forward (a cell naming flop_counter
     # has the sandbox preload it, Triton with it, before the memory cap)
     "mha_forward_via_tiled_fast_query_block": (
         "ex04",
@@ -362,6 +362,22 @@ def offset_causal_mask(L, offset):
         None, None, True, (1, 1, L, S), offset, torch.float32, torch.device("cpu"), torch.arange(S)
     )
     return torch.ones(L, S, dtype=torch.bool) if m is None else m
+""",
+    ),
+    "decode_step_via_build_mask_positions": (
+        "ex05",
+        "ex05_decode_step",
+        """
+def decode_step(q_new, k_new, v_new, k_cache, v_cache):
+    import torch
+    import torch.nn.functional as F
+    from mha_course.attention.inputs import build_mask
+    k_all, v_all = torch.cat([k_cache, k_new], -2), torch.cat([v_cache, v_new], -2)
+    L, S = q_new.shape[-2], k_all.shape[-2]
+    m = build_mask(
+        None, None, True, (1, 1, L, S), S - L, q_new.dtype, q_new.device, torch.arange(S)
+    )
+    return F.scaled_dot_product_attention(q_new, k_all, v_all, attn_mask=m), k_all, v_all
 """,
     ),
     "previous_token_head_via_previous_token_score": (
