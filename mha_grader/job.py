@@ -105,11 +105,8 @@ def _run(
     socks = {u: srv.start() for u, srv in servers.items()}
     nb_of = {u: plan.units[u][0] for u in todo}
     spec = {
-        "needs_torch": any(
-            it.framework == "torch" or any(not f.startswith("mha_course.") for f in it.forbidden)
-            for its in todo.values()
-            for it in its
-        ),
+        # a NumPy item's torch names are wired if learner code imports torch (tripwires.py)
+        "needs_torch": any(it.framework == "torch" for its in todo.values() for it in its),
         "preload": _preload([c for u in todo for c in plan.cells[nb_of[u]]]),
         "sys_path": isolation.site_packages(),
         "item_cpu": limits.item_cpu,

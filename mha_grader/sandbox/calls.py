@@ -116,6 +116,9 @@ def _call_item(
         driver = getattr(importlib.import_module(mod), name)
     saved, shapes = {}, []
     wires.hits = set()
+    wires.check_imports()  # torch imported by a cell around the import hook?
+    if wires.bypassed & set(item["forbidden"]):
+        return {"status": "forbidden API", "forbidden": sorted(wires.bypassed)}, {}
     for i, case in enumerate(item["cases"]):
         args = _args(case, arrays, item["framework"], np, torch)
         wires.armed = set(item["forbidden"])

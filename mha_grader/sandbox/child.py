@@ -236,17 +236,22 @@ def main(job_dir: str, out_dir: str) -> None:
             with contextlib.suppress(Exception):
                 importlib.import_module(mod)
     wires = Tripwires()
-    if torch is not None:  # course functions are absent from the staged package; torch's are wired
-        for name in sorted(
-            {
-                n
-                for nb in job["notebooks"]
-                for it in nb["items"]
-                for n in it["forbidden"]
-                if not n.startswith("mha_course.")
-            }
-        ):
+    # Course functions are absent from the staged package; torch's are wired: now, when torch is
+    # imported, or else the first time learner code imports it (a NumPy job does not import it).
+    outside = sorted(
+        {
+            n
+            for nb in job["notebooks"]
+            for it in nb["items"]
+            for n in it["forbidden"]
+            if not n.startswith("mha_course.")
+        }
+    )
+    if torch is not None:
+        for name in outside:
             wires.install(name)
+    else:
+        wires.install_on_import(outside)
     cpu = float(job.get("item_cpu", 0))
     confined = bool(job.get("confine"))
     if confined:

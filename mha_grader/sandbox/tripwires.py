@@ -70,12 +70,18 @@ def _resolve(dotted: str):
 
 
 class Tripwires:
-    """Replace forbidden functions/classes everywhere they are bound; record armed calls."""
+    """Replace forbidden functions/classes everywhere they are bound; record armed calls.
+
+    In a child that does not import torch (NumPy items), torch's names are wired when learner code
+    first imports torch (``install_on_import``), and again before each call if that import went
+    around the hook (``catch_up``): one ``import torch`` in a cell must not reach SDPA unwired."""
 
     def __init__(self) -> None:
         self.armed: set[str] = set()
         self.hits: set[str] = set()
         self._undo: list[tuple[object, str, object]] = []
+        self.pending: list[str] = []  # names to wire once their module is imported
+        self.bypassed: set[str] = set()  # ... whose module was imported around the hook
 
     def _check(self, name: str) -> None:
         if name in self.armed:
@@ -101,6 +107,29 @@ class Tripwires:
                             self._set(mod, k, wire, orig)
                 except Exception:
                     continue
+
+    def install_on_import(self, names: list[str]) -> None:
+        """Wire ``names`` (torch's) as soon as torch is imported, without importing it now."""
+        self.pending = sorted(names)
+        if self.pending:
+            if any(n.split(".")[0] in sys.modules for n in self.pending):
+                self.catch_up()
+            else:
+                sys.meta_path.insert(0, _WireOnImport(self))
+
+    def catch_up(self) -> list[str]:
+        """Wire the pending names whose top-level module is imported by now; return them."""
+        late = [n for n in self.pending if n.split(".")[0] in sys.modules]
+        for name in late:
+            self.pending.remove(name)
+            self.install(name)
+        return late
+
+    def check_imports(self) -> None:
+        """Before an item's calls: names whose module was imported around the import hook (learner
+        code that took it off ``sys.meta_path``) are wired now, too late for a reference the code
+        kept, so they count as used (``bypassed``)."""
+        self.bypassed.update(self.catch_up())
 
     def _set(self, owner, attr: str, wire, orig) -> None:
         setattr(owner, attr, wire)
@@ -136,6 +165,33 @@ class Tripwires:
             return orig(*a, **k)
 
         return tripwire
+
+
+class _WireOnImport:
+    """A meta-path finder that, when a pending name's top-level package is first imported, lets
+    the real loader run and then wires the pending names (``Tripwires.install_on_import``)."""
+
+    def __init__(self, wires: Tripwires) -> None:
+        self.wires = wires
+
+    def find_spec(self, fullname: str, path=None, target=None):
+        if "." in fullname or all(n.split(".")[0] != fullname for n in self.wires.pending):
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return spec
+        real, wires = spec.loader, self.wires
+
+        class Loader(type(real)):  # the real loader's class, so importlib treats it the same
+            def exec_module(self, module) -> None:
+                real.exec_module(module)
+                wires.catch_up()
+
+        spec.loader = Loader.__new__(Loader)
+        spec.loader.__dict__.update(vars(real))
+        return spec
 
 
 def _block_processes() -> None:

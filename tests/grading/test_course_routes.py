@@ -1,5 +1,5 @@
-"""Course code that computed an item's answer while it was on no forbidden list (attack class 1,
-"a package function not on the item's list"), found by reading the package as a student after
+"""Course code (and, for NumPy ex01, torch) that computed an item's answer while it was on no
+forbidden list (attack class 1, "a package function not on the item's list"), found by reading the package as a student after
 marks would: an unchecked private twin that a checked public function hands its work to (the
 module's fast path), a public function of a later chapter that computes the same thing with one
 argument set aside (``capped_attention`` with ``cap=None``, a sliding window wider than the
@@ -53,8 +53,44 @@ def mha_forward(x, W_Q, W_K, W_V, W_O, num_heads):
     return heads.transpose(1, 2).reshape(B, T, E) @ W_O, heads
 """
 
+# ex01 (NumPy): attend's weights from one torch SDPA call with [V | I] as the values, the name
+# reached as a string so that only the runtime tripwire can see it; GET_TORCH is how the cell gets
+# hold of torch (a NumPy sandbox does not import torch: the engine wires it on first import)
+ATTEND_VIA_TORCH = """
+import numpy as np
+GET_TORCH
+_name = "scaled_dot_" + "product_attention"
+def attend(query, keys, values):
+    q, k, v = (torch.from_numpy(np.ascontiguousarray(a))[None] for a in (query, keys, values))
+    S, Dv = k.shape[-2], v.shape[-1]
+    vi = torch.cat([v, torch.eye(S, dtype=v.dtype)[None]], -1)  # (1, S, Dv) -> (1, S, Dv + S)
+    out = getattr(torch.nn.functional, _name)(q, k, vi, scale=1.0)[0]
+    return out[:, :Dv].numpy(), out[:, Dv:].numpy()
+"""
+# a learner who takes the engine's import hook off sys.meta_path before importing torch
+WITHOUT_HOOK = """import sys
+sys.meta_path[:] = [f for f in sys.meta_path if "WireOnImport" not in type(f).__name__]
+import torch
+KEPT = [getattr(torch.nn.functional, "scaled_dot_" + "product_attention")]  # before any wiring"""
+
+# graded alone, so that their sandboxes are NumPy ones (a torch exercise beside them would have
+# the child import torch and wire it from the start)
+NUMPY_ROUTES = {
+    "attend_via_torch_sdpa_one_call": (
+        "ex01",
+        "ex01_attend",
+        ATTEND_VIA_TORCH.replace("GET_TORCH", "import torch"),
+    ),
+    "attend_via_torch_sdpa_around_the_import_hook": (
+        "ex01",
+        "ex01_attend",
+        ATTEND_VIA_TORCH.replace("GET_TORCH", WITHOUT_HOOK).replace(
+            "getattr(torch.nn.functional, _name)", "KEPT[0]"
+        ),
+    ),
+}
+
 ROUTES = {  # case -> (exercise, item, the cell that defines the item's function)
-    # private twins
     "split_heads_via__split": (
         "ex04",
         "ex04_split_heads",
@@ -392,21 +428,30 @@ def previous_token_head(weights):
 }
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("routes")
+def _grade(routes: dict, tmp):
     return grade_many(
         {
             case: (build(ex, tmp / case / "sub.ipynb", replace={item: src}), ex)
-            for case, (ex, item, src) in ROUTES.items()
+            for case, (ex, item, src) in routes.items()
         }
     )
 
 
-@pytest.mark.parametrize("case", list(ROUTES))
-def test_a_course_route_to_the_answer_is_forbidden(case, graded):
-    _, item, _ = ROUTES[case]
-    results, notes = graded[case]
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    return _grade(ROUTES, tmp_path_factory.mktemp("routes"))
+
+
+@pytest.fixture(scope="module")
+def graded_numpy(tmp_path_factory):
+    return _grade(NUMPY_ROUTES, tmp_path_factory.mktemp("numpy_routes"))
+
+
+@pytest.mark.parametrize("case", list(ROUTES) + list(NUMPY_ROUTES))
+def test_a_course_route_to_the_answer_is_forbidden(case, request):
+    routes, graded = (ROUTES, "graded") if case in ROUTES else (NUMPY_ROUTES, "graded_numpy")
+    _, item, _ = routes[case]
+    results, notes = request.getfixturevalue(graded)[case]
     r = results[item]
     assert (r.points, r.status) == (0.0, "forbidden API"), (
         f"{item}: {r.status}: {r.message} {notes}"

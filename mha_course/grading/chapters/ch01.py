@@ -5,14 +5,17 @@ from __future__ import annotations
 import numpy as np
 
 from mha_course.grading import mistakes as M
+from mha_course.grading.forbidden import ATTENTION
 from mha_course.ops.numpy_attention import dot_product_attention, softmax
 from mha_grader.items import Item, Mistake
 
 NOTEBOOK = "ex01_dot_product_attention"
 # graded alone when an earlier task fails: the course\'s own earlier functions (issue #31)
 _SUB = "mha_course.grading.child.substitutes."
-# The package's softmaxes are task 1's answer. torch.softmax is one too, but wiring it would import
-# torch into every NumPy child (the engine keeps those light), so it is not forbidden here.
+# The package's softmaxes are task 1's answer. torch.softmax is one too, but it is the primitive the
+# task is (no list can forbid it: scipy.special.softmax is another). A NumPy child does not import
+# torch; torch's names on an item's list are wired if learner code imports it (the engine's
+# tripwires.py), and looked for in the source.
 _FORBID = (
     "mha_course.ops.numpy_attention.softmax",
     "mha_course.ops.numpy_attention.dot_product_attention",
@@ -147,7 +150,9 @@ ITEMS = [
                 variant=lambda q, k, v: dot_product_attention(q, k, v, scale=q.shape[-1] ** -0.5),
             ),
         ),
-        forbidden=_FORBID,
+        # SDPA with [V | I] as the values returns the weights beside the output in one call; so
+        # does any attention function here (torch's are wired if a cell imports torch)
+        forbidden=(*_FORBID, *ATTENTION),
     ),
 ]
 
