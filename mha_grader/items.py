@@ -235,5 +235,9 @@ STATIC_FORBIDDEN = frozenset(
         "_scaled_dot_product_attention_math",
         "_scaled_dot_product_flash_attention",
         "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_attention_math_for_mps",
+        "_scaled_dot_product_cudnn_attention",
+        "_native_multi_head_attention",
     }
 )

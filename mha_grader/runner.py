@@ -33,6 +33,7 @@ from mha_grader.read_back import _read_back
 from mha_grader.sandbox import cgroup, confine, isolation, protocol, space
 from mha_grader.sandbox.launch import Limits, stager
 from mha_grader.sandbox.threads import one_torch_thread
+from mha_grader.sandbox.tripwires import ALIASES
 from mha_grader.sandbox.watch import Held
 from mha_grader.scan import ScanFailed, scan, used_names
 
@@ -43,7 +44,9 @@ def static_forbidden(cells: list[dict], names: set[str]) -> set[str]:
 
 
 def _banned(used: set[str], names: set[str]) -> set[str]:
-    return {n for n in names if n.rsplit(".", 1)[-1] in used & STATIC_FORBIDDEN}
+    """The forbidden ``names`` whose distinctive last part, or an alias's, is in ``used``."""
+    seen = used & STATIC_FORBIDDEN
+    return {n for n in names if any(d.rsplit(".", 1)[-1] in seen for d in (n, *ALIASES.get(n, ())))}
 
 
 def _units(

@@ -144,8 +144,9 @@ def _call_item(
             if item.get("service"):
                 with contextlib.suppress(Exception):
                     channel.client().call("end")
-        if wires.hits:
-            return {"status": "forbidden API", "forbidden": sorted(wires.hits)}, {}
+        wires.check_imports()  # ... or by the call itself
+        if wires.hits or wires.bypassed & set(item["forbidden"]):
+            return {"status": "forbidden API", "forbidden": sorted(wires.hits | wires.bypassed)}, {}
         try:
             outs = _outputs(out, np, torch)
         except WrongType as e:

@@ -15,16 +15,28 @@ import sys
 
 from mha_grader.errors import ForbiddenCall
 
+# The private fused ops are bound twice: as ``torch.ops.aten.<op>`` and, like every function of
+# ``torch._C._VariableFunctions``, as ``torch.<op>`` (the math one returns the weights beside the
+# output, ``_native_multi_head_attention`` them with need_weights=True).
+_SDPA_OPS = (
+    "_scaled_dot_product_attention_math",
+    "_scaled_dot_product_attention_math_for_mps",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+)
 ALIASES = {  # more doors to the same forbidden room
     "torch.nn.functional.scaled_dot_product_attention": (
         "torch._C._nn.scaled_dot_product_attention",
         "torch.ops.aten.scaled_dot_product_attention",
-        "torch.ops.aten._scaled_dot_product_attention_math",
-        "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
-        "torch.ops.aten._scaled_dot_product_flash_attention",
-        "torch.ops.aten._scaled_dot_product_efficient_attention",
+        *(f"torch.ops.aten.{op}" for op in _SDPA_OPS),
+        *(f"torch.{op}" for op in _SDPA_OPS),
     ),
-    "torch.nn.MultiheadAttention": ("torch.nn.functional.multi_head_attention_forward",),
+    "torch.nn.MultiheadAttention": (
+        "torch.nn.functional.multi_head_attention_forward",
+        "torch._native_multi_head_attention",
+    ),
 }
 _PROCESS_CALLS = (
     "fork",
@@ -89,24 +101,25 @@ class Tripwires:
             raise ForbiddenCall(name)
 
     def install(self, name: str) -> None:
+        wires: dict[int, tuple[object, object]] = {}  # id(original) -> (original, its wire)
         for dotted in (name, *ALIASES.get(name, ())):
             try:
                 orig = _resolve(dotted)
             except Exception:
                 continue
-            wire = self._wrap(orig, name)
+            orig, wire = wires.setdefault(id(orig), (orig, self._wrap(orig, name)))
             owner, _, attr = dotted.rpartition(".")
             try:
                 self._set(_resolve(owner), attr, wire, orig)
             except Exception:
                 pass
-            for mod in list(sys.modules.values()):
-                try:
-                    for k, v in list(vars(mod).items()):
-                        if v is orig:
-                            self._set(mod, k, wire, orig)
-                except Exception:
-                    continue
+        for mod in list(sys.modules.values()):  # one pass over every module for all the doors
+            try:
+                for k, v in list(vars(mod).items()):
+                    if id(v) in wires and wires[id(v)][0] is v:
+                        self._set(mod, k, wires[id(v)][1], v)
+            except Exception:
+                continue
 
     def install_on_import(self, names: list[str]) -> None:
         """Wire ``names`` (torch's) as soon as torch is imported, without importing it now."""

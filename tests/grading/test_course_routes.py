@@ -73,9 +73,36 @@ sys.meta_path[:] = [f for f in sys.meta_path if "WireOnImport" not in type(f).__
 import torch
 KEPT = [getattr(torch.nn.functional, "scaled_dot_" + "product_attention")]  # before any wiring"""
 
+# the private math op, reached through torch's namespace (torch.<op>, not torch.ops.aten.<op>),
+# returns the weights itself; named as a string, so that only the runtime tripwire can see it
+MATH_OP = 'getattr(torch, "_scaled_dot_product_" + "attention_math")'
+
 # graded alone, so that their sandboxes are NumPy ones (a torch exercise beside them would have
 # the child import torch and wire it from the start)
 NUMPY_ROUTES = {
+    "attend_via_torch_math_op": (
+        "ex01",
+        "ex01_attend",
+        f"""
+import numpy as np
+import torch
+def attend(query, keys, values):
+    q, k, v = (torch.from_numpy(np.ascontiguousarray(a))[None] for a in (query, keys, values))
+    out, w = {MATH_OP}(q, k, v, scale=1.0)
+    return out[0].numpy(), w[0].numpy()
+""",
+    ),
+    "attend_via_torch_sdpa_imported_in_the_call_around_the_hook": (
+        "ex01",
+        "ex01_attend",
+        ATTEND_VIA_TORCH.replace(
+            "GET_TORCH",
+            'import sys\nsys.meta_path[:] = [f for f in sys.meta_path if "Wire" not in type(f).__name__]',
+        ).replace(
+            "def attend(query, keys, values):\n",
+            "def attend(query, keys, values):\n    import torch\n",
+        ),
+    ),
     "attend_via_torch_sdpa_one_call": (
         "ex01",
         "ex01_attend",

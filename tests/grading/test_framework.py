@@ -60,6 +60,14 @@ def test_static_forbidden_sees_attributes_imports_and_strings():
     assert not static_forbidden(
         [{"source": "def attention(q):\n    '''like scaled_dot_product_attention'''"}], names
     )
+    # the name of one of its aliases (another door to the same function) counts as the name
+    for alias in (
+        "_scaled_dot_product_attention_math",
+        "_scaled_dot_product_flash_attention_for_cpu",
+    ):
+        assert static_forbidden([{"source": f"out, w = torch.{alias}(q, k, v)"}], names) == names
+    mha = {"torch.nn.MultiheadAttention"}
+    assert static_forbidden([{"source": "torch._native_multi_head_attention(x)"}], mha) == mha
 
 
 def test_ids_unique_and_named_after_their_notebook():
