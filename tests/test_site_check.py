@@ -271,11 +271,13 @@ class _VisibleText(HTMLParser):
 
 @pytest.mark.parametrize("guide", _load("build_site").GUIDES)
 def test_each_guide_renders_its_tables_and_markdown(guide):
-    """What `make site` checks in Chromium, without the browser, so `make test` catches it: a guide
-    rendered by the site's own markdown renderer shows no raw table row (a '|' outside code
-    splits a row into one more cell, and the renderer then leaves the whole table as text), no
-    raw '**' and no raw heading. (A CI run failed on an unescaped '[V | I]' in a table cell.)"""
-    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+    """Three of the checks `make site` makes in Chromium, without the browser, so that `make test`
+    catches them: a guide rendered by the site's own markdown renderer shows no raw table row (a
+    '|' outside code splits a row into one more cell, and the renderer then leaves the whole
+    table as text), no raw '**' and no raw heading. The text is joined as the browser's innerText
+    is (cells by tabs), with the same patterns. (A CI run failed on an unescaped '[V | I]'.)"""
+    mistune = pytest.importorskip("nbconvert.filters.markdown_mistune")
+    markdown2html_mistune = mistune.markdown2html_mistune
 
     seen = _VisibleText()
     seen.feed(markdown2html_mistune((ROOT / guide).read_text(encoding="utf-8")))

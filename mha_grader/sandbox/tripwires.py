@@ -85,8 +85,9 @@ class Tripwires:
     """Replace forbidden functions/classes everywhere they are bound; record armed calls.
 
     In a child that does not import torch (NumPy items), torch's names are wired when learner code
-    first imports torch (``install_on_import``), and again before each call if that import went
-    around the hook (``catch_up``): one ``import torch`` in a cell must not reach SDPA unwired."""
+    first imports torch (``install_on_import``); before and after each item's call
+    ``check_imports`` looks for an import that went around that hook: one ``import torch`` in a
+    cell must not reach SDPA unwired."""
 
     def __init__(self) -> None:
         self.armed: set[str] = set()
@@ -94,6 +95,7 @@ class Tripwires:
         self._undo: list[tuple[object, str, object]] = []
         self.pending: list[str] = []  # names to wire once their module is imported
         self.bypassed: set[str] = set()  # ... whose module was imported around the hook
+        self._hook: _WireOnImport | None = None  # the import hook, while names are pending
 
     def _check(self, name: str) -> None:
         if name in self.armed:
@@ -124,11 +126,10 @@ class Tripwires:
     def install_on_import(self, names: list[str]) -> None:
         """Wire ``names`` (torch's) as soon as torch is imported, without importing it now."""
         self.pending = sorted(names)
+        self.catch_up()  # those already imported (a preload) are wired now
         if self.pending:
-            if any(n.split(".")[0] in sys.modules for n in self.pending):
-                self.catch_up()
-            else:
-                sys.meta_path.insert(0, _WireOnImport(self))
+            self._hook = _WireOnImport(self)
+            sys.meta_path.insert(0, self._hook)
 
     def catch_up(self) -> list[str]:
         """Wire the pending names whose top-level module is imported by now; return them."""
@@ -139,10 +140,14 @@ class Tripwires:
         return late
 
     def check_imports(self) -> None:
-        """Before an item's calls: names whose module was imported around the import hook (learner
-        code that took it off ``sys.meta_path``) are wired now, too late for a reference the code
-        kept, so they count as used (``bypassed``)."""
+        """Before and after an item's calls: names whose module was imported around the import
+        hook are wired now, too late for a reference the code kept, so they count as used
+        (``bypassed``). So do all the pending names once the hook is off ``sys.meta_path`` (only
+        learner code takes it off: torch imported then, and its modules dropped from
+        ``sys.modules`` again, would leave no other trace)."""
         self.bypassed.update(self.catch_up())
+        if self.pending and not any(f is self._hook for f in sys.meta_path):
+            self.bypassed.update(self.pending)
 
     def _set(self, owner, attr: str, wire, orig) -> None:
         setattr(owner, attr, wire)

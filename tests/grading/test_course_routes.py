@@ -485,3 +485,42 @@ def test_a_course_route_to_the_answer_is_forbidden(case, request):
     )
     others = [f"{o.id}: {o.status}" for o in results.values() if o.id != item and not o.passed]
     assert not others, others  # the rest of the notebook is graded normally
+
+
+# Honest torch in a NumPy notebook: torch.softmax is allowed on ex01 (the task's primitive), so a
+# cell that imports torch (through the grader's import hook, which wires SDPA then) keeps its marks.
+HONEST_TORCH = """
+import numpy as np
+import torch
+def attend(query, keys, values):
+    weights = torch.softmax(torch.from_numpy(query @ keys.T), dim=-1).numpy()  # (L, S)
+    return weights @ values, weights  # (L, S) @ (S, Dv) -> (L, Dv); and (L, S)
+"""
+# flex_attention with [V | I] as the values is on no list; in the sandbox its first eager call
+# fails once SDPA is wired (torch._dynamo trips over the wired op): pinned, so that a torch
+# release that lets it run is seen (it would return the weights for free)
+VIA_FLEX = """
+import numpy as np
+import torch
+from torch.nn.attention.flex_attention import flex_attention
+def attend(query, keys, values):
+    q, k, v = (torch.from_numpy(np.ascontiguousarray(a))[None, None] for a in (query, keys, values))
+    S, Dv = k.shape[-2], v.shape[-1]
+    vi = torch.cat([v, torch.eye(S, dtype=v.dtype)[None, None]], -1)  # (.., S, Dv) -> (.., S, Dv + S)
+    out = flex_attention(q, k, vi, scale=1.0)[0, 0]
+    return out[:, :Dv].numpy(), out[:, Dv:].numpy()
+"""
+
+
+def test_torch_in_a_numpy_notebook_honest_keeps_its_marks_flex_does_not_earn_them(tmp_path):
+    graded = _grade(
+        {
+            "honest": ("ex01", "ex01_attend", HONEST_TORCH),
+            "flex": ("ex01", "ex01_attend", VIA_FLEX),
+        },
+        tmp_path,
+    )
+    honest = graded["honest"][0]
+    assert all(r.passed for r in honest.values()), {i: r.status for i, r in honest.items()}
+    flex = graded["flex"][0]["ex01_attend"]
+    assert flex.points == 0.0, (flex.status, flex.message)
