@@ -115,16 +115,14 @@ def _call_item(
         mod, _, name = item["driver"].partition(":")
         driver = getattr(importlib.import_module(mod), name)
     saved, shapes = {}, []
+    forbidden = set(item["forbidden"])
     wires.hits = set()
     wires.check_imports()  # torch imported by a cell around the import hook?
-    if wires.bypassed & set(item["forbidden"]):
-        return {
-            "status": "forbidden API",
-            "forbidden": sorted(wires.bypassed & set(item["forbidden"])),
-        }, {}
+    if wires.bypassed & forbidden:
+        return {"status": "forbidden API", "forbidden": sorted(wires.bypassed & forbidden)}, {}
     for i, case in enumerate(item["cases"]):
         args = _args(case, arrays, item["framework"], np, torch)
-        wires.armed = set(item["forbidden"])
+        wires.armed = set(forbidden)
         try:
             if item.get("service"):  # this case's object lives in the parent (channel.py)
                 channel.client().call("begin", item=item["id"], case=i)
@@ -148,8 +146,8 @@ def _call_item(
                 with contextlib.suppress(Exception):
                     channel.client().call("end")
         wires.check_imports()  # ... or by the call itself
-        if wires.hits or wires.bypassed & set(item["forbidden"]):
-            used = wires.hits | (wires.bypassed & set(item["forbidden"]))
+        used = wires.hits | (wires.bypassed & forbidden)
+        if used:
             return {"status": "forbidden API", "forbidden": sorted(used)}, {}
         try:
             outs = _outputs(out, np, torch)
