@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         nargs="*",
         default=["256x512"],
         help="the same for the fast variant (default: 256x512, causal or not: the fastest of the "
-        "pairs tried on one core of an AMD Zen 4 at L = 4096; 512x1024 was on an Intel Xeon; "
+        "pairs tried on one core of an AMD Zen 5 at L = 4096; 512x1024 was on an Intel Xeon; "
         "both listed in benchmarks/README.md)",
     )
     args = p.parse_args(argv)

@@ -7,7 +7,7 @@ possible; ``benchmarks/tiled_vs_sdpa.py`` times both against torch's SDPA.
 
 1. **The running sum is taken while the tile is still in cache**, right after its ``exp``. (A
    column of ones on the values, ``p @ [V | 1]``, would give ``rowsum(p)`` from the matmul
-   itself, but a 65th column cost that matmul about 20 % on one core of an AMD Zen 4: its kernel
+   itself, but a 65th column cost that matmul about 20 % on one core of an AMD Zen 5: its kernel
    works in vectors of 16 floats. The sum costs about 3 %.)
 2. **The maximum is subtracted inside the matmul.** Queries get a column holding ``-m`` (the
    row's reference, see 3) and keys a column of ones, so ``[q | -m] @ [k | 1]ᵀ = q kᵀ - m``.
