@@ -14,8 +14,10 @@ levels; checked against attention with that rounded query) and a paged cache
 (``paged_attention``) twice: ``paged``, each prompt appended whole, so its blocks are one run, each
 sequence and head read as a view of the pool by the course's per-head path
 (``mha_course.caches.per_head``); ``paged interleaved``, the B sequences grown a block each in turn
-(as batched decoding makes them), read as ONE masked attention over the span of the pool they fill
-(``read_path``'s ``masked span``; ``benchmarks/paged_read.py`` times the other ways tried).
+(as batched decoding makes them), read as ``read_path`` chooses: a small batch (on a CPU up to
+B = 3) by ONE masked attention over the span of the pool it fills, a larger one gathered a slice of
+(sequence, head) pairs at a time into buffers the pool keeps (``benchmarks/paged_read.py`` times
+the ways tried).
 The dense variants use torch's SDPA; int8 and ``paged`` run ``attention_by_head`` (a slice of
 (sequence, head) pairs per batched matmul; on a GPU one slice), so their ratios include that path's
 cost as well as what they read. Before timing, each variant's output is checked against its dense
@@ -152,7 +154,9 @@ def variants(S: int, args, device, dtype) -> dict[str, tuple]:
         for b, p0, p1 in steps:
             cache.append(b, k[b, :, p0:p1], v[b, :, p0:p1])
         out[name] = (
-            lambda cache=cache: paged_attention(q, cache, list(range(B))),  # views / masked span
+            lambda cache=cache: paged_attention(
+                q, cache, list(range(B))
+            ),  # views, masked span or gather (read_path)
             kv_cache_bytes(1, H, D, S, B, dtype),
             sdpa(q, k, v),
         )

@@ -12,13 +12,14 @@ per sequence), each way checked against dense SDPA before it is timed:
   attention on it (what ``paged_attention`` did before);
 - ``gather in L2-sized chunks``: the same, 64 blocks at a time (the buffer stays in the core's L2;
   scores of all chunks, one softmax, then the values chunk by chunk);
-- ``gather by one index``: ``paged_attention``'s ``gather`` path (for batches the span does not
-  suit): a slice of (sequence, head) pairs at a time, all their blocks gathered by ONE
-  ``index_select`` into a reused buffer, one batched attention per slice (before issue 33 it
+- ``gather by one index``: ``paged_attention(..., path="gather")``, ``read_path``'s choice on a
+  CPU from B = 4 (the default here): a slice of (sequence, head) pairs at a time, all their blocks gathered by ONE ``index_select`` into
+  buffers the pool keeps for the next call, one batched attention per slice (before issue 33 it
   gathered the keys per pair and summed the values in place with ``F.embedding_bag``);
-- ``span, one masked SDPA``: ``paged_attention`` here (``read_path``: ``masked span``): ONE SDPA
-  over the span of pool blocks the batch fills (a view), a mask keeping each query to its own
-  sequence's keys (B times the dot products).
+- ``span, one masked SDPA``: ``paged_attention(..., path="masked span")``, ``read_path``'s choice
+  for such a batch on a CPU up to B = 3 and elsewhere up to B = 8: ONE SDPA over the span of pool
+  blocks the batch fills (a view), a mask keeping each query to its own sequence's keys (B times
+  the dot products).
 
 Also tried, not timed here (a few runs on the course's shared 2-core machine, load 8-15):
 ``torch.compile`` of the gather-and-reduce written as indexing and sums (94 s to compile, then
@@ -53,7 +54,7 @@ def ways(B: int, H: int, S: int, D: int, bs: int) -> tuple[dict, torch.Tensor]:
         for b in range(B):
             cache.append(b, k[b, :, p : p + bs], v[b, :, p : p + bs])
     tables = [cache.tables[b] for b in range(B)]
-    assert read_path(tables) == "masked span"  # no run to read as a view; the batch fills its span
+    assert read_path(tables, "cuda") == "masked span"  # no run to read as a view; fills its span
     pool = cache.pool
     N, M = pool.num_blocks, S // bs
     k_rows, v_rows = (
@@ -92,7 +93,9 @@ def ways(B: int, H: int, S: int, D: int, bs: int) -> tuple[dict, torch.Tensor]:
         "gather": per_head(gather),
         "gather in L2-sized chunks": per_head(chunked),
         "gather by one index": lambda: paged_attention(q, cache, list(range(B)), path="gather"),
-        "span, one masked SDPA": lambda: paged_attention(q, cache, list(range(B))),
+        "span, one masked SDPA": lambda: paged_attention(
+            q, cache, list(range(B)), path="masked span"
+        ),
     }, F.scaled_dot_product_attention(q, k, v)
 
 

@@ -23,7 +23,12 @@ from mha_course import (
     scaled_dot_product_attention,
     slots_needed,
 )
-from mha_course.paged.decode import SPAN_MAX_SEQUENCES, first_of_run, read_path
+from mha_course.paged.decode import (
+    SPAN_MAX_SEQUENCES,
+    SPAN_MAX_SEQUENCES_CPU,
+    first_of_run,
+    read_path,
+)
 
 G, D = 2, 4
 f64 = torch.float64
@@ -128,7 +133,8 @@ def test_paged_attention_reads_each_layout_by_its_path(layout, path, H):
         cache.append(s, dense[s][0][:, p : p + bs], dense[s][1][:, p : p + bs])
         if layout == "interleaved, far apart" and s == 2:
             cache.append("other", *(torch.zeros(G, 9 * bs, D, dtype=f64),) * 2)
-    assert read_path([cache.tables[s] for s in range(3)]) == path
+    tables = [cache.tables[s] for s in range(3)]
+    assert read_path(tables) == read_path(tables, "cuda") == path  # B = 3: the same on both
     q = torch.randn(3, H, L, D, dtype=f64)  # the last L = 2 positions
     for forced in (None, "gather") + (("masked span",) if path == "masked span" else ()):
         got = paged_attention(q, cache, [0, 1, 2], path=forced)
@@ -142,13 +148,20 @@ def test_paged_attention_reads_each_layout_by_its_path(layout, path, H):
 
 
 def test_read_path():
-    assert read_path([[3, 4, 5], [0, 1]]) == "views"
-    assert read_path([[0, 2, 4], [1, 3, 5]]) == "masked span"  # span 6 blocks, 6 held
-    assert read_path([[0, 20], [1, 21]]) == "gather"  # span 22 blocks, 4 held
-    assert read_path([[0, 2]] + [[1]] * SPAN_MAX_SEQUENCES) == "gather"  # too many sequences
-    assert read_path([[0, 2], []]) == "gather"  # a sequence that holds nothing yet
+    for device in ("cpu", "cuda", torch.device("cpu")):
+        assert read_path([[3, 4, 5], [0, 1]], device) == "views"
+    for device in ("cpu", "cuda"):  # a pure function of the tables: no GPU needed
+        assert read_path([[0, 2, 4], [1, 3, 5]], device) == "masked span"  # span 6, 6 held
+    four = [[0, 4], [1, 5], [2, 6], [3, 7]]  # B = 4 interleaved: gathered on a CPU only
+    assert read_path(four) == "gather" and read_path(four, "cuda") == "masked span"
+    assert read_path(four[:SPAN_MAX_SEQUENCES_CPU]) == "masked span"
+    assert read_path([[0, 20], [1, 21]], "cuda") == "gather"  # span 22 blocks, 4 held
+    assert read_path([[0, 2]] + [[1]] * SPAN_MAX_SEQUENCES, "cuda") == "gather"  # too many
+    assert read_path([[0, 2], []], "cuda") == "gather"  # a sequence that holds nothing yet
     with pytest.raises(ValueError, match="tables"):
         read_path([3, 4])  # one table, not a list of tables
+    with pytest.raises(ValueError, match="device: expected a torch.device .* got 'gpu0'"):
+        read_path([[0, 2], [1, 3]], "gpu0")
 
 
 def test_first_of_run():
@@ -266,3 +279,23 @@ def test_help_documents_what_a_scheduler_uses() -> None:
         assert what in text, what
     for method in (BlockPool.allocate, BlockPool.release, BlockPool.blocks_in_use.fget):
         assert method.__doc__, method
+
+
+def test_gather_buffers_are_reused_grown_and_kept_per_thread():
+    """On a CPU the gather path's buffers outlive a call (fresh memory is page-faulted in each
+    time): the same memory comes back for as many rows or fewer, larger buffers for more, and
+    another thread gets its own (two threads reading one pool never share a buffer)."""
+    import threading
+
+    pool = BlockPool(64, 4, 2, 8)  # a block of one head: bs·D = 32 floats
+    k, v = pool.gather_buffers(3)
+    assert k.shape == v.shape == (3, 32) and k.data_ptr() != v.data_ptr()
+    assert pool.gather_buffers(2)[0].data_ptr() == k.data_ptr()  # reused
+    k5, v5 = pool.gather_buffers(5)
+    assert k5.shape == v5.shape == (5, 32)  # grown
+    assert pool.gather_buffers(5)[0].data_ptr() == k5.data_ptr()
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(pool.gather_buffers(5)[0].data_ptr()))
+    t.start()
+    t.join()
+    assert seen and seen[0] not in (k5.data_ptr(), v5.data_ptr())

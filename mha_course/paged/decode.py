@@ -31,18 +31,26 @@ def first_of_run(table: Sequence[int]) -> int | None:
 PATHS = ("views", "masked span", "gather")
 SPAN_SLACK = 2  # the masked span reads at most this many times the batch's own blocks
 SPAN_MAX_SEQUENCES = 8  # ... and computes B times the dot products: a small batch only
+SPAN_MAX_SEQUENCES_CPU = 3  # on a CPU, where gathering is faster from B = 4 (read_path)
 
 
-def read_path(tables: Sequence[Sequence[int]]) -> str:
-    """How :func:`paged_attention` reads a batch whose block tables are ``tables``:
+def read_path(tables: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> str:
+    """How :func:`paged_attention` reads a batch whose block tables are ``tables`` on ``device``:
 
     - ``"views"``: every sequence's blocks are one run ``t, t + 1, ...``: a (sequence, head)
       read alone is a view of the pool, nothing copied;
     - ``"masked span"``: blocks interleaved (as decoding a batch grows them), the batch small
-      (B <= SPAN_MAX_SEQUENCES) and its blocks filling most of the span of the pool they lie in
-      (span <= SPAN_SLACK x the blocks they hold): :func:`_span_attention`, one attention call;
+      (B <= SPAN_MAX_SEQUENCES, on a CPU B <= SPAN_MAX_SEQUENCES_CPU) and its blocks filling
+      most of the span of the pool they lie in (span <= SPAN_SLACK x the blocks they hold):
+      :func:`_span_attention`, one attention call;
     - ``"gather"``: otherwise, a slice of (sequence, head) pairs at a time: their blocks gathered
-      by one index.
+      by one index into buffers the pool keeps.
+
+    The CPU limit is measured (``benchmarks/README.md``; one thread of an AMD Zen 5, H = 16,
+    D = 64, each read from a cold cache): the span computes B times the dot products and
+    gathering copies the keys and values once, so the span wins for B = 2 (1.27-1.39x dense
+    against 1.51-1.91x), neither for B = 3, and gathering from B = 4 (at S = 8192: 1.35x
+    against 1.48x) except at S = 2048, where B = 4 tied.
     """
     if not isinstance(tables, (list, tuple)) or not all(
         isinstance(t, (list, tuple)) and all(isinstance(n, int) for n in t) for t in tables
@@ -50,9 +58,16 @@ def read_path(tables: Sequence[Sequence[int]]) -> str:
         raise ValueError(
             f"tables: expected a list of block tables (lists of block numbers), got {tables!r:.80}"
         )
+    try:
+        on_cpu = torch.device(device).type == "cpu"
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"device: expected a torch.device or a name such as 'cpu' or 'cuda', got {device!r}"
+        ) from None
     if all(first_of_run(t) is not None for t in tables):
         return "views"
-    if len(tables) > SPAN_MAX_SEQUENCES or not all(tables):
+    limit = SPAN_MAX_SEQUENCES_CPU if on_cpu else SPAN_MAX_SEQUENCES
+    if len(tables) > limit or not all(tables):
         return "gather"
     span = max(max(t) for t in tables) - min(min(t) for t in tables) + 1
     return "masked span" if span <= SPAN_SLACK * sum(len(t) for t in tables) else "gather"
@@ -72,7 +87,7 @@ def _span_attention(
     query ``l`` of sequence ``b`` to b's own tokens at positions ``<= S_b - L + l``. FlexAttention's
     paged attention reads a pool through a block mask the same way; SDPA does not skip the masked
     tiles, so this computes B times the dot products of a per-sequence read: cheap beside the
-    bytes for a small batch on a CPU, not for a large one (hence :func:`read_path`'s limits).
+    bytes for a small batch, not for a large one (hence :func:`read_path`'s limits).
 
     Shape:
         query: (B, H, L, D); key_heads, value_heads: (G, N, bs, D); tables[b]: ceil(S_b / bs)
@@ -155,7 +170,7 @@ def paged_attention(
         raise ValueError(
             f"path: expected None (read_path's choice) or one of {PATHS}, got {path!r}"
         )
-    path = read_path(tables) if path is None else path
+    path = read_path(tables, query.device) if path is None else path
     if path == "masked span" and not all(tables):
         raise ValueError(
             "path: 'masked span' needs every sequence to hold a block; got an empty table"
@@ -178,8 +193,9 @@ def paged_attention(
     step = pairs_per_slice(len(rows), M * bs * 2 * D * pool.key.element_size(), dev)
     firsts = [first_of_run(t) for t in tables]  # a pair read alone whose blocks are a run: a view
     k_heads, v_heads = pool.key_heads, pool.value_heads  # (G, N, bs, D)
-    # one buffer per slice, reused by every slice: fresh memory would be page-faulted in each time
-    bufs = [t.new_empty(step * M, bs * D) for t in (k_rows, v_rows)]
+    # one buffer per slice, reused by every slice and (on a CPU) by the next call: fresh memory
+    # would be page-faulted in each time
+    bufs = pool.gather_buffers(step * M)
     grad = torch.is_grad_enabled() and k_rows.requires_grad  # autograd allows no out=
 
     def load(i: int, j: int) -> tuple[torch.Tensor, torch.Tensor]:

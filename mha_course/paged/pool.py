@@ -8,6 +8,7 @@ reference count drops to zero (sequences sharing a prompt prefix share its block
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import torch
@@ -66,6 +67,7 @@ class BlockPool:
         self.value = self.value_heads.transpose(0, 1)
         self.refcount = [0] * N
         self.free = list(range(N - 1, -1, -1))  # a stack: pop() hands out block 0 first
+        self._gather_buffers: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # by thread
 
     @property
     def nbytes(self) -> int:
@@ -76,6 +78,32 @@ class BlockPool:
     def blocks_in_use(self) -> int:
         """Blocks held by at least one sequence: ``num_blocks - len(free)``."""
         return self.num_blocks - len(self.free)
+
+    def gather_buffers(self, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Two buffers of at least ``rows`` blocks, for the keys and the values that
+        :func:`mha_course.paged_attention` gathers. On a CPU they are kept, one pair per thread,
+        and reused by the next call: fresh memory of this size is page-faulted in on every call
+        (a third of the gather path's extra time over dense at S = 8192, ``benchmarks/README.md``).
+        On a GPU they are new each call (the caching allocator already reuses device memory, and
+        a GPU's slice holds the whole batch: keeping it would double the cache's memory).
+
+        Shape:
+            returns (rows, bs·D) twice, views of buffers that may be larger.
+        """
+        G, _, bs, D = self.key_heads.shape
+        if self.key_heads.device.type != "cpu":
+            return (
+                self.key_heads.new_empty(rows, bs * D),
+                self.value_heads.new_empty(rows, bs * D),
+            )
+        kept = self._gather_buffers.get(threading.get_ident())
+        if kept is None or kept[0].shape[0] < rows:
+            kept = (
+                self.key_heads.new_empty(rows, bs * D),
+                self.value_heads.new_empty(rows, bs * D),
+            )
+            self._gather_buffers[threading.get_ident()] = kept
+        return kept[0][:rows], kept[1][:rows]
 
     def allocate(self) -> int:
         """Hand out a free block with ``refcount`` 1 and return its index; RuntimeError when ``free``
