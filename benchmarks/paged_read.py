@@ -54,7 +54,8 @@ def ways(B: int, H: int, S: int, D: int, bs: int) -> tuple[dict, torch.Tensor]:
         for b in range(B):
             cache.append(b, k[b, :, p : p + bs], v[b, :, p : p + bs])
     tables = [cache.tables[b] for b in range(B)]
-    assert read_path(tables, "cuda") == "masked span"  # no run to read as a view; fills its span
+    # the layout, not the CPU choice: no run to read as a view, and the batch fills its span
+    assert read_path(tables, "cuda") == "masked span"
     pool = cache.pool
     N, M = pool.num_blocks, S // bs
     k_rows, v_rows = (

@@ -281,11 +281,13 @@ def test_help_documents_what_a_scheduler_uses() -> None:
         assert method.__doc__, method
 
 
-def test_gather_buffers_are_reused_grown_and_kept_per_thread():
+def test_gather_buffers_are_reused_grown_and_kept_for_one_thread():
     """On a CPU the gather path's buffers outlive a call (fresh memory is page-faulted in each
-    time): the same memory comes back for as many rows or fewer, larger buffers for more, and
-    another thread gets its own (two threads reading one pool never share a buffer)."""
+    time): the same memory comes back for as many rows or fewer, larger buffers for more; another
+    thread never gets the memory a thread holds; one over KEPT_BUFFER_BYTES is not kept."""
     import threading
+
+    from mha_course.paged.pool import KEPT_BUFFER_BYTES
 
     pool = BlockPool(64, 4, 2, 8)  # a block of one head: bs·D = 32 floats
     k, v = pool.gather_buffers(3)
@@ -299,3 +301,30 @@ def test_gather_buffers_are_reused_grown_and_kept_per_thread():
     t.start()
     t.join()
     assert seen and seen[0] not in (k5.data_ptr(), v5.data_ptr())
+    big = KEPT_BUFFER_BYTES // (32 * 4) + 1  # rows of 32 floats: just over the limit
+    assert pool.gather_buffers(big)[0].data_ptr() != pool.gather_buffers(big)[0].data_ptr()
+    with pytest.raises(ValueError, match="rows"):
+        pool.gather_buffers(0)
+
+
+def test_gathered_reads_keep_their_gradient_across_calls():
+    """With a query that needs gradients the gather path reads into fresh tensors, never the
+    kept buffers (autograd saves what the products read): a second call, which refills the
+    buffers, leaves the first call's gradient that of dense attention."""
+    torch.manual_seed(4)
+    B, bs, S = 4, 4, 12
+    k, v = torch.randn(B, G, S, D, dtype=f64), torch.randn(B, G, S, D, dtype=f64)
+    cache = PagedKVCache(BlockPool(B * S, bs, G, D, dtype=f64))
+    for b in range(B):
+        cache.add(b, S)
+    for p in range(0, S, bs):  # a block each in turn: interleaved, gathered on a CPU (B = 4)
+        for b in range(B):
+            cache.append(b, k[b, :, p : p + bs], v[b, :, p : p + bs])
+    assert read_path([cache.tables[b] for b in range(B)]) == "gather"
+    q = torch.randn(B, G, 1, D, dtype=f64, requires_grad=True)
+    first = paged_attention(q, cache, list(range(B)))
+    paged_attention(q * 2, cache, list(range(B)))  # would overwrite a kept buffer
+    (got,) = torch.autograd.grad(first.sum(), q)
+    q_ref = q.detach().requires_grad_()
+    (want,) = torch.autograd.grad(scaled_dot_product_attention(q_ref, k, v).sum(), q_ref)
+    assert_close(got, want, rtol=1e-12, atol=1e-12)

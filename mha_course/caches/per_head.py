@@ -89,15 +89,16 @@ def attention_by_head(
         k, v, *scales = load(i, j)  # (n, S, D), (n, S, Dv) [, (n, S, 1), (n, S, 1)]
         S = k.shape[1]
         if key_scores is None:
-            # torch.bmm, not @: matmul's broadcasting steps cost ~4 us a call (10 % of a step
-            # at S = 2048 on a CPU, one pair a slice)
+            # torch.bmm, not @: matmul's broadcasting steps cost ~4 us a call in a profile (with
+            # the mask skipped: 1.55 -> 1.48x dense at S = 2048, one pair a slice, on a CPU)
             scores = torch.bmm(q[i:j], k.transpose(1, 2))  # (n, rL, D) @ (n, D, S) -> (n, rL, S)
         else:
             scores = key_scores(q[i:j], k)  # (n, rL, D), (n, S, D) -> (n, rL, S)
         if scales:
             scores.mul_(scales[0].transpose(1, 2))  # (n, rL, S) * (n, 1, S): each key's scale
         # mask the keys after each row's position, and padding; a decode step (L = 1) whose
-        # sequences all hold S tokens sees every key: no mask (it cost ~6 % of a step on a CPU)
+        # sequences all hold S tokens sees every key: no mask (timed alone, the mask's three ops
+        # were ~6 % of a CPU step at S = 8192; end to end within the noise)
         if L > 1 or (lengths and min(lengths[i // G : (j - 1) // G + 1]) < S):
             p = (S - L + rows)[None] if pos is None else pos[i:j]  # (1 or n, rL)
             # (1, 1, S) > (., rL, 1) -> (., rL, S); written (S,) > ..., torch took 10x longer

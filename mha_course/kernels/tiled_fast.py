@@ -63,7 +63,7 @@ def tiled_attention_fast(
     is_causal: bool = False,
     scale: float | None = None,
     block_q: int = 256,
-    block_k: int = 1024,
+    block_k: int = 512,
 ) -> torch.Tensor:
     """softmax(Q Kᵀ · scale) V tile by tile, as :func:`tiled_attention`, with fewer passes.
 

@@ -143,7 +143,8 @@ def paged_attention(
       by every slice, then one batched attention over the slice, the padding of shorter
       sequences masked.
     ``path`` forces one (None: :func:`read_path`'s choice).
-    ``benchmarks/kv_cache_decode.py`` times the first two against the dense cache,
+    ``benchmarks/kv_cache_decode.py`` times the views and an interleaved batch of 4 (on a CPU
+    gathered, elsewhere the masked span) against the dense cache,
     ``benchmarks/paged_read.py`` the ways of reading interleaved blocks that were tried.
 
     Shape:
@@ -193,10 +194,11 @@ def paged_attention(
     step = pairs_per_slice(len(rows), M * bs * 2 * D * pool.key.element_size(), dev)
     firsts = [first_of_run(t) for t in tables]  # a pair read alone whose blocks are a run: a view
     k_heads, v_heads = pool.key_heads, pool.value_heads  # (G, N, bs, D)
-    # one buffer per slice, reused by every slice and (on a CPU) by the next call: fresh memory
-    # would be page-faulted in each time
-    bufs = pool.gather_buffers(step * M)
-    grad = torch.is_grad_enabled() and k_rows.requires_grad  # autograd allows no out=
+    # autograd keeps what the products read (and allows no out=): fresh tensors for each slice
+    grad = torch.is_grad_enabled() and (k_rows.requires_grad or query.requires_grad)
+    # otherwise one buffer per slice, reused by every slice and (on a CPU) by the next call:
+    # fresh memory would be page-faulted in each time
+    bufs = (None, None) if grad else pool.gather_buffers(step * M)
 
     def load(i: int, j: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys, values of pairs i..j-1: every block they hold gathered by ONE index.

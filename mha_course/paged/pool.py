@@ -15,6 +15,10 @@ import torch
 
 from mha_course._checks import check_nonnegative_int, check_positive_int
 
+# gather_buffers keeps a buffer up to this size on a CPU (one pair of (sequence, head) at
+# S = 32768, D = 128 in float32 is 16 MiB); a larger one is allocated each call
+KEPT_BUFFER_BYTES = 16 * 2**20
+
 
 class BlockPool:
     """``num_tokens / block_size`` physical blocks of keys and values, with reference counts.
@@ -67,7 +71,11 @@ class BlockPool:
         self.value = self.value_heads.transpose(0, 1)
         self.refcount = [0] * N
         self.free = list(range(N - 1, -1, -1))  # a stack: pop() hands out block 0 first
-        self._gather_buffers: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # by thread
+        # (thread, (keys, values)): the buffers gather_buffers keeps for the thread that asked last
+        self._gather_buffers: tuple[int | None, tuple[torch.Tensor, torch.Tensor] | None] = (
+            None,
+            None,
+        )
 
     @property
     def nbytes(self) -> int:
@@ -80,29 +88,33 @@ class BlockPool:
         return self.num_blocks - len(self.free)
 
     def gather_buffers(self, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Two buffers of at least ``rows`` blocks, for the keys and the values that
-        :func:`mha_course.paged_attention` gathers. On a CPU they are kept, one pair per thread,
-        and reused by the next call: fresh memory of this size is page-faulted in on every call
-        (a third of the gather path's extra time over dense at S = 8192, ``benchmarks/README.md``).
-        On a GPU they are new each call (the caching allocator already reuses device memory, and
-        a GPU's slice holds the whole batch: keeping it would double the cache's memory).
+        """Two buffers of ``rows`` blocks of one head each, for the keys and the values that
+        :func:`mha_course.paged_attention` gathers (without autograd). On a CPU, one pair of up
+        to ``KEPT_BUFFER_BYTES`` each is kept for the thread that asked last and handed back to its
+        next call: fresh memory of this size is page-faulted in on every call (about a fifth of the
+        gather path's extra time over dense at S = 8192, ``benchmarks/README.md``). What it returns
+        is valid until that thread's next call. Larger buffers, other threads' and a GPU's are
+        new each call (a GPU's caching allocator already reuses device memory, and a GPU's slice
+        holds the whole batch: keeping it would double the cache's memory).
 
         Shape:
-            returns (rows, bs·D) twice, views of buffers that may be larger.
+            returns (rows, bs·D) twice.
         """
-        G, _, bs, D = self.key_heads.shape
-        if self.key_heads.device.type != "cpu":
+        rows = check_positive_int("rows", rows, "(blocks to gather)")
+        _, _, bs, D = self.key_heads.shape
+        nbytes = rows * bs * D * self.key_heads.element_size()
+        if self.key_heads.device.type != "cpu" or nbytes > KEPT_BUFFER_BYTES:
             return (
                 self.key_heads.new_empty(rows, bs * D),
                 self.value_heads.new_empty(rows, bs * D),
             )
-        kept = self._gather_buffers.get(threading.get_ident())
-        if kept is None or kept[0].shape[0] < rows:
+        owner, kept = self._gather_buffers
+        if owner != threading.get_ident() or kept is None or kept[0].shape[0] < rows:
             kept = (
                 self.key_heads.new_empty(rows, bs * D),
                 self.value_heads.new_empty(rows, bs * D),
             )
-            self._gather_buffers[threading.get_ident()] = kept
+            self._gather_buffers = (threading.get_ident(), kept)
         return kept[0][:rows], kept[1][:rows]
 
     def allocate(self) -> int:
