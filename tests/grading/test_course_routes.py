@@ -524,3 +524,36 @@ def test_torch_in_a_numpy_notebook_honest_keeps_its_marks_flex_does_not_earn_the
     assert all(r.passed for r in honest.values()), {i: r.status for i, r in honest.items()}
     flex = graded["flex"][0]["ex01_attend"]
     assert flex.points == 0.0, (flex.status, flex.message)
+
+
+# Two doors still open (tried 2026-12-08 in the real sandbox: full marks on ex01_attend). The
+# private math op reached through objects the tripwire cannot rebind, its name built at run time
+# so that the source scan cannot see it either: torch._C._VariableFunctions (read-only
+# attributes) and the JIT's operator table. Strict xfail: the day a change closes them, this
+# fails, and the expectation is flipped (docs/grading.md and the instructor guide say so too).
+VIA_VARIABLE_FUNCTIONS = """
+import numpy as np
+import torch
+_op = getattr(torch._C._VariableFunctions, "_scaled_dot_product_" + "attention_math")
+def attend(query, keys, values):
+    q, k, v = (torch.from_numpy(np.ascontiguousarray(a))[None] for a in (query, keys, values))
+    out, w = _op(q, k, v, scale=1.0)
+    return out[0].numpy(), w[0].numpy()
+"""
+VIA_JIT_OPERATION = VIA_VARIABLE_FUNCTIONS.replace(
+    'getattr(torch._C._VariableFunctions, "_scaled_dot_product_" + "attention_math")',
+    'torch._C._jit_get_operation("aten::_scaled_dot_product_" + "attention_math")[0]',
+)
+
+
+@pytest.mark.xfail(
+    strict=True, raises=AssertionError, reason="open doors: the private op by a built name"
+)
+def test_the_private_op_by_a_built_name_is_forbidden(tmp_path):
+    routes = {
+        "variable_functions": ("ex01", "ex01_attend", VIA_VARIABLE_FUNCTIONS),
+        "jit_operation": ("ex01", "ex01_attend", VIA_JIT_OPERATION),
+    }
+    graded = _grade(routes, tmp_path)
+    got = {case: graded[case][0]["ex01_attend"] for case in routes}
+    assert all(r.points == 0.0 for r in got.values()), {c: r.status for c, r in got.items()}
